@@ -1,0 +1,222 @@
+// Package manifest holds no8s-agent's domain types (resource types, resources,
+// conditions, revisions), the decoding of manifest files, and the validation,
+// defaulting and hashing of resource specs against resource-type schemas.
+//
+// It imports nothing else of this module, so every other package can depend on it.
+package manifest
+
+import (
+	"encoding/json"
+	"regexp"
+	"time"
+)
+
+// APIVersion is the apiVersion of the agent's own kinds (ResourceType).
+const APIVersion = "no8s.io/v1"
+
+// DefaultGroup is the group of a ResourceType that names none.
+const DefaultGroup = "no8s.io"
+
+// KindResourceType is the kind of documents that declare resource types.
+const KindResourceType = "ResourceType"
+
+// AnnotationPrune is the annotation that, set to "disabled", makes removal from
+// Git forget a resource instead of destroying it.
+const AnnotationPrune = "no8s.io/prune"
+
+var (
+	nameRE     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	kindNameRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
+	versionRE  = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]+)?$`)
+	groupRE    = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
+)
+
+// ValidName reports whether s is a valid resource name (a DNS label).
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// ValidKindName reports whether s is a valid resource type name (Kind style).
+func ValidKindName(s string) bool { return kindNameRE.MatchString(s) }
+
+// ValidVersion reports whether s is a valid type version such as v1 or v2beta1.
+func ValidVersion(s string) bool { return versionRE.MatchString(s) }
+
+// Revision identifies one state of a source: "main@sha1:<hex>" for Git,
+// "sha256:<hex>" for a directory. The empty revision means "never synced".
+type Revision string
+
+// String returns the revision as written.
+func (r Revision) String() string { return string(r) }
+
+// Origin says where a declared object came from, so that errors and the API
+// can point at the file to change.
+type Origin struct {
+	// File is the path of the file relative to the source root, with forward slashes.
+	File string `json:"file,omitempty"`
+	// Document is the zero-based index of the document within the file.
+	Document int `json:"document"`
+	// Line is the one-based line on which the document starts.
+	Line int `json:"line,omitempty"`
+}
+
+// ObjectRef names a resource by kind and name.
+type ObjectRef struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// String returns "Kind/name".
+func (r ObjectRef) String() string { return r.Kind + "/" + r.Name }
+
+// ResourceType declares a kind of resource, like a Kubernetes
+// CustomResourceDefinition. One ResourceType document holds several versions;
+// the store keeps one row per (name, version).
+type ResourceType struct {
+	// Name is the kind its resources use, e.g. DatabaseCluster.
+	Name string
+	// Group is the API group; resources use apiVersion <group>/<version>.
+	Group string
+	// Description is free text for people.
+	Description string
+	// Action is the default action instance of its resources.
+	Action string
+	// DriftInterval is how often drift is checked for its resources; zero is off.
+	DriftInterval time.Duration
+	// Versions are the served versions, each with its own schema.
+	Versions []TypeVersion
+	// Origin is where the type was declared.
+	Origin Origin
+}
+
+// Version returns the named version, or nil.
+func (t *ResourceType) Version(name string) *TypeVersion {
+	for i := range t.Versions {
+		if t.Versions[i].Name == name {
+			return &t.Versions[i]
+		}
+	}
+	return nil
+}
+
+// APIVersionFor returns the apiVersion resources of version v use.
+func (t *ResourceType) APIVersionFor(v string) string { return t.Group + "/" + v }
+
+// TypeVersion is one version of a ResourceType with the OpenAPI v3 schema of
+// its resources' spec.
+type TypeVersion struct {
+	// Name is the version, e.g. v1.
+	Name string
+	// Schema is the OpenAPI v3 schema as canonical JSON.
+	Schema json.RawMessage
+	// compiled is set by CompileType; a nil compiled schema accepts nothing.
+	compiled *compiledSchema
+}
+
+// ConditionStatus is the status of a Condition.
+type ConditionStatus string
+
+// The statuses a condition can have.
+const (
+	ConditionTrue    ConditionStatus = "True"
+	ConditionFalse   ConditionStatus = "False"
+	ConditionUnknown ConditionStatus = "Unknown"
+)
+
+// The standard condition types every resource carries.
+const (
+	ConditionReady       = "Ready"
+	ConditionReconciling = "Reconciling"
+	ConditionDegraded    = "Degraded"
+)
+
+// Condition is one named aspect of a resource's state, as in Kubernetes.
+type Condition struct {
+	Type               string          `json:"type"`
+	Status             ConditionStatus `json:"status"`
+	Reason             string          `json:"reason,omitempty"`
+	Message            string          `json:"message,omitempty"`
+	LastTransitionTime time.Time       `json:"lastTransitionTime"`
+	ObservedGeneration int64           `json:"observedGeneration,omitempty"`
+}
+
+// SetCondition sets c in conds, keeping LastTransitionTime unchanged unless
+// the status changes, and returns the updated slice.
+func SetCondition(conds []Condition, c Condition) []Condition {
+	for i := range conds {
+		if conds[i].Type != c.Type {
+			continue
+		}
+		if conds[i].Status == c.Status {
+			c.LastTransitionTime = conds[i].LastTransitionTime
+		}
+		conds[i] = c
+		return conds
+	}
+	return append(conds, c)
+}
+
+// FindCondition returns the condition of the given type, or nil.
+func FindCondition(conds []Condition, typ string) *Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// Phase is the coarse state of a resource.
+type Phase string
+
+// The phases of a resource.
+const (
+	PhasePending     Phase = "pending"
+	PhaseReconciling Phase = "reconciling"
+	PhaseReady       Phase = "ready"
+	PhaseFailed      Phase = "failed"
+	PhaseDeleting    Phase = "deleting"
+)
+
+// Valid reports whether p is one of the known phases.
+func (p Phase) Valid() bool {
+	switch p {
+	case PhasePending, PhaseReconciling, PhaseReady, PhaseFailed, PhaseDeleting:
+		return true
+	}
+	return false
+}
+
+// Resource is one declared resource: its desired state as decoded and
+// validated from a manifest (or the API). Spec holds the spec with defaults
+// applied, as canonical JSON, and SpecHash its SHA-256.
+type Resource struct {
+	// Kind is the resource type name.
+	Kind string
+	// Group is the resource type's group.
+	Group string
+	// Version is the resource type version the spec was validated against.
+	Version string
+	// Name is unique per Kind across all sources.
+	Name        string
+	Labels      map[string]string
+	Annotations map[string]string
+	// Spec is the spec with schema defaults applied, as canonical JSON.
+	Spec json.RawMessage
+	// SpecHash is "sha256:<hex>" of Spec.
+	SpecHash string
+	// Action is the action instance chosen by the manifest; empty means the type's.
+	Action string
+	// DependsOn lists resources that must be Ready before this one is reconciled.
+	DependsOn []ObjectRef
+	// Origin is where the resource was declared.
+	Origin Origin
+}
+
+// Ref returns the resource's kind and name.
+func (r *Resource) Ref() ObjectRef { return ObjectRef{Kind: r.Kind, Name: r.Name} }
+
+// APIVersion returns <group>/<version>.
+func (r *Resource) APIVersion() string { return r.Group + "/" + r.Version }
+
+// PruneDisabled reports whether removing the resource from its source should
+// forget it rather than destroy it.
+func (r *Resource) PruneDisabled() bool { return r.Annotations[AnnotationPrune] == "disabled" }
