@@ -20,7 +20,8 @@ type Problem struct {
 	Message string `json:"message"`
 }
 
-// String formats the problem as "file:line: message (at pointer)".
+// String formats the problem as "file:line: message"; the message names the
+// field itself.
 func (p Problem) String() string {
 	var b strings.Builder
 	if p.File != "" {
@@ -31,9 +32,6 @@ func (p Problem) String() string {
 		b.WriteString(": ")
 	}
 	b.WriteString(p.Message)
-	if p.Pointer != "" {
-		fmt.Fprintf(&b, " (at %s)", p.Pointer)
-	}
 	return b.String()
 }
 
@@ -65,4 +63,37 @@ func (ps problems) err() error {
 		return nil
 	}
 	return &ValidationError{Problems: ps}
+}
+
+// FieldPath turns a JSON pointer into the dotted path people read in
+// messages: /spec/items/0/name becomes spec.items[0].name.
+func FieldPath(pointer string) string {
+	if pointer == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, tok := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		if isIndex(tok) {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
+
+func isIndex(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/no8s/no8s-agent/manifest"
+)
+
+func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("validate", "validate [flags] [PATH]\n\nChecks every manifest under PATH (a folder or one file, default .) without a database.\nExit status: 0 valid, 1 invalid or error.", stderr)
+	output := fs.String("o", "text", "output format: text or json")
+	maxSize := fs.Int64("max-file-size", manifest.DefaultMaxFileSize, "largest manifest file in bytes")
+	rest, code := parseFlags(fs, args)
+	if code >= 0 {
+		return code
+	}
+	if *output != "text" && *output != "json" {
+		fmt.Fprintf(stderr, "validate: -o must be text or json, not %q\n", *output)
+		return exitError
+	}
+	if len(rest) > 1 {
+		fmt.Fprintf(stderr, "validate: one PATH at most, got %d\n", len(rest))
+		return exitError
+	}
+	path := "."
+	if len(rest) == 1 {
+		path = rest[0]
+	}
+
+	set, problems, err := validatePath(path, manifest.LoadOptions{MaxFileSize: *maxSize})
+	if err != nil {
+		fmt.Fprintf(stderr, "validate: %v\n", err)
+		return exitError
+	}
+	if *output == "json" {
+		if problems == nil {
+			problems = []manifest.Problem{}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(problems); err != nil {
+			fmt.Fprintf(stderr, "validate: %v\n", err)
+			return exitError
+		}
+	} else {
+		for _, p := range problems {
+			fmt.Fprintln(stdout, p.String())
+		}
+	}
+	if len(problems) > 0 {
+		if *output == "text" {
+			fmt.Fprintf(stderr, "%d problem(s) found\n", len(problems))
+		}
+		return exitError
+	}
+	if *output == "text" {
+		fmt.Fprintf(stderr, "valid: %d resource type(s), %d resource(s)\n", len(set.Types), len(set.Resources))
+	}
+	return exitOK
+}
+
+// validatePath loads and validates a folder or a single file. Problems name
+// files as the user wrote PATH, so that "file:line" opens in an editor.
+func validatePath(path string, opts manifest.LoadOptions) (*manifest.Set, []manifest.Problem, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var docs []*manifest.Document
+	if info.IsDir() {
+		docs, err = manifest.LoadDir(path, opts)
+	} else {
+		// One file: load its folder with everything else ignored, so that it
+		// gets the same size, symlink and decoding rules as a whole tree.
+		dir, file := filepath.Split(path)
+		if dir == "" {
+			dir = "."
+		}
+		opts.Ignore = func(p string, isDir bool) bool { return isDir || p != file }
+		docs, err = manifest.LoadDir(dir, opts)
+	}
+	var problems []manifest.Problem
+	var verr *manifest.ValidationError
+	switch {
+	case errors.As(err, &verr):
+		problems = verr.Problems
+	case err != nil:
+		return nil, nil, err
+	}
+	set, err := manifest.Validate(docs, nil)
+	if errors.As(err, &verr) {
+		problems = append(problems, verr.Problems...)
+	} else if err != nil {
+		return nil, nil, err
+	}
+	manifest.SortProblems(problems)
+	for i := range problems {
+		if problems[i].File != "" {
+			if info.IsDir() {
+				problems[i].File = filepath.ToSlash(filepath.Join(path, problems[i].File))
+			} else {
+				problems[i].File = filepath.ToSlash(path)
+			}
+		}
+	}
+	return set, problems, nil
+}

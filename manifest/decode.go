@@ -1,0 +1,413 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Document is one YAML or JSON document of a manifest file, decoded into
+// JSON-compatible values: map[string]any, []any, string, bool, nil and
+// json.Number (always in canonical form, see canonicalNumber).
+type Document struct {
+	// File is the path of the file relative to the source root.
+	File string
+	// Index is the zero-based position of the document within the file,
+	// counting empty documents too, so that it matches what an editor shows.
+	Index int
+	// Line is the one-based line on which the document's content starts.
+	Line int
+	// Object is the decoded document.
+	Object map[string]any
+
+	// root is kept to map JSON pointers back to lines for error messages.
+	root *yaml.Node
+}
+
+// Origin returns where the document is.
+func (d *Document) Origin() Origin { return Origin{File: d.File, Document: d.Index, Line: d.Line} }
+
+// Problem returns a Problem located at the field the JSON pointer names, or at
+// the document when the pointer is empty or does not resolve.
+func (d *Document) Problem(pointer, format string, args ...any) Problem {
+	msg := fmt.Sprintf(format, args...)
+	if pointer != "" {
+		msg = FieldPath(pointer) + ": " + msg
+	}
+	return Problem{File: d.File, Line: d.LineOf(pointer), Document: d.Index, Pointer: pointer, Message: msg}
+}
+
+// LineOf returns the line of the field the JSON pointer names. It walks the
+// YAML tree as far as the pointer resolves and returns the line of the deepest
+// node reached, so a missing field points at its parent.
+func (d *Document) LineOf(pointer string) int {
+	n := d.root
+	if n == nil {
+		return d.Line
+	}
+	line := n.Line
+	if pointer == "" || pointer == "/" {
+		return line
+	}
+	for _, tok := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		for n.Kind == yaml.AliasNode && n.Alias != nil {
+			n = n.Alias
+		}
+		next := (*yaml.Node)(nil)
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == tok {
+					line = n.Content[i].Line
+					next = n.Content[i+1]
+					break
+				}
+			}
+		case yaml.SequenceNode:
+			if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(n.Content) {
+				next = n.Content[i]
+				line = next.Line
+			}
+		}
+		if next == nil {
+			return line
+		}
+		n = next
+	}
+	return line
+}
+
+// DecodeOptions bound the work one file may cause.
+type DecodeOptions struct {
+	// AliasExpansion caps how many values a document may expand to, as a
+	// multiple of the values written in it; YAML aliases beyond it are rejected
+	// as an alias bomb. Zero means DefaultAliasExpansion.
+	AliasExpansion int
+}
+
+// DefaultAliasExpansion lets aliases expand a document to ten times its written size.
+const DefaultAliasExpansion = 10
+
+// errExpansion aborts the conversion of a document whose aliases expand too far.
+var errExpansion = errors.New("document expands to too many values through YAML aliases (alias bomb?)")
+
+var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+
+// DecodeFile decodes every document of a YAML or JSON file (JSON is decoded
+// as the YAML it is a subset of, which gives line numbers for both). Empty
+// documents and documents holding only null are skipped. The problems name the
+// file, document and line; the documents decoded before a syntax error are
+// returned too, but callers treating the file as a whole should discard them.
+func DecodeFile(file string, data []byte, opts DecodeOptions) ([]*Document, []Problem) {
+	if opts.AliasExpansion <= 0 {
+		opts.AliasExpansion = DefaultAliasExpansion
+	}
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark is harmless
+	if !utf8.Valid(data) {
+		at := firstInvalidUTF8(data)
+		return nil, []Problem{{
+			File:    file,
+			Line:    1 + bytes.Count(data[:at], []byte("\n")),
+			Message: fmt.Sprintf("file is not valid UTF-8 (bad byte 0x%02x at offset %d)", data[at], at),
+		}}
+	}
+	var (
+		docs []*Document
+		errs problems
+		dec  = yaml.NewDecoder(bytes.NewReader(data))
+	)
+	for index := 0; ; index++ {
+		var root yaml.Node
+		err := dec.Decode(&root)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			p := Problem{File: file, Document: index, Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+			if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+				p.Line, _ = strconv.Atoi(m[1])
+			}
+			errs.add(p)
+			break // the decoder cannot resynchronise after a syntax error
+		}
+		content := &root
+		if root.Kind == yaml.DocumentNode {
+			if len(root.Content) == 0 {
+				continue
+			}
+			content = root.Content[0]
+		}
+		if content.Kind == yaml.ScalarNode && content.ShortTag() == "!!null" {
+			continue
+		}
+		doc := &Document{File: file, Index: index, Line: content.Line, root: content}
+		c := converter{budget: opts.AliasExpansion*countNodes(content) + 1000}
+		v, err := c.value(content)
+		if err != nil {
+			var pe *pointerError
+			if errors.As(err, &pe) {
+				errs.add(doc.Problem(pe.pointer, "%s", pe.msg))
+			} else {
+				errs.add(doc.Problem("", "%v", err))
+			}
+			continue
+		}
+		obj, ok := v.(map[string]any)
+		if !ok {
+			errs.add(doc.Problem("", "document must be a mapping with apiVersion, kind and metadata, not %s", describe(v)))
+			continue
+		}
+		doc.Object = obj
+		docs = append(docs, doc)
+	}
+	return docs, errs
+}
+
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
+}
+
+// countNodes counts the nodes written in a document, not following aliases.
+func countNodes(n *yaml.Node) int {
+	c := 1
+	for _, k := range n.Content {
+		c += countNodes(k)
+	}
+	return c
+}
+
+// pointerError is a conversion error at a JSON pointer within the document.
+type pointerError struct {
+	pointer string
+	msg     string
+}
+
+func (e *pointerError) Error() string { return e.pointer + ": " + e.msg }
+
+// converter turns a YAML node tree into JSON-compatible values, expanding
+// aliases and merge keys within a budget of values.
+type converter struct {
+	budget int
+	path   []string
+}
+
+func (c *converter) fail(format string, args ...any) error {
+	return &pointerError{pointer: c.pointer(), msg: fmt.Sprintf(format, args...)}
+}
+
+func (c *converter) pointer() string {
+	if len(c.path) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range c.path {
+		b.WriteByte('/')
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(p))
+	}
+	return b.String()
+}
+
+func (c *converter) value(n *yaml.Node) (any, error) {
+	c.budget--
+	if c.budget < 0 {
+		return nil, errExpansion
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return nil, nil
+		}
+		return c.value(n.Content[0])
+	case yaml.AliasNode:
+		if n.Alias == nil {
+			return nil, c.fail("unknown YAML alias %q", n.Value)
+		}
+		return c.value(n.Alias)
+	case yaml.ScalarNode:
+		return c.scalar(n)
+	case yaml.SequenceNode:
+		out := make([]any, 0, len(n.Content))
+		for i, item := range n.Content {
+			c.path = append(c.path, strconv.Itoa(i))
+			v, err := c.value(item)
+			c.path = c.path[:len(c.path)-1]
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	case yaml.MappingNode:
+		out := make(map[string]any, len(n.Content)/2)
+		if err := c.mapping(n, out, false); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	return nil, c.fail("unsupported YAML node")
+}
+
+// mapping fills out with the pairs of n. Merged pairs (<<) never override
+// pairs written in the mapping itself, and duplicate written keys are errors,
+// as in strict Kubernetes decoding.
+func (c *converter) mapping(n *yaml.Node, out map[string]any, merged bool) error {
+	written := make(map[string]bool, len(n.Content)/2)
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+			merges = append(merges, v)
+			continue
+		}
+		if k.Kind != yaml.ScalarNode {
+			return c.fail("mapping keys must be strings, not a %s", kindName(k.Kind))
+		}
+		key := k.Value
+		if written[key] {
+			c.path = append(c.path, key)
+			defer func() { c.path = c.path[:len(c.path)-1] }()
+			return c.fail("duplicate key %q", key)
+		}
+		written[key] = true
+		if merged {
+			if _, exists := out[key]; exists {
+				continue
+			}
+		}
+		c.path = append(c.path, key)
+		val, err := c.value(v)
+		c.path = c.path[:len(c.path)-1]
+		if err != nil {
+			return err
+		}
+		out[key] = val
+	}
+	for _, m := range merges {
+		for m.Kind == yaml.AliasNode && m.Alias != nil {
+			m = m.Alias
+		}
+		var sources []*yaml.Node
+		switch m.Kind {
+		case yaml.MappingNode:
+			sources = []*yaml.Node{m}
+		case yaml.SequenceNode:
+			sources = m.Content
+		default:
+			return c.fail("merge key << needs a mapping or a list of mappings")
+		}
+		for _, s := range sources {
+			for s.Kind == yaml.AliasNode && s.Alias != nil {
+				s = s.Alias
+			}
+			if s.Kind != yaml.MappingNode {
+				return c.fail("merge key << needs a mapping or a list of mappings")
+			}
+			c.budget -= len(s.Content)
+			if c.budget < 0 {
+				return errExpansion
+			}
+			if err := c.mapping(s, out, true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (c *converter) scalar(n *yaml.Node) (any, error) {
+	switch tag := n.ShortTag(); tag {
+	case "!!str", "!!binary", "!!timestamp":
+		// Timestamps stay as written: JSON has no time type, and rewriting
+		// the user's text would change the spec hash for no reason.
+		return n.Value, nil
+	case "!!null":
+		return nil, nil
+	case "!!bool":
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			return nil, c.fail("invalid boolean %q", n.Value)
+		}
+		return b, nil
+	case "!!int":
+		if i, err := strconv.ParseInt(n.Value, 0, 64); err == nil {
+			return json.Number(strconv.FormatInt(i, 10)), nil
+		}
+		var f float64
+		if err := n.Decode(&f); err != nil {
+			return nil, c.fail("invalid integer %q", n.Value)
+		}
+		return c.number(f)
+	case "!!float":
+		var f float64
+		if err := n.Decode(&f); err != nil {
+			return nil, c.fail("invalid number %q", n.Value)
+		}
+		return c.number(f)
+	default:
+		return nil, c.fail("unsupported YAML tag %s", tag)
+	}
+}
+
+func (c *converter) number(f float64) (any, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, c.fail("%v cannot be represented in JSON", f)
+	}
+	return canonicalNumber(f), nil
+}
+
+// canonicalNumber writes integral values as integers and others in the
+// shortest form that round-trips, so that 1, 1.0 and 1e0 hash alike.
+func canonicalNumber(f float64) json.Number {
+	if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+		return json.Number(strconv.FormatInt(int64(f), 10))
+	}
+	return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
+}
+
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.AliasNode:
+		return "alias"
+	}
+	return "scalar"
+}
+
+// describe names the JSON type of a decoded value for error messages.
+func describe(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	}
+	return fmt.Sprintf("%T", v)
+}

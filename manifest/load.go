@@ -1,0 +1,155 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+)
+
+// DefaultMaxFileSize is the largest manifest file read by default: 1 MiB.
+const DefaultMaxFileSize = 1 << 20
+
+// LoadOptions control which files are read and how.
+type LoadOptions struct {
+	// MaxFileSize is the largest file read; zero means DefaultMaxFileSize.
+	MaxFileSize int64
+	// Ignore, when set, skips paths (slash-separated, relative to the root)
+	// for which it returns true; dot-files and dot-folders are always skipped.
+	Ignore func(path string, isDir bool) bool
+	// Decode bounds the decoding of each file.
+	Decode DecodeOptions
+}
+
+// IsManifestFile reports whether a file name has a manifest extension.
+func IsManifestFile(name string) bool {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// LoadDir reads every manifest under dir. Symlinks are followed only while
+// they stay inside dir (enforced by os.Root, so chains of links cannot
+// escape either). File problems come back as a *ValidationError together
+// with the documents of the good files; other errors mean the tree could not
+// be read at all.
+func LoadDir(dir string, opts LoadOptions) ([]*Document, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open source root: %w", err)
+	}
+	defer root.Close()
+	return Load(root.FS(), opts)
+}
+
+// Load reads every manifest file of fsys, in lexical order, skipping
+// dot-files, dot-folders and ignored paths. See LoadDir.
+func Load(fsys fs.FS, opts LoadOptions) ([]*Document, error) {
+	if opts.MaxFileSize <= 0 {
+		opts.MaxFileSize = DefaultMaxFileSize
+	}
+	var (
+		docs []*Document
+		errs problems
+	)
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == "." {
+				return err
+			}
+			errs.add(Problem{File: p, Message: fmt.Sprintf("cannot read: %v", unwrapPath(err))})
+			return nil
+		}
+		if p == "." {
+			return nil
+		}
+		isDir := d.IsDir()
+		if strings.HasPrefix(d.Name(), ".") || (opts.Ignore != nil && opts.Ignore(p, isDir)) {
+			if isDir {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if isDir || !IsManifestFile(p) {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			if msg := checkSymlink(fsys, p); msg != "" {
+				errs.add(Problem{File: p, Message: msg})
+				return nil
+			}
+		}
+		data, msg := readLimited(fsys, p, opts.MaxFileSize)
+		if msg != "" {
+			errs.add(Problem{File: p, Message: msg})
+			return nil
+		}
+		fileDocs, ps := DecodeFile(p, data, opts.Decode)
+		if len(ps) > 0 {
+			// A file with a syntax error is reported whole; none of its
+			// documents count, so it cannot half-apply.
+			errs = append(errs, ps...)
+			return nil
+		}
+		docs = append(docs, fileDocs...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("walk source tree: %w", err)
+	}
+	return docs, errs.err()
+}
+
+// checkSymlink returns a message when the link at p leads outside the root
+// or nowhere, and "" when it may be read.
+func checkSymlink(fsys fs.FS, p string) string {
+	if target, err := fs.ReadLink(fsys, p); err == nil {
+		if path.IsAbs(target) || strings.HasPrefix(path.Clean(path.Join(path.Dir(p), target)), "../") ||
+			path.Clean(path.Join(path.Dir(p), target)) == ".." {
+			return fmt.Sprintf("symlink points outside the source root (-> %s)", target)
+		}
+	}
+	info, err := fs.Stat(fsys, p)
+	if err != nil {
+		return fmt.Sprintf("cannot follow symlink: %v", unwrapPath(err))
+	}
+	if info.IsDir() {
+		return "symlink to a folder: folders are not followed through links"
+	}
+	return ""
+}
+
+// readLimited reads a file up to limit bytes; a larger file is refused whole
+// without being read into memory.
+func readLimited(fsys fs.FS, p string, limit int64) ([]byte, string) {
+	f, err := fsys.Open(p)
+	if err != nil {
+		return nil, fmt.Sprintf("cannot read: %v", unwrapPath(err))
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.Size() > limit {
+		return nil, fmt.Sprintf("file is %d bytes, over the limit of %d bytes", info.Size(), limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Sprintf("cannot read: %v", unwrapPath(err))
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Sprintf("file is over the limit of %d bytes", limit)
+	}
+	return data, ""
+}
+
+// unwrapPath drops the path from a *fs.PathError, which the Problem names already.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,368 @@
+package manifest
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+var (
+	actionNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$`)
+	labelValueRE = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
+	labelNameRE  = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+)
+
+// Top-level and nested fields each kind of document may have. Anything else
+// is a mistake (often a typo, such as dependOn), reported like kubectl's
+// strict validation does.
+var (
+	resourceFields = fieldSet("apiVersion", "kind", "metadata", "spec", "status", "action", "dependsOn")
+	typeFields     = fieldSet("apiVersion", "kind", "metadata", "spec", "status")
+	metadataFields = fieldSet("name", "labels", "annotations")
+	typeSpecFields = fieldSet("group", "description", "action", "driftInterval", "versions")
+	versionFields  = fieldSet("name", "schema")
+	refFields      = fieldSet("kind", "name")
+)
+
+func fieldSet(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// header is what every document has: apiVersion, kind and metadata.
+type header struct {
+	apiVersion  string
+	kind        string
+	name        string
+	labels      map[string]string
+	annotations map[string]string
+}
+
+// readHeader reads apiVersion, kind and metadata; it reports missing or
+// malformed fields and returns ok=false when the document cannot be placed.
+func readHeader(d *Document, errs *problems) (h header, ok bool) {
+	ok = true
+	var isStr bool
+	if h.apiVersion, isStr = d.Object["apiVersion"].(string); !isStr || h.apiVersion == "" {
+		errs.add(d.Problem("/apiVersion", "%s", missingOr(d.Object, "apiVersion", "a string such as infra.example.com/v1")))
+		ok = false
+	}
+	if h.kind, isStr = d.Object["kind"].(string); !isStr || h.kind == "" {
+		errs.add(d.Problem("/kind", "%s", missingOr(d.Object, "kind", "a string such as DatabaseCluster")))
+		ok = false
+	}
+	meta, isMap := d.Object["metadata"].(map[string]any)
+	if !isMap {
+		errs.add(d.Problem("/metadata", "%s", missingOr(d.Object, "metadata", "an object with a name")))
+		return h, false
+	}
+	unknownFields(d, "/metadata", meta, metadataFields, errs)
+	if h.name, isStr = meta["name"].(string); !isStr || h.name == "" {
+		errs.add(d.Problem("/metadata/name", "%s", missingOr(meta, "name", "a string")))
+		ok = false
+	}
+	h.labels = stringMap(d, "/metadata/labels", meta["labels"], errs, true)
+	h.annotations = stringMap(d, "/metadata/annotations", meta["annotations"], errs, false)
+	return h, ok
+}
+
+func missingOr(obj map[string]any, field, want string) string {
+	v, present := obj[field]
+	if !present {
+		return "required field is missing"
+	}
+	if s, ok := v.(string); ok && s == "" {
+		return "must not be empty"
+	}
+	return fmt.Sprintf("must be %s, not %s", want, describe(v))
+}
+
+func unknownFields(d *Document, at string, obj map[string]any, allowed map[string]bool, errs *problems) {
+	var unknown []string
+	for k := range obj {
+		if !allowed[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		known := make([]string, 0, len(allowed))
+		for a := range allowed {
+			known = append(known, a)
+		}
+		sort.Strings(known)
+		errs.add(d.Problem(at+"/"+escapePointer(k), "unknown field (known fields: %s)", strings.Join(known, ", ")))
+	}
+}
+
+// stringMap reads labels or annotations: an object of strings.
+func stringMap(d *Document, at string, v any, errs *problems, labels bool) map[string]string {
+	if v == nil {
+		return nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		errs.add(d.Problem(at, "must be an object of strings, not %s", describe(v)))
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, e := range m {
+		s, ok := e.(string)
+		if !ok {
+			errs.add(d.Problem(at+"/"+escapePointer(k), "must be a string, not %s (quote it)", describe(e)))
+			continue
+		}
+		if labels {
+			if !validLabelKey(k) {
+				errs.add(d.Problem(at+"/"+escapePointer(k), "invalid label key %q: an optional DNS prefix and a name of letters, digits, '-', '_' and '.', at most 63 characters", k))
+				continue
+			}
+			if len(s) > 63 || !labelValueRE.MatchString(s) {
+				errs.add(d.Problem(at+"/"+escapePointer(k), "invalid label value %q: at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit", s))
+				continue
+			}
+		}
+		out[k] = s
+	}
+	return out
+}
+
+func validLabelKey(k string) bool {
+	prefix, name, hasPrefix := strings.Cut(k, "/")
+	if !hasPrefix {
+		name = k
+	} else if len(prefix) > 253 || !groupRE.MatchString(prefix) {
+		return false
+	}
+	return len(name) <= 63 && labelNameRE.MatchString(name)
+}
+
+// parseType reads and compiles a ResourceType document.
+func parseType(d *Document) (*ResourceType, []Problem) {
+	var errs problems
+	h, ok := readHeader(d, &errs)
+	unknownFields(d, "", d.Object, typeFields, &errs)
+	if !ok {
+		return nil, errs
+	}
+	if h.apiVersion != APIVersion {
+		errs.add(d.Problem("/apiVersion", "a ResourceType must have apiVersion %s, not %q", APIVersion, h.apiVersion))
+	}
+	if !ValidKindName(h.name) || h.name == KindResourceType {
+		errs.add(d.Problem("/metadata/name", "invalid resource type name %q: it is the kind its resources use, so it starts with an upper-case letter followed by at most 62 letters and digits (e.g. DatabaseCluster), and is not ResourceType", h.name))
+	}
+	t := &ResourceType{Name: h.name, Group: DefaultGroup, Origin: d.Origin()}
+	spec, isMap := d.Object["spec"].(map[string]any)
+	if !isMap {
+		errs.add(d.Problem("/spec", "%s", missingOr(d.Object, "spec", "an object with versions")))
+		return nil, errs
+	}
+	unknownFields(d, "/spec", spec, typeSpecFields, &errs)
+	if g, present := spec["group"]; present {
+		s, _ := g.(string)
+		if s == "" || len(s) > 253 || !groupRE.MatchString(s) {
+			errs.add(d.Problem("/spec/group", "invalid group %v: a DNS subdomain such as infra.example.com", g))
+		}
+		t.Group = s
+	}
+	t.Description = optionalString(d, "/spec/description", spec["description"], &errs)
+	t.Action = optionalString(d, "/spec/action", spec["action"], &errs)
+	if t.Action != "" && !actionNameRE.MatchString(t.Action) {
+		errs.add(d.Problem("/spec/action", "invalid action instance name %q: lower-case letters, digits, '-' and '_'", t.Action))
+	}
+	if s := optionalString(d, "/spec/driftInterval", spec["driftInterval"], &errs); s != "" {
+		iv, err := time.ParseDuration(s)
+		switch {
+		case err != nil:
+			errs.add(d.Problem("/spec/driftInterval", "invalid duration %q (use e.g. 30m or 6h)", s))
+		case iv < 0:
+			errs.add(d.Problem("/spec/driftInterval", "must not be negative"))
+		default:
+			t.DriftInterval = iv
+		}
+	}
+	versions, isList := spec["versions"].([]any)
+	if !isList || len(versions) == 0 {
+		if _, present := spec["versions"]; !present {
+			errs.add(d.Problem("/spec/versions", "required field is missing: list at least one version with a schema"))
+		} else {
+			errs.add(d.Problem("/spec/versions", "must be a non-empty list of versions"))
+		}
+		return nil, errs
+	}
+	seen := map[string]int{}
+	for i, raw := range versions {
+		at := fmt.Sprintf("/spec/versions/%d", i)
+		v, isMap := raw.(map[string]any)
+		if !isMap {
+			errs.add(d.Problem(at, "must be an object with name and schema, not %s", describe(raw)))
+			continue
+		}
+		unknownFields(d, at, v, versionFields, &errs)
+		name, _ := v["name"].(string)
+		if !ValidVersion(name) {
+			errs.add(d.Problem(at+"/name", "invalid version name %v: use v1, v2beta1, v1alpha1 ...", v["name"]))
+			continue
+		}
+		if first, dup := seen[name]; dup {
+			errs.add(d.Problem(at+"/name", "duplicate version %q (also at versions[%d])", name, first))
+			continue
+		}
+		seen[name] = i
+		rawSchema, present := v["schema"]
+		if !present {
+			errs.add(d.Problem(at+"/schema", "required field is missing: the OpenAPI v3 schema of the spec"))
+			continue
+		}
+		compiled, issues := compileSchema(rawSchema)
+		for _, is := range issues {
+			errs.add(d.Problem(at+"/schema"+is.pointer, "%s", is.msg))
+		}
+		if compiled == nil {
+			continue
+		}
+		canonical, err := CanonicalJSON(rawSchema)
+		if err != nil {
+			errs.add(d.Problem(at+"/schema", "%v", err))
+			continue
+		}
+		t.Versions = append(t.Versions, TypeVersion{Name: name, Schema: canonical, compiled: compiled})
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return t, nil
+}
+
+func optionalString(d *Document, at string, v any, errs *problems) string {
+	if v == nil {
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		errs.add(d.Problem(at, "must be a string, not %s", describe(v)))
+	}
+	return s
+}
+
+// parseResource reads a resource document and validates its spec against its
+// type, applying defaults. lookup resolves kinds.
+func parseResource(d *Document, lookup func(kind string) (*ResourceType, error)) (*Resource, []Problem) {
+	var errs problems
+	h, ok := readHeader(d, &errs)
+	unknownFields(d, "", d.Object, resourceFields, &errs)
+	if !ok {
+		return nil, errs
+	}
+	if !ValidName(h.name) {
+		errs.add(d.Problem("/metadata/name", "invalid name %q: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters", h.name))
+	}
+	r := &Resource{Kind: h.kind, Name: h.name, Labels: h.labels, Annotations: h.annotations, Origin: d.Origin()}
+	r.Action = optionalString(d, "/action", d.Object["action"], &errs)
+	if r.Action != "" && !actionNameRE.MatchString(r.Action) {
+		errs.add(d.Problem("/action", "invalid action instance name %q: lower-case letters, digits, '-' and '_'", r.Action))
+	}
+	r.DependsOn = parseDependsOn(d, r.Ref(), &errs)
+
+	t, err := lookup(h.kind)
+	if err != nil {
+		errs.add(d.Problem("/kind", "%v", err))
+		return nil, errs
+	}
+	group, version, _ := strings.Cut(h.apiVersion, "/")
+	if group != t.Group || version == "" {
+		errs.add(d.Problem("/apiVersion", "%q does not match the group of ResourceType %s: use %s/<version>", h.apiVersion, t.Name, t.Group))
+		return nil, errs
+	}
+	tv := t.Version(version)
+	if tv == nil {
+		known := make([]string, len(t.Versions))
+		for i, v := range t.Versions {
+			known[i] = v.Name
+		}
+		errs.add(d.Problem("/apiVersion", "ResourceType %s has no version %q (known: %s)", t.Name, version, strings.Join(known, ", ")))
+		return nil, errs
+	}
+	r.Group, r.Version = t.Group, version
+
+	rawSpec, present := d.Object["spec"]
+	if !present || rawSpec == nil {
+		rawSpec = map[string]any{}
+	}
+	spec, isMap := rawSpec.(map[string]any)
+	if !isMap {
+		errs.add(d.Problem("/spec", "must be an object, not %s", describe(rawSpec)))
+		return nil, errs
+	}
+	spec = applyDefaults(tv.compiled.sourceOrEmpty(), deepCopy(spec)).(map[string]any)
+	for _, is := range tv.compiled.validate(spec) {
+		errs.add(d.Problem("/spec"+is.pointer, "%s", is.msg))
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	canonical, err := CanonicalJSON(spec)
+	if err != nil {
+		errs.add(d.Problem("/spec", "%v", err))
+		return nil, errs
+	}
+	r.Spec = canonical
+	r.SpecHash = HashJSON(canonical)
+	return r, nil
+}
+
+func (c *compiledSchema) sourceOrEmpty() map[string]any {
+	if c == nil {
+		return map[string]any{}
+	}
+	return c.source
+}
+
+func parseDependsOn(d *Document, self ObjectRef, errs *problems) []ObjectRef {
+	raw, present := d.Object["dependsOn"]
+	if !present || raw == nil {
+		return nil
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		errs.add(d.Problem("/dependsOn", "must be a list of {kind, name}, not %s", describe(raw)))
+		return nil
+	}
+	var refs []ObjectRef
+	seen := map[ObjectRef]bool{}
+	for i, e := range list {
+		at := fmt.Sprintf("/dependsOn/%d", i)
+		m, ok := e.(map[string]any)
+		if !ok {
+			errs.add(d.Problem(at, "must be an object with kind and name, not %s", describe(e)))
+			continue
+		}
+		unknownFields(d, at, m, refFields, errs)
+		kind, _ := m["kind"].(string)
+		name, _ := m["name"].(string)
+		if !ValidKindName(kind) {
+			errs.add(d.Problem(at+"/kind", "invalid kind %v", m["kind"]))
+			continue
+		}
+		if !ValidName(name) {
+			errs.add(d.Problem(at+"/name", "invalid name %v", m["name"]))
+			continue
+		}
+		ref := ObjectRef{Kind: kind, Name: name}
+		switch {
+		case ref == self:
+			errs.add(d.Problem(at, "a resource cannot depend on itself"))
+		case seen[ref]:
+			errs.add(d.Problem(at, "duplicate dependency %s", ref))
+		default:
+			seen[ref] = true
+			refs = append(refs, ref)
+		}
+	}
+	return refs
+}
