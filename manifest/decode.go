@@ -101,7 +101,42 @@ const DefaultAliasExpansion = 10
 // errExpansion aborts the conversion of a document whose aliases expand too far.
 var errExpansion = errors.New("document expands to too many values through YAML aliases (alias bomb?)")
 
-var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+var (
+	yamlLineRE   = regexp.MustCompile(`line (\d+)`)
+	yamlAnchorRE = regexp.MustCompile(`unknown anchor '([^']*)' referenced`)
+)
+
+// yamlParserErrors are the messages of yaml.v3's parser (as opposed to its
+// scanner), which reports their line zero-based.
+var yamlParserErrors = []string{
+	"did not find expected <document start>",
+	"did not find expected node content",
+	"did not find expected key",
+	"did not find expected '-' indicator",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+}
+
+// yamlErrorLine finds the one-based line a yaml.v3 error is about.
+func yamlErrorLine(msg string, data []byte) int {
+	if m := yamlAnchorRE.FindStringSubmatch(msg); m != nil {
+		if i := bytes.Index(data, []byte("*"+m[1])); i >= 0 {
+			return 1 + bytes.Count(data[:i], []byte("\n"))
+		}
+		return 0
+	}
+	m := yamlLineRE.FindStringSubmatch(msg)
+	if m == nil {
+		return 0
+	}
+	line, _ := strconv.Atoi(m[1])
+	for _, p := range yamlParserErrors {
+		if strings.Contains(msg, p) {
+			return line + 1
+		}
+	}
+	return line
+}
 
 // DecodeFile decodes every document of a YAML or JSON file (JSON is decoded
 // as the YAML it is a subset of, which gives line numbers for both). Empty
@@ -133,11 +168,8 @@ func DecodeFile(file string, data []byte, opts DecodeOptions) ([]*Document, []Pr
 			break
 		}
 		if err != nil {
-			p := Problem{File: file, Document: index, Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
-			if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
-				p.Line, _ = strconv.Atoi(m[1])
-			}
-			errs.add(p)
+			errs.add(Problem{File: file, Document: index, Line: yamlErrorLine(err.Error(), data),
+				Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")})
 			break // the decoder cannot resynchronise after a syntax error
 		}
 		content := &root
@@ -156,7 +188,11 @@ func DecodeFile(file string, data []byte, opts DecodeOptions) ([]*Document, []Pr
 		if err != nil {
 			var pe *pointerError
 			if errors.As(err, &pe) {
-				errs.add(doc.Problem(pe.pointer, "%s", pe.msg))
+				p := doc.Problem(pe.pointer, "%s", pe.msg)
+				if pe.line > 0 {
+					p.Line = pe.line
+				}
+				errs.add(p)
 			} else {
 				errs.add(doc.Problem("", "%v", err))
 			}
@@ -197,6 +233,9 @@ func countNodes(n *yaml.Node) int {
 type pointerError struct {
 	pointer string
 	msg     string
+	// line, when set, is more precise than the pointer's, e.g. for the
+	// second of two duplicate keys.
+	line int
 }
 
 func (e *pointerError) Error() string { return e.pointer + ": " + e.msg }
@@ -282,8 +321,9 @@ func (c *converter) mapping(n *yaml.Node, out map[string]any, merged bool) error
 		key := k.Value
 		if written[key] {
 			c.path = append(c.path, key)
-			defer func() { c.path = c.path[:len(c.path)-1] }()
-			return c.fail("duplicate key %q", key)
+			err := &pointerError{pointer: c.pointer(), msg: fmt.Sprintf("duplicate key %q", key), line: k.Line}
+			c.path = c.path[:len(c.path)-1]
+			return err
 		}
 		written[key] = true
 		if merged {

@@ -230,7 +230,8 @@ func validationIssues(err error) []schemaIssue {
 	var walk func(*jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
-			is := schemaIssue{e.InstanceLocation, e.Message}
+			// jsonschema prints a null in an enum the Go way.
+			is := schemaIssue{e.InstanceLocation, strings.ReplaceAll(e.Message, "<nil>", "null")}
 			if !seen[is] {
 				seen[is] = true
 				out = append(out, is)

@@ -1,0 +1,46 @@
+# The targets a developer and CI need. `make test` is the one command that
+# runs every test, against a real PostgreSQL.
+
+GO        ?= go
+BIN       ?= bin/no8s-agent
+TESTFLAGS ?= -race -count=1 -timeout 8m
+FUZZTIME  ?= 30s
+
+.PHONY: all build test lint bench fuzz postgres clean
+
+all: lint test build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/no8s-agent
+
+test: postgres
+	$(GO) test $(TESTFLAGS) ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+bench: postgres
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+fuzz:
+	$(GO) test ./manifest -run '^$$' -fuzz FuzzDecodeFile -fuzztime $(FUZZTIME)
+
+# The store tests start a throwaway PostgreSQL server from the binaries on the
+# machine unless NO8S_TEST_DATABASE_URL names one. Install them when missing
+# and we may (root on Debian); otherwise say how.
+postgres:
+	@if [ -z "$$NO8S_TEST_DATABASE_URL" ] && ! command -v initdb >/dev/null 2>&1 \
+	    && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing the PostgreSQL server (Debian package postgresql)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	  else \
+	    echo "PostgreSQL server binaries (initdb, postgres) not found: install them (apt-get install postgresql)" >&2; \
+	    echo "or set NO8S_TEST_DATABASE_URL to a server the tests may create databases on." >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+
+clean:
+	rm -rf bin

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/no8s/no8s-agent/manifest"
+)
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestValidateExampleRepository(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCLI(t, "validate", "../../examples/repo")
+	if code != 0 || out != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "valid: 3 resource type(s), 4 resource(s)") {
+		t.Errorf("stderr %q", errOut)
+	}
+}
+
+func TestValidateInvalidExamples(t *testing.T) {
+	t.Parallel()
+	dir := "../../examples/invalid"
+	code, out, _ := runCLI(t, "validate", dir)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "../../examples/invalid/") {
+			t.Errorf("line does not start with the file path: %q", l)
+		}
+	}
+	// Every broken file is named, with a line number where the file has lines.
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !manifest.IsManifestFile(name) || name == "types.yaml" || name == "duplicate-a.yaml" {
+			continue
+		}
+		prefix := filepath.ToSlash(filepath.Join(dir, name)) + ":"
+		found := false
+		for _, l := range lines {
+			if strings.HasPrefix(l, prefix) {
+				found = true
+				rest := strings.TrimPrefix(l, prefix)
+				// A symlink has no lines; every other problem names one.
+				if name != "symlink-outside.yaml" && (rest == "" || rest[0] < '1' || rest[0] > '9') {
+					t.Errorf("%s: no line number in %q", name, l)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s is not named in the output", name)
+		}
+	}
+}
+
+func TestValidateJSONOutput(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runCLI(t, "validate", "../../examples/invalid/wrong-type.yaml", "-o", "json")
+	if code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	var problems []manifest.Problem
+	if err := json.Unmarshal([]byte(out), &problems); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	// Validated alone, the file's kind is unknown: its type lives in types.yaml.
+	if len(problems) != 1 || problems[0].File != "../../examples/invalid/wrong-type.yaml" ||
+		problems[0].Line != 2 || problems[0].Pointer != "/kind" {
+		t.Errorf("problems %+v", problems)
+	}
+
+	code, out, _ = runCLI(t, "validate", "-o", "json", "../../examples/repo")
+	if code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("valid repository: exit %d, output %q", code, out)
+	}
+}
+
+func TestValidateUsageErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"missing path", []string{"validate", "no/such/dir"}, "no such file or directory"},
+		{"bad output", []string{"validate", "-o", "xml", "."}, "-o must be text or json"},
+		{"two paths", []string{"validate", "a", "b"}, "one PATH at most"},
+		{"unknown flag", []string{"validate", "--frobnicate"}, "flag provided but not defined"},
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, _, errOut := runCLI(t, tt.args...)
+			if code != 1 || !strings.Contains(errOut, tt.wantErr) {
+				t.Errorf("exit %d, stderr %q, want 1 and %q", code, errOut, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	t.Parallel()
+	if code, out, _ := runCLI(t, "--help"); code != 0 || !strings.Contains(out, "validate") {
+		t.Errorf("help: exit %d, %q", code, out)
+	}
+	if code, _, errOut := runCLI(t, "validate", "--help"); code != 0 || !strings.Contains(errOut, "-max-file-size") {
+		t.Errorf("validate --help: exit %d, %q", code, errOut)
+	}
+	if code, out, _ := runCLI(t, "version"); code != 0 || !strings.HasPrefix(out, "no8s-agent ") {
+		t.Errorf("version: exit %d, %q", code, out)
+	}
+}

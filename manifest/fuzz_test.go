@@ -1,0 +1,46 @@
+package manifest
+
+import (
+	"bytes"
+	"testing"
+)
+
+// FuzzDecodeFile feeds arbitrary bytes to the decoder. Whatever it accepts
+// must survive a round trip: the canonical JSON of each document, decoded
+// again, gives the same canonical JSON. The seed corpus lives in
+// testdata/fuzz/FuzzDecodeFile.
+func FuzzDecodeFile(f *testing.F) {
+	f.Add([]byte("apiVersion: v1\nkind: K\nmetadata: {name: a}\n"))
+	f.Add([]byte("a: &a [1, 2]\nb: [*a, *a]\n<<: {c: 1}\n"))
+	f.Add([]byte("---\n---\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		docs, problems := DecodeFile("fuzz.yaml", data, DecodeOptions{})
+		for _, p := range problems {
+			if p.File != "fuzz.yaml" || p.Message == "" {
+				t.Fatalf("problem without file or message: %+v", p)
+			}
+		}
+		for _, d := range docs {
+			if d.Object == nil || d.Line < 1 {
+				t.Fatalf("document %d without object or line", d.Index)
+			}
+			canonical, err := CanonicalJSON(d.Object)
+			if err != nil {
+				t.Fatalf("decoded value has no canonical JSON: %v", err)
+			}
+			again, ps := DecodeFile("again.json", canonical, DecodeOptions{})
+			if len(ps) > 0 || len(again) != 1 {
+				t.Fatalf("canonical JSON %s does not decode: %v", canonical, ps)
+			}
+			second, err := CanonicalJSON(again[0].Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(canonical, second) {
+				t.Fatalf("round trip changed the document:\n%s\n%s", canonical, second)
+			}
+			// Line lookups must never panic, whatever the pointer.
+			d.LineOf("/a/0/~1/~0/b")
+		}
+	})
+}
