@@ -1,0 +1,242 @@
+package storetest
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
+)
+
+func testReconcileHistory(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r, err := s.CreateResource(ctx, resource("a", `{}`), gitSource("infra", "a.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.CreateResource(ctx, resource("b", `{}`), gitSource("infra", "b.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := now().Add(-time.Hour)
+	records := []*store.ReconcileRecord{
+		{ResourceID: r.ID, Kind: "Widget", Name: "a", Generation: 1, SourceRevision: "main@sha1:aaaa",
+			Trigger: store.TriggerCreate, Phase: "applying", Success: false, Error: "boom", Created: 1,
+			PlanOutput: "+ widget a", Duration: 1500 * time.Millisecond, AgentID: "agent-1",
+			StartedAt: started, FinishedAt: started.Add(1500 * time.Millisecond)},
+		{ResourceID: r.ID, Kind: "Widget", Name: "a", Generation: 1, SourceRevision: "main@sha1:aaaa",
+			Trigger: store.TriggerRetry, Phase: "completed", Success: true, Created: 1, Updated: 2, Deleted: 3,
+			Outputs: json.RawMessage(`{"id":"w-123"}`), Duration: 42 * time.Millisecond, AgentID: "agent-2",
+			StartedAt: started.Add(time.Minute), FinishedAt: started.Add(time.Minute + 42*time.Millisecond)},
+		{ResourceID: r.ID, Kind: "Widget", Name: "a", Generation: 2, SourceRevision: "main@sha1:bbbb",
+			Trigger: store.TriggerDelete, Phase: "completed", Success: true, Deleted: 1, Duration: time.Second,
+			AgentID: "agent-1", StartedAt: started.Add(2 * time.Minute), FinishedAt: started.Add(2*time.Minute + time.Second)},
+	}
+	var ids []int64
+	for i, h := range records {
+		id, err := s.AddReconcileRecord(ctx, h)
+		if err != nil {
+			t.Fatalf("AddReconcileRecord %d: %v", i, err)
+		}
+		if len(ids) > 0 && id <= ids[len(ids)-1] {
+			t.Errorf("record %d got ID %d, not after %d", i, id, ids[len(ids)-1])
+		}
+		ids = append(ids, id)
+	}
+	if _, err := s.AddReconcileRecord(ctx, &store.ReconcileRecord{ResourceID: other.ID, Kind: "Widget", Name: "b",
+		Generation: 1, Trigger: store.TriggerCreate, StartedAt: started, FinishedAt: started}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.DeleteResource(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ListReconcileRecords(ctx, r.ID, 0)
+	if err != nil {
+		t.Fatalf("ListReconcileRecords after the resource was deleted: %v", err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("ListReconcileRecords = %d records, want 3", len(got))
+	}
+	for i, g := range got {
+		want := *records[len(records)-1-i]
+		want.ID = ids[len(ids)-1-i]
+		if !bytes.Equal(g.Outputs, want.Outputs) {
+			t.Errorf("record %d: Outputs = %s, want %s", i, g.Outputs, want.Outputs)
+		}
+		checkUTC(t, "StartedAt", g.StartedAt)
+		checkUTC(t, "FinishedAt", g.FinishedAt)
+		if !g.StartedAt.Equal(want.StartedAt) || !g.FinishedAt.Equal(want.FinishedAt) {
+			t.Errorf("record %d: times %v..%v, want %v..%v", i, g.StartedAt, g.FinishedAt, want.StartedAt, want.FinishedAt)
+		}
+		// Compare the rest field by field in one go.
+		g2 := *g
+		g2.Outputs, want.Outputs = nil, nil
+		g2.StartedAt, g2.FinishedAt, want.StartedAt, want.FinishedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		if !reflect.DeepEqual(g2, want) {
+			t.Errorf("record %d (newest first) = %+v, want %+v", i, g2, want)
+		}
+	}
+
+	limited, err := s.ListReconcileRecords(ctx, r.ID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(limited) != 2 || limited[0].ID != ids[2] || limited[1].ID != ids[1] {
+		t.Errorf("limit 2: %d records", len(limited))
+	}
+	none, err := s.ListReconcileRecords(ctx, other.ID+100, 0)
+	if err != nil || len(none) != 0 {
+		t.Errorf("ListReconcileRecords(unknown resource) = %d records, %v; want none and no error", len(none), err)
+	}
+}
+
+func problems() []manifest.Problem {
+	return []manifest.Problem{
+		{File: "widgets/a.yaml", Line: 12, Document: 1, Pointer: "/spec/storage_gb", Message: "must be >= 10"},
+		{File: "widgets/b.yaml", Document: 0, Message: "unknown kind Gizmo"},
+		{Message: "two resources named Widget/c"},
+	}
+}
+
+func testSources(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	synced := now().Add(-time.Minute)
+	commit := store.Commit{Author: "Ada <ada@example.com>", Message: "Grow the widgets", Time: now().Add(-time.Hour).In(time.FixedZone("X", -5*3600))}
+	src := &store.Source{
+		Name: "infra", Kind: store.SourceGit, URL: "https://git.example.com/infra.git", Path: "deploy",
+		Phase: store.SourceFailed, Message: "3 problems",
+		LastAppliedRevision: "main@sha1:1111", LastAttemptedRevision: "main@sha1:2222",
+		LastCommit: commit, ApprovedRevision: "main@sha1:0000", LastSyncTime: &synced, Errors: problems(),
+	}
+	first, err := s.PutSource(ctx, src)
+	if err != nil {
+		t.Fatalf("PutSource: %v", err)
+	}
+	for _, got := range []*store.Source{first, mustSource(t, s, "infra")} {
+		if got.Name != src.Name || got.Kind != src.Kind || got.URL != src.URL || got.Path != src.Path ||
+			got.Phase != src.Phase || got.Message != src.Message || got.LastAppliedRevision != src.LastAppliedRevision ||
+			got.LastAttemptedRevision != src.LastAttemptedRevision || got.ApprovedRevision != src.ApprovedRevision {
+			t.Errorf("source = %+v, want %+v", got, src)
+		}
+		if got.LastCommit.Author != commit.Author || got.LastCommit.Message != commit.Message || !got.LastCommit.Time.Equal(commit.Time) {
+			t.Errorf("LastCommit = %+v, want %+v", got.LastCommit, commit)
+		}
+		checkUTC(t, "LastCommit.Time", got.LastCommit.Time)
+		if !sameTime(got.LastSyncTime, &synced) {
+			t.Errorf("LastSyncTime = %v, want %v", got.LastSyncTime, synced)
+		}
+		if !reflect.DeepEqual(got.Errors, problems()) {
+			t.Errorf("Errors = %+v, want %+v", got.Errors, problems())
+		}
+		checkUTC(t, "CreatedAt", got.CreatedAt)
+	}
+
+	fixed := &store.Source{Name: "infra", Kind: store.SourceGit, URL: src.URL, Phase: store.SourceReady,
+		LastAppliedRevision: "main@sha1:2222", LastAttemptedRevision: "main@sha1:2222"}
+	second, err := s.PutSource(ctx, fixed)
+	if err != nil {
+		t.Fatalf("PutSource(replace): %v", err)
+	}
+	if second.Phase != store.SourceReady || second.Path != "" || second.Message != "" || len(second.Errors) != 0 ||
+		second.ApprovedRevision != "" || second.LastSyncTime != nil || !second.LastCommit.Time.IsZero() ||
+		second.LastAppliedRevision != "main@sha1:2222" {
+		t.Errorf("replaced source = %+v, want exactly %+v", second, fixed)
+	}
+	if !second.CreatedAt.Equal(first.CreatedAt) {
+		t.Errorf("CreatedAt changed from %v to %v", first.CreatedAt, second.CreatedAt)
+	}
+
+	if _, err := s.PutSource(ctx, &store.Source{Name: "api", Kind: store.SourceAPI, Phase: store.SourceReady}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutSource(ctx, &store.Source{Name: "local", Kind: store.SourceDir, Path: "/srv/manifests", Phase: store.SourcePending}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.ListSources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range list {
+		got = append(got, l.Name)
+	}
+	if !equalStrings(got, []string{"api", "infra", "local"}) {
+		t.Errorf("ListSources = %v, want [api infra local]", got)
+	}
+	_, err = s.GetSource(ctx, "nope")
+	wantErr(t, "GetSource(missing)", err, store.ErrNotFound)
+}
+
+func mustSource(t *testing.T, s store.Store, name string) *store.Source {
+	t.Helper()
+	src, err := s.GetSource(t.Context(), name)
+	if err != nil {
+		t.Fatalf("GetSource(%s): %v", name, err)
+	}
+	return src
+}
+
+func testSyncHistory(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	started := now().Add(-time.Hour)
+	recs := []*store.SyncRecord{
+		{Source: "infra", Revision: "main@sha1:1111", Commit: store.Commit{Author: "Ada", Message: "first", Time: started.Add(-time.Hour)},
+			Success: true, Created: 10, Unchanged: 0, Duration: 2300 * time.Millisecond, Message: "applied",
+			StartedAt: started, FinishedAt: started.Add(2300 * time.Millisecond)},
+		{Source: "infra", Revision: "main@sha1:2222", Commit: store.Commit{Author: "Bob", Message: "break it"},
+			Success: false, Errors: problems(), Duration: 15 * time.Millisecond, Message: "3 problems",
+			StartedAt: started.Add(time.Minute), FinishedAt: started.Add(time.Minute + 15*time.Millisecond)},
+		{Source: "infra", Revision: "main@sha1:3333", Success: true, Created: 1, Updated: 2, Deleted: 3, Unchanged: 4,
+			Duration: time.Second, StartedAt: started.Add(2 * time.Minute), FinishedAt: started.Add(2*time.Minute + time.Second)},
+	}
+	var ids []int64
+	for _, r := range recs {
+		id, err := s.AddSyncRecord(ctx, r)
+		if err != nil {
+			t.Fatalf("AddSyncRecord: %v", err)
+		}
+		ids = append(ids, id)
+	}
+	if _, err := s.AddSyncRecord(ctx, &store.SyncRecord{Source: "other", Success: true, StartedAt: started, FinishedAt: started}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ListSyncRecords(ctx, "infra", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("ListSyncRecords = %d records, want 3", len(got))
+	}
+	for i, g := range got {
+		want := *recs[len(recs)-1-i]
+		want.ID = ids[len(ids)-1-i]
+		for _, tm := range []time.Time{g.StartedAt, g.FinishedAt} {
+			checkUTC(t, "sync record time", tm)
+		}
+		if !g.StartedAt.Equal(want.StartedAt) || !g.FinishedAt.Equal(want.FinishedAt) || !g.Commit.Time.Equal(want.Commit.Time) {
+			t.Errorf("record %d: times %v %v %v, want %v %v %v", i, g.StartedAt, g.FinishedAt, g.Commit.Time,
+				want.StartedAt, want.FinishedAt, want.Commit.Time)
+		}
+		if len(g.Errors) == 0 && len(want.Errors) == 0 {
+			g.Errors, want.Errors = nil, nil
+		}
+		g2 := *g
+		g2.StartedAt, g2.FinishedAt, g2.Commit.Time = time.Time{}, time.Time{}, time.Time{}
+		want.StartedAt, want.FinishedAt, want.Commit.Time = time.Time{}, time.Time{}, time.Time{}
+		if !reflect.DeepEqual(g2, want) {
+			t.Errorf("record %d (newest first) = %+v, want %+v", i, g2, want)
+		}
+	}
+	limited, err := s.ListSyncRecords(ctx, "infra", 1)
+	if err != nil || len(limited) != 1 || limited[0].ID != ids[2] {
+		t.Errorf("limit 1: %v, %v", limited, err)
+	}
+	none, err := s.ListSyncRecords(ctx, "nope", 0)
+	if err != nil || len(none) != 0 {
+		t.Errorf("ListSyncRecords(unknown source) = %d records, %v", len(none), err)
+	}
+}

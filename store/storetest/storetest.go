@@ -1,0 +1,59 @@
+// Package storetest is the conformance suite of store.Store. Every backend
+// runs it from its own tests:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store { return openFreshStore(t) })
+//	}
+//
+// The suite uses only the store.Store interface. Beyond the interface's doc
+// comments it expects what callers rely on: specs and outputs come back byte
+// for byte (so a spec still matches its hash), times come back in UTC and
+// equal to what was written at millisecond precision, and an empty map or
+// slice may come back nil or empty.
+package storetest
+
+import (
+	"testing"
+
+	"github.com/no8s/no8s-agent/store"
+)
+
+// Run runs the conformance suite. open must return a store with an empty,
+// current schema that no other test uses, and close it when t ends. Each
+// test calls open, and the tests run in parallel.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"ResourceTypes", testResourceTypes},
+		{"PutResourceTypeUpdates", testPutResourceTypeUpdates},
+		{"PutResourceTypeOwnerConflict", testPutResourceTypeOwnerConflict},
+		{"PutResourceTypeGroupConflict", testPutResourceTypeGroupConflict},
+		{"DeleteResourceType", testDeleteResourceType},
+		{"CreateResource", testCreateResource},
+		{"GetResourceNotFound", testGetResourceNotFound},
+		{"ListResourcesFilters", testListResourcesFilters},
+		{"ListResourcesPagination", testListResourcesPagination},
+		{"ApplyResourceOutcomes", testApplyResourceOutcomes},
+		{"ApplyResourceOwnerConflict", testApplyResourceOwnerConflict},
+		{"ApplyResourceRevivesDeletion", testApplyResourceRevivesDeletion},
+		{"ApplyResourceConcurrentUpdates", testApplyResourceConcurrentUpdates},
+		{"ApplyResourceConcurrentCreate", testApplyResourceConcurrentCreate},
+		{"StatusAndApplyConcurrently", testStatusAndApplyConcurrently},
+		{"SetResourceStatus", testSetResourceStatus},
+		{"Deletion", testDeletion},
+		{"ReconcileHistory", testReconcileHistory},
+		{"Sources", testSources},
+		{"SyncHistory", testSyncHistory},
+		{"InTxCommits", testInTxCommits},
+		{"InTxRollsBack", testInTxRollsBack},
+		{"Ping", testPing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, open(t))
+		})
+	}
+}
