@@ -1,0 +1,323 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
+)
+
+const resourceCols = `id, kind, grp, type_version, name, labels, annotations, spec, spec_hash, action, depends_on,
+	origin_document, origin_line, source_name, source_path, source_revision, generation, observed_generation,
+	phase, status_message, conditions, outputs, retry_count, next_reconcile_at, deletion_requested_at,
+	reconcile_requested_at, last_reconcile_time, lease_owner, lease_expires_at, created_at, updated_at`
+
+func scanResource(row pgx.Row) (*store.Resource, error) {
+	var (
+		r                                           store.Resource
+		labels, annotations, spec, deps, conds, out []byte
+	)
+	err := row.Scan(&r.ID, &r.Kind, &r.Group, &r.Version, &r.Name, &labels, &annotations, &spec, &r.SpecHash,
+		&r.Action, &deps, &r.Origin.Document, &r.Origin.Line, &r.Source.Name, &r.Source.Path, &r.Source.Revision,
+		&r.Generation, &r.ObservedGeneration, &r.Phase, &r.StatusMessage, &conds, &out, &r.RetryCount,
+		&r.NextReconcileAt, &r.DeletionRequestedAt, &r.ReconcileRequestedAt, &r.LastReconcileTime,
+		&r.LeaseOwner, &r.LeaseExpiresAt, &r.CreatedAt, &r.UpdatedAt)
+	if err != nil {
+		return nil, err
+	}
+	if r.Labels, err = decodeMap(labels, "labels"); err != nil {
+		return nil, err
+	}
+	if r.Annotations, err = decodeMap(annotations, "annotations"); err != nil {
+		return nil, err
+	}
+	if r.DependsOn, err = decodeSlice[manifest.ObjectRef](deps, "dependsOn"); err != nil {
+		return nil, err
+	}
+	if r.Conditions, err = decodeSlice[manifest.Condition](conds, "conditions"); err != nil {
+		return nil, err
+	}
+	for i := range r.Conditions {
+		r.Conditions[i].LastTransitionTime = utc(r.Conditions[i].LastTransitionTime)
+	}
+	r.Spec = rawDoc(spec)
+	r.Outputs = rawDoc(out)
+	r.Origin.File = r.Source.Path
+	r.NextReconcileAt = utcPtr(r.NextReconcileAt)
+	r.DeletionRequestedAt = utcPtr(r.DeletionRequestedAt)
+	r.ReconcileRequestedAt = utcPtr(r.ReconcileRequestedAt)
+	r.LastReconcileTime = utcPtr(r.LastReconcileTime)
+	r.LeaseExpiresAt = utcPtr(r.LeaseExpiresAt)
+	r.CreatedAt, r.UpdatedAt = utc(r.CreatedAt), utc(r.UpdatedAt)
+	return &r, nil
+}
+
+func collectResources(rows pgx.Rows) ([]*store.Resource, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Resource, error) { return scanResource(row) })
+}
+
+// desired holds the encoded desired-state columns of a resource.
+type desired struct {
+	labels, annotations, deps []byte
+	path                      string
+}
+
+func encodeDesired(r *manifest.Resource, src store.SourceRef) (*desired, error) {
+	if r == nil || r.Kind == "" || r.Name == "" || src.Name == "" {
+		return nil, invalid("resource: kind, name and source are required")
+	}
+	var (
+		d   desired
+		err error
+	)
+	if d.labels, err = jsonValue(r.Labels, len(r.Labels) == 0, "{}"); err != nil {
+		return nil, err
+	}
+	if d.annotations, err = jsonValue(r.Annotations, len(r.Annotations) == 0, "{}"); err != nil {
+		return nil, err
+	}
+	if d.deps, err = jsonValue(r.DependsOn, len(r.DependsOn) == 0, "[]"); err != nil {
+		return nil, err
+	}
+	d.path = src.Path
+	if d.path == "" {
+		d.path = r.Origin.File
+	}
+	return &d, nil
+}
+
+func resourceWhat(kind, name string) string { return "resource " + kind + "/" + name }
+
+// insertResource inserts r; with onConflictNothing, an existing (kind, name)
+// yields pgx.ErrNoRows instead of a unique violation.
+func (s *Store) insertResource(ctx context.Context, r *manifest.Resource, src store.SourceRef, d *desired, onConflictNothing bool) (*store.Resource, error) {
+	sql := `INSERT INTO resources (kind, grp, type_version, name, labels, annotations, spec, spec_hash, action,
+			depends_on, origin_document, origin_line, source_name, source_path, source_revision)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+	if onConflictNothing {
+		sql += ` ON CONFLICT (kind, name) DO NOTHING`
+	}
+	return scanResource(s.q.QueryRow(ctx, sql+` RETURNING `+resourceCols,
+		r.Kind, r.Group, r.Version, r.Name, d.labels, d.annotations, jsonDoc(r.Spec), r.SpecHash, r.Action,
+		d.deps, r.Origin.Document, r.Origin.Line, src.Name, d.path, string(src.Revision)))
+}
+
+// CreateResource inserts r at generation 1, phase pending, owned by src;
+// ErrConflict when (Kind, Name) exists.
+func (s *Store) CreateResource(ctx context.Context, r *manifest.Resource, src store.SourceRef) (*store.Resource, error) {
+	d, err := encodeDesired(r, src)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.insertResource(ctx, r, src, d, false)
+	if err != nil {
+		return nil, mapErr(err, "create "+resourceWhat(r.Kind, r.Name))
+	}
+	return out, nil
+}
+
+// ApplyResource creates r or updates the resource with the same (Kind, Name)
+// owned by src.Name. The stored row is locked while the new generation is
+// computed, so concurrent applies each see the previous one's result. See
+// store.Store for the rules.
+func (s *Store) ApplyResource(ctx context.Context, r *manifest.Resource, src store.SourceRef) (*store.Resource, store.ApplyOutcome, error) {
+	d, err := encodeDesired(r, src)
+	if err != nil {
+		return nil, "", err
+	}
+	what := resourceWhat(r.Kind, r.Name)
+	var (
+		out     *store.Resource
+		outcome store.ApplyOutcome
+	)
+	err = s.withTx(ctx, func(s *Store) error {
+		// Each statement sees rows committed before it started, so when a
+		// concurrent insert wins the race, the next SELECT finds and locks it.
+		// The loop ends unless rows appear and vanish again every time.
+		for attempt := 0; attempt < 10; attempt++ {
+			var (
+				id, gen  int64
+				hash     string
+				action   string
+				deleting bool
+				owner    store.SourceRef
+			)
+			err := s.q.QueryRow(ctx, `SELECT id, generation, spec_hash, action, deletion_requested_at IS NOT NULL,
+					source_name, source_path, source_revision
+				FROM resources WHERE kind = $1 AND name = $2 FOR UPDATE`, r.Kind, r.Name).
+				Scan(&id, &gen, &hash, &action, &deleting, &owner.Name, &owner.Path, &owner.Revision)
+			if errors.Is(err, pgx.ErrNoRows) {
+				out, err = s.insertResource(ctx, r, src, d, true)
+				if errors.Is(err, pgx.ErrNoRows) {
+					continue
+				}
+				outcome = store.Created
+				return err
+			}
+			if err != nil {
+				return err
+			}
+			if owner.Name != src.Name {
+				return &store.OwnerConflictError{What: r.Kind + "/" + r.Name, Owner: owner}
+			}
+			changed := hash != r.SpecHash || action != r.Action
+			bump := changed || deleting
+			outcome = store.Unchanged
+			if bump {
+				outcome = store.Updated
+			}
+			out, err = scanResource(s.q.QueryRow(ctx, `UPDATE resources SET
+					grp = $2, type_version = $3, labels = $4, annotations = $5, spec = $6, spec_hash = $7,
+					action = $8, depends_on = $9, origin_document = $10, origin_line = $11,
+					source_path = $12, source_revision = $13,
+					generation = generation + CASE WHEN $14 THEN 1 ELSE 0 END,
+					phase = CASE WHEN $15 THEN 'pending' ELSE phase END,
+					deletion_requested_at = CASE WHEN $15 THEN NULL ELSE deletion_requested_at END,
+					updated_at = now()
+				WHERE id = $1
+				RETURNING `+resourceCols,
+				id, r.Group, r.Version, d.labels, d.annotations, jsonDoc(r.Spec), r.SpecHash,
+				r.Action, d.deps, r.Origin.Document, r.Origin.Line, d.path, string(src.Revision),
+				bump, deleting))
+			return err
+		}
+		return fmt.Errorf("%s kept appearing and disappearing; gave up", what)
+	})
+	if err != nil {
+		return nil, "", mapErr(err, "apply "+what)
+	}
+	return out, outcome, nil
+}
+
+// GetResource returns the resource with the given ID, or ErrNotFound.
+func (s *Store) GetResource(ctx context.Context, id int64) (*store.Resource, error) {
+	r, err := scanResource(s.q.QueryRow(ctx, `SELECT `+resourceCols+` FROM resources WHERE id = $1`, id))
+	if err != nil {
+		return nil, mapErr(err, fmt.Sprintf("resource %d", id))
+	}
+	return r, nil
+}
+
+// GetResourceByName returns the resource kind/name, or ErrNotFound.
+func (s *Store) GetResourceByName(ctx context.Context, kind, name string) (*store.Resource, error) {
+	r, err := scanResource(s.q.QueryRow(ctx,
+		`SELECT `+resourceCols+` FROM resources WHERE kind = $1 AND name = $2`, kind, name))
+	if err != nil {
+		return nil, mapErr(err, resourceWhat(kind, name))
+	}
+	return r, nil
+}
+
+// ListResources returns the resources matching f, ordered by ID. Labels
+// match by JSON containment, so a resource may carry more labels than asked.
+func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*store.Resource, error) {
+	if f.Limit < 0 || f.After < 0 {
+		return nil, invalid("list resources: negative limit or cursor")
+	}
+	if f.Phase != "" && !f.Phase.Valid() {
+		return nil, invalid("list resources: unknown phase %q", f.Phase)
+	}
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Kind != "" {
+		add("kind = $%d", f.Kind)
+	}
+	if f.Phase != "" {
+		add("phase = $%d", string(f.Phase))
+	}
+	if f.Source != "" {
+		add("source_name = $%d", f.Source)
+	}
+	if len(f.Labels) > 0 {
+		b, err := jsonValue(f.Labels, false, "")
+		if err != nil {
+			return nil, err
+		}
+		add("labels @> $%d::jsonb", b)
+	}
+	if f.After > 0 {
+		add("id > $%d", f.After)
+	}
+	sql := `SELECT ` + resourceCols + ` FROM resources`
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	sql += " ORDER BY id"
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		sql += fmt.Sprintf(" LIMIT $%d", len(args))
+	}
+	rows, err := s.q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, mapErr(err, "list resources")
+	}
+	out, err := collectResources(rows)
+	if err != nil {
+		return nil, mapErr(err, "list resources")
+	}
+	return out, nil
+}
+
+// SetResourceStatus writes u, and only the status columns, to the resource:
+// the desired state and generation are left as they are, so a status write
+// never undoes a concurrent apply.
+func (s *Store) SetResourceStatus(ctx context.Context, id int64, u store.StatusUpdate) (*store.Resource, error) {
+	what := fmt.Sprintf("resource %d", id)
+	if !u.Phase.Valid() {
+		return nil, invalid("set status of %s: unknown phase %q", what, u.Phase)
+	}
+	if u.ObservedGeneration < 0 || u.RetryCount < 0 {
+		return nil, invalid("set status of %s: negative observed generation or retry count", what)
+	}
+	conds, err := jsonValue(u.Conditions, len(u.Conditions) == 0, "[]")
+	if err != nil {
+		return nil, err
+	}
+	r, err := scanResource(s.q.QueryRow(ctx, `UPDATE resources SET
+			phase = $2, status_message = $3, conditions = $4, observed_generation = $5, outputs = $6,
+			retry_count = $7, next_reconcile_at = $8, last_reconcile_time = $9, updated_at = now()
+		WHERE id = $1
+		RETURNING `+resourceCols,
+		id, string(u.Phase), u.Message, conds, u.ObservedGeneration, jsonDoc(u.Outputs),
+		u.RetryCount, u.NextReconcileAt, u.LastReconcileTime))
+	if err != nil {
+		return nil, mapErr(err, "set status of "+what)
+	}
+	return r, nil
+}
+
+// RequestDeletion marks the resource for destruction: phase deleting, and
+// the time of the first request kept.
+func (s *Store) RequestDeletion(ctx context.Context, id int64) (*store.Resource, error) {
+	r, err := scanResource(s.q.QueryRow(ctx, `UPDATE resources SET
+			phase = 'deleting', deletion_requested_at = coalesce(deletion_requested_at, now()), updated_at = now()
+		WHERE id = $1
+		RETURNING `+resourceCols, id))
+	if err != nil {
+		return nil, mapErr(err, fmt.Sprintf("request deletion of resource %d", id))
+	}
+	return r, nil
+}
+
+// DeleteResource removes the resource; its reconcile history stays.
+func (s *Store) DeleteResource(ctx context.Context, id int64) error {
+	tag, err := s.q.Exec(ctx, `DELETE FROM resources WHERE id = $1`, id)
+	if err != nil {
+		return mapErr(err, fmt.Sprintf("delete resource %d", id))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete resource %d: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
