@@ -92,7 +92,9 @@ func (s *Store) Close() {
 
 // InTx runs fn in a transaction and commits when fn returns nil; otherwise,
 // or if fn panics, it rolls back. Inside InTx, a nested InTx runs within the
-// same transaction, as a savepoint that an error rolls back alone.
+// same transaction, as a savepoint that an error rolls back alone. As always
+// in PostgreSQL, a statement that fails (a unique violation, say) aborts the
+// transaction: fn should return the error rather than carry on.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx store.Store) error) error {
 	err := pgx.BeginFunc(ctx, s.q, func(tx pgx.Tx) error {
 		return fn(ctx, &Store{pool: s.pool, q: tx, tx: tx})

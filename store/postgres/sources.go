@@ -1,0 +1,165 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
+)
+
+const sourceCols = `name, kind, url, path, phase, message, last_applied_revision, last_attempted_revision,
+	last_commit_author, last_commit_message, last_commit_time, approved_revision, last_sync_time, errors,
+	created_at, updated_at`
+
+func scanSource(row pgx.Row) (*store.Source, error) {
+	var (
+		src        store.Source
+		commitTime *time.Time
+		errs       []byte
+	)
+	err := row.Scan(&src.Name, &src.Kind, &src.URL, &src.Path, &src.Phase, &src.Message,
+		&src.LastAppliedRevision, &src.LastAttemptedRevision, &src.LastCommit.Author, &src.LastCommit.Message,
+		&commitTime, &src.ApprovedRevision, &src.LastSyncTime, &errs, &src.CreatedAt, &src.UpdatedAt)
+	if err != nil {
+		return nil, err
+	}
+	if src.Errors, err = decodeSlice[manifest.Problem](errs, "errors"); err != nil {
+		return nil, err
+	}
+	src.LastCommit.Time = timeOrZero(commitTime)
+	src.LastSyncTime = utcPtr(src.LastSyncTime)
+	src.CreatedAt, src.UpdatedAt = utc(src.CreatedAt), utc(src.UpdatedAt)
+	return &src, nil
+}
+
+// PutSource creates the source or replaces all of its state but its
+// creation time.
+func (s *Store) PutSource(ctx context.Context, src *store.Source) (*store.Source, error) {
+	if src == nil || src.Name == "" {
+		return nil, invalid("put source: name is required")
+	}
+	phase := src.Phase
+	if phase == "" {
+		phase = store.SourcePending
+	}
+	errs, err := jsonValue(src.Errors, len(src.Errors) == 0, "[]")
+	if err != nil {
+		return nil, err
+	}
+	out, err := scanSource(s.q.QueryRow(ctx, `INSERT INTO sources (name, kind, url, path, phase, message,
+			last_applied_revision, last_attempted_revision, last_commit_author, last_commit_message,
+			last_commit_time, approved_revision, last_sync_time, errors)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		ON CONFLICT (name) DO UPDATE SET
+			kind = excluded.kind, url = excluded.url, path = excluded.path, phase = excluded.phase,
+			message = excluded.message, last_applied_revision = excluded.last_applied_revision,
+			last_attempted_revision = excluded.last_attempted_revision,
+			last_commit_author = excluded.last_commit_author, last_commit_message = excluded.last_commit_message,
+			last_commit_time = excluded.last_commit_time, approved_revision = excluded.approved_revision,
+			last_sync_time = excluded.last_sync_time, errors = excluded.errors, updated_at = now()
+		RETURNING `+sourceCols,
+		src.Name, string(src.Kind), src.URL, src.Path, string(phase), src.Message,
+		string(src.LastAppliedRevision), string(src.LastAttemptedRevision), src.LastCommit.Author,
+		src.LastCommit.Message, nullTime(src.LastCommit.Time), string(src.ApprovedRevision), src.LastSyncTime, errs))
+	if err != nil {
+		return nil, mapErr(err, fmt.Sprintf("put source %q", src.Name))
+	}
+	return out, nil
+}
+
+// GetSource returns the named source, or ErrNotFound.
+func (s *Store) GetSource(ctx context.Context, name string) (*store.Source, error) {
+	src, err := scanSource(s.q.QueryRow(ctx, `SELECT `+sourceCols+` FROM sources WHERE name = $1`, name))
+	if err != nil {
+		return nil, mapErr(err, fmt.Sprintf("source %q", name))
+	}
+	return src, nil
+}
+
+// ListSources returns every source, ordered by name.
+func (s *Store) ListSources(ctx context.Context) ([]*store.Source, error) {
+	rows, err := s.q.Query(ctx, `SELECT `+sourceCols+` FROM sources ORDER BY name`)
+	if err != nil {
+		return nil, mapErr(err, "list sources")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Source, error) { return scanSource(row) })
+	if err != nil {
+		return nil, mapErr(err, "list sources")
+	}
+	return out, nil
+}
+
+const syncCols = `id, source, revision, commit_author, commit_message, commit_time, success, created_count,
+	updated_count, deleted_count, unchanged_count, duration_ms, errors, message, started_at, finished_at`
+
+// AddSyncRecord appends a sync attempt and returns its ID. The record's ID
+// is ignored.
+func (s *Store) AddSyncRecord(ctx context.Context, r *store.SyncRecord) (int64, error) {
+	if r == nil || r.Source == "" {
+		return 0, invalid("add sync record: source is required")
+	}
+	errs, err := jsonValue(r.Errors, len(r.Errors) == 0, "[]")
+	if err != nil {
+		return 0, err
+	}
+	var id int64
+	err = s.q.QueryRow(ctx, `INSERT INTO sync_history (source, revision, commit_author, commit_message,
+			commit_time, success, created_count, updated_count, deleted_count, unchanged_count, duration_ms,
+			errors, message, started_at, finished_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+		RETURNING id`,
+		r.Source, string(r.Revision), r.Commit.Author, r.Commit.Message, nullTime(r.Commit.Time), r.Success,
+		r.Created, r.Updated, r.Deleted, r.Unchanged, millis(r.Duration), errs, r.Message,
+		r.StartedAt, r.FinishedAt).Scan(&id)
+	if err != nil {
+		return 0, mapErr(err, fmt.Sprintf("add sync record of source %q", r.Source))
+	}
+	return id, nil
+}
+
+// ListSyncRecords returns up to limit sync attempts of the source, newest
+// first; zero means no limit.
+func (s *Store) ListSyncRecords(ctx context.Context, source string, limit int) ([]*store.SyncRecord, error) {
+	if limit < 0 {
+		return nil, invalid("list sync records: negative limit")
+	}
+	sql := `SELECT ` + syncCols + ` FROM sync_history WHERE source = $1 ORDER BY id DESC`
+	args := []any{source}
+	if limit > 0 {
+		sql += ` LIMIT $2`
+		args = append(args, limit)
+	}
+	rows, err := s.q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, mapErr(err, fmt.Sprintf("list sync records of source %q", source))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.SyncRecord, error) {
+		var (
+			r          store.SyncRecord
+			commitTime *time.Time
+			errs       []byte
+			ms         int64
+		)
+		if err := row.Scan(&r.ID, &r.Source, &r.Revision, &r.Commit.Author, &r.Commit.Message, &commitTime,
+			&r.Success, &r.Created, &r.Updated, &r.Deleted, &r.Unchanged, &ms, &errs, &r.Message,
+			&r.StartedAt, &r.FinishedAt); err != nil {
+			return nil, err
+		}
+		var err error
+		if r.Errors, err = decodeSlice[manifest.Problem](errs, "errors"); err != nil {
+			return nil, err
+		}
+		r.Commit.Time = timeOrZero(commitTime)
+		r.Duration = fromMillis(ms)
+		r.StartedAt, r.FinishedAt = utc(r.StartedAt), utc(r.FinishedAt)
+		return &r, nil
+	})
+	if err != nil {
+		return nil, mapErr(err, fmt.Sprintf("list sync records of source %q", source))
+	}
+	return out, nil
+}
