@@ -9,7 +9,6 @@ import (
 	"testing"
 )
 
-
 // writeTree writes files (slash paths -> content) under a new temp folder.
 func writeTree(t *testing.T, files map[string]string) string {
 	t.Helper()
