@@ -61,6 +61,25 @@ spec:
           x-ignored: {type: string, x-kubernetes-preserve-unknown-fields: true}
 `
 
+// assertProblem checks that there are problems, all in file with a line,
+// and that one of them says want.
+func assertProblem(t *testing.T, ps []Problem, file, want string) {
+	t.Helper()
+	if len(ps) == 0 {
+		t.Fatal("no problem reported")
+	}
+	var msgs []string
+	for _, p := range ps {
+		msgs = append(msgs, p.String())
+		if p.File != file || p.Line == 0 {
+			t.Errorf("problem without file and line: %+v", p)
+		}
+	}
+	if !strings.Contains(strings.Join(msgs, "\n"), want) {
+		t.Errorf("problems %q do not mention %q", msgs, want)
+	}
+}
+
 func dbResource(name, spec string) string {
 	return "apiVersion: infra.example.com/v1\nkind: DatabaseCluster\nmetadata:\n  name: " + name + "\nspec:\n" + spec
 }
@@ -184,19 +203,7 @@ func TestValidateTypeProblems(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			_, ps := validateYAML(t, map[string]string{"t.yaml": tt.doc}, nil)
-			if len(ps) == 0 {
-				t.Fatal("no problem reported")
-			}
-			var msgs []string
-			for _, p := range ps {
-				msgs = append(msgs, p.String())
-				if p.File != "t.yaml" || p.Line == 0 {
-					t.Errorf("problem without file and line: %+v", p)
-				}
-			}
-			if !strings.Contains(strings.Join(msgs, "\n"), tt.wantMsg) {
-				t.Errorf("problems %q do not mention %q", msgs, tt.wantMsg)
-			}
+			assertProblem(t, ps, "t.yaml", tt.wantMsg)
 		})
 	}
 }
@@ -238,19 +245,7 @@ func TestValidateResourceProblems(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			_, ps := validateYAML(t, map[string]string{"t.yaml": dbType, "r.yaml": tt.doc}, nil)
-			if len(ps) == 0 {
-				t.Fatal("no problem reported")
-			}
-			var msgs []string
-			for _, p := range ps {
-				msgs = append(msgs, p.String())
-				if p.File != "r.yaml" || p.Line == 0 {
-					t.Errorf("problem without file and line: %+v", p)
-				}
-			}
-			if !strings.Contains(strings.Join(msgs, "\n"), tt.wantMsg) {
-				t.Errorf("problems %q do not mention %q", msgs, tt.wantMsg)
-			}
+			assertProblem(t, ps, "r.yaml", tt.wantMsg)
 		})
 	}
 }
