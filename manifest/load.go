@@ -33,29 +33,38 @@ func IsManifestFile(name string) bool {
 	return false
 }
 
-// LoadDir reads every manifest under dir. Symlinks are followed only while
-// they stay inside dir (enforced by os.Root, so chains of links cannot
-// escape either). File problems come back as a *ValidationError together
-// with the documents of the good files; other errors mean the tree could not
-// be read at all.
-func LoadDir(dir string, opts LoadOptions) ([]*Document, error) {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, fmt.Errorf("open source root: %w", err)
-	}
-	defer root.Close()
-	return Load(root.FS(), opts)
+// File is one manifest file of a tree, read whole.
+type File struct {
+	// Path is relative to the tree's root, with forward slashes.
+	Path string
+	// Data is the file's content.
+	Data []byte
+	// Hash is "sha256:<hex>" of Data; decoded documents are cached by it.
+	Hash string
 }
 
-// Load reads every manifest file of fsys, in lexical order, skipping
-// dot-files, dot-folders and ignored paths. See LoadDir.
-func Load(fsys fs.FS, opts LoadOptions) ([]*Document, error) {
+// ReadDir reads every manifest file under dir. Symlinks are followed only
+// while they stay inside dir (enforced by os.Root, so chains of links cannot
+// escape either). Files that cannot be used come back as problems, next to
+// the good files; an error means the tree could not be read at all.
+func ReadDir(dir string, opts LoadOptions) ([]File, []Problem, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open source root: %w", err)
+	}
+	defer root.Close()
+	return ReadTree(root.FS(), opts)
+}
+
+// ReadTree reads every manifest file of fsys, in lexical order, skipping
+// dot-files, dot-folders and ignored paths. See ReadDir.
+func ReadTree(fsys fs.FS, opts LoadOptions) ([]File, []Problem, error) {
 	if opts.MaxFileSize <= 0 {
 		opts.MaxFileSize = DefaultMaxFileSize
 	}
 	var (
-		docs []*Document
-		errs problems
+		files []File
+		errs  problems
 	)
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -89,20 +98,54 @@ func Load(fsys fs.FS, opts LoadOptions) ([]*Document, error) {
 			errs.add(Problem{File: p, Message: msg})
 			return nil
 		}
-		fileDocs, ps := DecodeFile(p, data, opts.Decode)
-		if len(ps) > 0 {
-			// A file with a syntax error is reported whole; none of its
-			// documents count, so it cannot half-apply.
-			errs = append(errs, ps...)
-			return nil
-		}
-		docs = append(docs, fileDocs...)
+		files = append(files, File{Path: p, Data: data, Hash: HashJSON(data)})
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("walk source tree: %w", err)
+		return nil, nil, fmt.Errorf("walk source tree: %w", err)
 	}
-	return docs, errs.err()
+	return files, errs, nil
+}
+
+// DecodeFiles decodes files. A file with a problem counts whole: none of its
+// documents are returned, so it cannot half-apply.
+func DecodeFiles(files []File, opts DecodeOptions) ([]*Document, []Problem) {
+	var (
+		docs []*Document
+		errs []Problem
+	)
+	for _, f := range files {
+		d, ps := DecodeFile(f.Path, f.Data, opts)
+		if len(ps) > 0 {
+			errs = append(errs, ps...)
+			continue
+		}
+		docs = append(docs, d...)
+	}
+	return docs, errs
+}
+
+// LoadDir reads and decodes every manifest under dir: ReadDir, then
+// DecodeFiles. Problems come back as a *ValidationError together with the
+// documents of the good files; other errors mean the tree could not be read.
+func LoadDir(dir string, opts LoadOptions) ([]*Document, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open source root: %w", err)
+	}
+	defer root.Close()
+	return Load(root.FS(), opts)
+}
+
+// Load reads and decodes every manifest file of fsys. See LoadDir.
+func Load(fsys fs.FS, opts LoadOptions) ([]*Document, error) {
+	files, errs, err := ReadTree(fsys, opts)
+	if err != nil {
+		return nil, err
+	}
+	docs, ps := DecodeFiles(files, opts.Decode)
+	errs = append(errs, ps...)
+	return docs, problems(errs).err()
 }
 
 // checkSymlink returns a message when the link at p leads outside the root

@@ -47,6 +47,14 @@ type Revision string
 // String returns the revision as written.
 func (r Revision) String() string { return string(r) }
 
+// Commit is the metadata of the commit a revision points at. Directory
+// sources have none.
+type Commit struct {
+	Author  string    `json:"author,omitempty"`
+	Message string    `json:"message,omitempty"`
+	Time    time.Time `json:"time"`
+}
+
 // Origin says where a declared object came from, so that errors and the API
 // can point at the file to change.
 type Origin struct {
@@ -203,7 +211,9 @@ type Resource struct {
 	Spec json.RawMessage
 	// SpecHash is "sha256:<hex>" of Spec.
 	SpecHash string
-	// Action is the action instance chosen by the manifest; empty means the type's.
+	// Action is the action instance that reconciles the resource: the
+	// manifest's choice, else its type's default (empty when neither names
+	// one). Changing it is a new generation.
 	Action string
 	// DependsOn lists resources that must be Ready before this one is reconciled.
 	DependsOn []ObjectRef

@@ -289,6 +289,9 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error))
 		return nil, errs
 	}
 	r.Group, r.Version = t.Group, version
+	if r.Action == "" {
+		r.Action = t.Action
+	}
 
 	rawSpec, present := d.Object["spec"]
 	if !present || rawSpec == nil {

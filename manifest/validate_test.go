@@ -407,6 +407,9 @@ func TestExampleRepositoryIsValid(t *testing.T) {
 			if string(r.Spec) != want {
 				t.Errorf("staging-pg defaults:\n got  %s\n want %s", r.Spec, want)
 			}
+			if r.Action != "provision-db" {
+				t.Errorf("staging-pg action %q, want its type's provision-db", r.Action)
+			}
 			if !r.PruneDisabled() {
 				t.Error("staging-pg should have pruning disabled")
 			}

@@ -224,13 +224,6 @@ const (
 	SourceStalled SourcePhase = "stalled"
 )
 
-// Commit is the metadata of the commit a revision points at.
-type Commit struct {
-	Author  string    `json:"author,omitempty"`
-	Message string    `json:"message,omitempty"`
-	Time    time.Time `json:"time"`
-}
-
 // Source is the stored state of one source.
 type Source struct {
 	Name string
@@ -243,7 +236,7 @@ type Source struct {
 	LastAppliedRevision   manifest.Revision
 	LastAttemptedRevision manifest.Revision
 	// LastCommit describes LastAttemptedRevision.
-	LastCommit Commit
+	LastCommit manifest.Commit
 	// ApprovedRevision is a revision an operator approved past the prune guard.
 	ApprovedRevision manifest.Revision
 	LastSyncTime     *time.Time
@@ -258,7 +251,7 @@ type SyncRecord struct {
 	ID         int64
 	Source     string
 	Revision   manifest.Revision
-	Commit     Commit
+	Commit     manifest.Commit
 	Success    bool
 	Created    int
 	Updated    int

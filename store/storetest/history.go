@@ -105,7 +105,7 @@ func problems() []manifest.Problem {
 func testSources(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	synced := now().Add(-time.Minute)
-	commit := store.Commit{Author: "Ada <ada@example.com>", Message: "Grow the widgets", Time: now().Add(-time.Hour).In(time.FixedZone("X", -5*3600))}
+	commit := manifest.Commit{Author: "Ada <ada@example.com>", Message: "Grow the widgets", Time: now().Add(-time.Hour).In(time.FixedZone("X", -5*3600))}
 	src := &store.Source{
 		Name: "infra", Kind: store.SourceGit, URL: "https://git.example.com/infra.git", Path: "deploy",
 		Phase: store.SourceFailed, Message: "3 problems",
@@ -184,10 +184,10 @@ func testSyncHistory(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	started := now().Add(-time.Hour)
 	recs := []*store.SyncRecord{
-		{Source: "infra", Revision: "main@sha1:1111", Commit: store.Commit{Author: "Ada", Message: "first", Time: started.Add(-time.Hour)},
+		{Source: "infra", Revision: "main@sha1:1111", Commit: manifest.Commit{Author: "Ada", Message: "first", Time: started.Add(-time.Hour)},
 			Success: true, Created: 10, Unchanged: 0, Duration: 2300 * time.Millisecond, Message: "applied",
 			StartedAt: started, FinishedAt: started.Add(2300 * time.Millisecond)},
-		{Source: "infra", Revision: "main@sha1:2222", Commit: store.Commit{Author: "Bob", Message: "break it"},
+		{Source: "infra", Revision: "main@sha1:2222", Commit: manifest.Commit{Author: "Bob", Message: "break it"},
 			Success: false, Errors: problems(), Duration: 15 * time.Millisecond, Message: "3 problems",
 			StartedAt: started.Add(time.Minute), FinishedAt: started.Add(time.Minute + 15*time.Millisecond)},
 		{Source: "infra", Revision: "main@sha1:3333", Success: true, Created: 1, Updated: 2, Deleted: 3, Unchanged: 4,
