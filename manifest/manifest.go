@@ -93,6 +93,9 @@ type ResourceType struct {
 	Versions []TypeVersion
 	// Origin is where the type was declared.
 	Origin Origin
+
+	// fingerprint caches Fingerprint.
+	fingerprint string
 }
 
 // Version returns the named version, or nil.

@@ -3,9 +3,11 @@ package manifest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	gosync "sync"
 )
 
 // Set is a validated set of manifests: every type compiled, every resource's
@@ -26,6 +28,95 @@ type TypeResolver func(name string) *ResourceType
 // Duplicate types or resources are reported at every repeat, naming the first.
 // It returns a *ValidationError listing every problem, or the Set.
 func Validate(docs []*Document, known TypeResolver) (*Set, error) {
+	var entries []*fileEntry
+	for _, d := range docs {
+		if len(entries) == 0 || entries[len(entries)-1].path != d.File {
+			entries = append(entries, &fileEntry{path: d.File})
+		}
+		e := entries[len(entries)-1]
+		e.docs = append(e.docs, d)
+	}
+	return validateEntries(entries, known)
+}
+
+// Validator validates successive snapshots of a tree of files. It remembers
+// the previous snapshot's work, so that a file is decoded again only when its
+// content changed, and its resources validated again only when it or one of
+// the types they use changed. One Validator serves one source; it is safe for
+// concurrent use but gains nothing from it.
+type Validator struct {
+	// Decode bounds the decoding of each file.
+	Decode DecodeOptions
+
+	mu    gosync.Mutex
+	cache map[fileKey]*fileEntry
+}
+
+type fileKey struct{ path, hash string }
+
+// fileEntry is what is known of one file's content.
+type fileEntry struct {
+	path     string
+	docs     []*Document
+	problems []Problem // decoding problems; when set, docs is empty
+
+	typesParsed bool
+	types       []parsedType
+
+	// resources, resProblems and used are the file's resources as
+	// validated against the types whose identities used records.
+	resValid    bool
+	resources   []*Resource
+	resDocs     []*Document // the document of each resource, for duplicate errors
+	resProblems []Problem
+	used        map[string]string
+}
+
+type parsedType struct {
+	doc      *Document
+	name     string
+	t        *ResourceType
+	problems []Problem
+}
+
+// ValidateFiles decodes and validates files as Validate does, reusing the
+// work of earlier calls where files and types are unchanged. Entries for
+// files absent from this call are forgotten, so memory follows the tree.
+func (v *Validator) ValidateFiles(files []File, known TypeResolver) (*Set, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	next := make(map[fileKey]*fileEntry, len(files))
+	entries := make([]*fileEntry, 0, len(files))
+	var decodeProblems problems
+	for _, f := range files {
+		k := fileKey{f.Path, f.Hash}
+		e := v.cache[k]
+		if e == nil {
+			e = &fileEntry{path: f.Path}
+			e.docs, e.problems = DecodeFile(f.Path, f.Data, v.Decode)
+			if len(e.problems) > 0 {
+				e.docs = nil
+			}
+		}
+		next[k] = e
+		decodeProblems = append(decodeProblems, e.problems...)
+		entries = append(entries, e)
+	}
+	v.cache = next
+	set, err := validateEntries(entries, known)
+	if len(decodeProblems) == 0 {
+		return set, err
+	}
+	var verr *ValidationError
+	if errors.As(err, &verr) {
+		decodeProblems = append(decodeProblems, verr.Problems...)
+	}
+	SortProblems(decodeProblems)
+	return nil, decodeProblems.err()
+}
+
+// validateEntries is Validate over files, reusing what entries already know.
+func validateEntries(entries []*fileEntry, known TypeResolver) (*Set, error) {
 	var (
 		errs     problems
 		set      = &Set{}
@@ -33,24 +124,32 @@ func Validate(docs []*Document, known TypeResolver) (*Set, error) {
 		broken   = map[string]Origin{}
 		firstAt  = map[string]Origin{}
 	)
-	for _, d := range docs {
-		if kind, _ := d.Object["kind"].(string); kind != KindResourceType {
-			continue
+	for _, e := range entries {
+		if !e.typesParsed {
+			e.typesParsed = true
+			for _, d := range e.docs {
+				if kind, _ := d.Object["kind"].(string); kind != KindResourceType {
+					continue
+				}
+				name, _ := nestedString(d.Object, "metadata", "name")
+				t, ps := parseType(d)
+				e.types = append(e.types, parsedType{doc: d, name: name, t: t, problems: ps})
+			}
 		}
-		name, _ := nestedString(d.Object, "metadata", "name")
-		if first, dup := firstAt[name]; dup && name != "" {
-			errs.add(d.Problem("/metadata/name", "duplicate ResourceType %s (first declared in %s)", name, first.at()))
-			continue
+		for _, pt := range e.types {
+			if first, dup := firstAt[pt.name]; dup && pt.name != "" {
+				errs.add(pt.doc.Problem("/metadata/name", "duplicate ResourceType %s (first declared in %s)", pt.name, first.at()))
+				continue
+			}
+			firstAt[pt.name] = pt.doc.Origin()
+			errs = append(errs, pt.problems...)
+			if pt.t == nil {
+				broken[pt.name] = pt.doc.Origin()
+				continue
+			}
+			declared[pt.t.Name] = pt.t
+			set.Types = append(set.Types, pt.t)
 		}
-		firstAt[name] = d.Origin()
-		t, ps := parseType(d)
-		errs = append(errs, ps...)
-		if t == nil {
-			broken[name] = d.Origin()
-			continue
-		}
-		declared[t.Name] = t
-		set.Types = append(set.Types, t)
 	}
 	lookup := func(kind string) (*ResourceType, error) {
 		if t := declared[kind]; t != nil {
@@ -66,22 +165,51 @@ func Validate(docs []*Document, known TypeResolver) (*Set, error) {
 		}
 		return nil, fmt.Errorf("unknown kind %q: no ResourceType declares it", kind)
 	}
+	// identity says which type a kind resolves to now; a file's cached
+	// resources stay valid while every kind they used resolves the same.
+	identity := func(kind string) string {
+		t, err := lookup(kind)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return t.Fingerprint()
+	}
 	seen := map[ObjectRef]Origin{}
-	for _, d := range docs {
-		if kind, _ := d.Object["kind"].(string); kind == KindResourceType {
-			continue
+	for _, e := range entries {
+		if e.resValid {
+			for kind, id := range e.used {
+				if identity(kind) != id {
+					e.resValid = false
+					break
+				}
+			}
 		}
-		r, ps := parseResource(d, lookup)
-		errs = append(errs, ps...)
-		if r == nil {
-			continue
+		if !e.resValid {
+			e.resources, e.resDocs, e.resProblems, e.used = nil, nil, nil, map[string]string{}
+			for _, d := range e.docs {
+				kind, _ := d.Object["kind"].(string)
+				if kind == KindResourceType {
+					continue
+				}
+				e.used[kind] = identity(kind)
+				r, ps := parseResource(d, lookup)
+				e.resProblems = append(e.resProblems, ps...)
+				if r != nil {
+					e.resources = append(e.resources, r)
+					e.resDocs = append(e.resDocs, d)
+				}
+			}
+			e.resValid = true
 		}
-		if first, dup := seen[r.Ref()]; dup {
-			errs.add(d.Problem("/metadata/name", "duplicate resource %s (first declared in %s)", r.Ref(), first.at()))
-			continue
+		errs = append(errs, e.resProblems...)
+		for i, r := range e.resources {
+			if first, dup := seen[r.Ref()]; dup {
+				errs.add(e.resDocs[i].Problem("/metadata/name", "duplicate resource %s (first declared in %s)", r.Ref(), first.at()))
+				continue
+			}
+			seen[r.Ref()] = r.Origin
+			set.Resources = append(set.Resources, r)
 		}
-		seen[r.Ref()] = r.Origin
-		set.Resources = append(set.Resources, r)
 	}
 	if len(errs) > 0 {
 		SortProblems(errs)
@@ -96,6 +224,21 @@ func Validate(docs []*Document, known TypeResolver) (*Set, error) {
 		return a.Name < b.Name
 	})
 	return set, nil
+}
+
+// Fingerprint identifies everything about the type that affects its
+// resources: group, default action and each version's schema.
+func (t *ResourceType) Fingerprint() string {
+	if t.fingerprint != "" {
+		return t.fingerprint
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\x00%s\x00%s", t.Name, t.Group, t.Action)
+	for _, v := range t.Versions {
+		fmt.Fprintf(&b, "\x00%s\x00%s", v.Name, v.Schema)
+	}
+	t.fingerprint = HashJSON([]byte(b.String()))
+	return t.fingerprint
 }
 
 // SortProblems orders problems by file, line, document and pointer.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/source"
 )
 
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
@@ -65,35 +66,37 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	return exitOK
 }
 
-// validatePath loads and validates a folder or a single file. Problems name
-// files as the user wrote PATH, so that "file:line" opens in an editor.
+// validatePath reads and validates a folder or a single file, with the same
+// rules a source applies (.no8signore included). Problems name files as the
+// user wrote PATH, so that "file:line" opens in an editor.
 func validatePath(path string, opts manifest.LoadOptions) (*manifest.Set, []manifest.Problem, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	var docs []*manifest.Document
-	if info.IsDir() {
-		docs, err = manifest.LoadDir(path, opts)
-	} else {
-		// One file: load its folder with everything else ignored, so that it
+	dir := path
+	if !info.IsDir() {
+		// One file: read its folder with everything else ignored, so that it
 		// gets the same size, symlink and decoding rules as a whole tree.
-		dir, file := filepath.Split(path)
+		var file string
+		dir, file = filepath.Split(path)
 		if dir == "" {
 			dir = "."
 		}
 		opts.Ignore = func(p string, isDir bool) bool { return isDir || p != file }
-		docs, err = manifest.LoadDir(dir, opts)
 	}
-	var problems []manifest.Problem
-	var verr *manifest.ValidationError
-	switch {
-	case errors.As(err, &verr):
-		problems = verr.Problems
-	case err != nil:
+	root, err := os.OpenRoot(dir)
+	if err != nil {
 		return nil, nil, err
 	}
-	set, err := manifest.Validate(docs, nil)
+	defer root.Close()
+	files, problems, err := source.ReadTree(root.FS(), opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	v := manifest.Validator{Decode: opts.Decode}
+	set, err := v.ValidateFiles(files, nil)
+	var verr *manifest.ValidationError
 	if errors.As(err, &verr) {
 		problems = append(problems, verr.Problems...)
 	} else if err != nil {
@@ -102,11 +105,7 @@ func validatePath(path string, opts manifest.LoadOptions) (*manifest.Set, []mani
 	manifest.SortProblems(problems)
 	for i := range problems {
 		if problems[i].File != "" {
-			if info.IsDir() {
-				problems[i].File = filepath.ToSlash(filepath.Join(path, problems[i].File))
-			} else {
-				problems[i].File = filepath.ToSlash(path)
-			}
+			problems[i].File = filepath.ToSlash(filepath.Join(dir, problems[i].File))
 		}
 	}
 	return set, problems, nil
