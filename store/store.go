@@ -133,6 +133,21 @@ const (
 	Unchanged ApplyOutcome = "unchanged"
 )
 
+// Applied is what ApplyResources did to one resource.
+type Applied struct {
+	ID         int64
+	Generation int64
+	Outcome    ApplyOutcome
+}
+
+// Topics of Notify.
+const (
+	// TopicResources announces that resources changed and may be due.
+	TopicResources = "no8s_resources"
+	// TopicSources announces that a source's state changed.
+	TopicSources = "no8s_sources"
+)
+
 // ResourceFilter selects resources in ListResources. Zero fields match all.
 type ResourceFilter struct {
 	Kind   string
@@ -300,6 +315,29 @@ type Store interface {
 	RequestDeletion(ctx context.Context, id int64) (*Resource, error)
 	// DeleteResource removes the row; its reconcile history stays.
 	DeleteResource(ctx context.Context, id int64) error
+
+	// ApplyResources is ApplyResource for many resources of one source at
+	// once, with the same rules. It returns one Applied per input, in input
+	// order. When any of them is owned by another source it fails with an
+	// *OwnerConflictError and, inside InTx, the caller must roll back.
+	ApplyResources(ctx context.Context, rs []*manifest.Resource, src SourceRef) ([]Applied, error)
+	// RequestDeletions marks resources for destruction (phase deleting).
+	// IDs that do not exist are ignored.
+	RequestDeletions(ctx context.Context, ids []int64) error
+	// DeleteResources removes rows without destruction; their reconcile
+	// history stays. IDs that do not exist are ignored.
+	DeleteResources(ctx context.Context, ids []int64) error
+	// Owners returns the owner of each of refs that exists.
+	Owners(ctx context.Context, refs []manifest.ObjectRef) (map[manifest.ObjectRef]SourceRef, error)
+
+	// LockSource takes the named source's lock until the surrounding
+	// transaction ends, so that one agent at a time syncs a source. It must
+	// be called inside InTx.
+	LockSource(ctx context.Context, name string) error
+	// Notify announces a change on a topic to every agent sharing the store.
+	// Inside InTx it is delivered when the transaction commits, and not at
+	// all if it rolls back.
+	Notify(ctx context.Context, topic, payload string) error
 
 	// AddReconcileRecord appends a reconcile attempt and returns its ID.
 	AddReconcileRecord(ctx context.Context, h *ReconcileRecord) (int64, error)

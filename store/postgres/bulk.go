@@ -1,0 +1,255 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// lockClassSource is the advisory lock class of per-source sync locks.
+const lockClassSource int32 = lockClass + 2
+
+// bulkRow is one resource of ApplyResources as json_to_recordset reads it.
+type bulkRow struct {
+	Kind        string               `json:"kind"`
+	Grp         string               `json:"grp"`
+	Version     string               `json:"type_version"`
+	Name        string               `json:"name"`
+	Labels      map[string]string    `json:"labels"`
+	Annotations map[string]string    `json:"annotations"`
+	Spec        json.RawMessage      `json:"spec"`
+	SpecHash    string               `json:"spec_hash"`
+	Action      string               `json:"action"`
+	DependsOn   []manifest.ObjectRef `json:"depends_on"`
+	Document    int                  `json:"origin_document"`
+	Line        int                  `json:"origin_line"`
+	Path        string               `json:"source_path"`
+}
+
+// ApplyResources upserts many resources in one statement: rows are read
+// from one JSON parameter, existing rows are locked first so that every
+// outcome is computed against the latest state, and rows owned by another
+// source are left alone and reported.
+func (s *Store) ApplyResources(ctx context.Context, rs []*manifest.Resource, src store.SourceRef) ([]store.Applied, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	if src.Name == "" {
+		return nil, invalid("apply resources: source is required")
+	}
+	rows := make([]bulkRow, len(rs))
+	for i, r := range rs {
+		if r == nil || r.Kind == "" || r.Name == "" {
+			return nil, invalid("apply resources: resource %d has no kind or name", i)
+		}
+		path := r.Origin.File
+		if src.Path != "" {
+			path = src.Path
+		}
+		spec := r.Spec
+		if len(spec) == 0 {
+			spec = json.RawMessage("{}")
+		}
+		labels, annotations, deps := r.Labels, r.Annotations, r.DependsOn
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		if deps == nil {
+			deps = []manifest.ObjectRef{}
+		}
+		rows[i] = bulkRow{Kind: r.Kind, Grp: r.Group, Version: r.Version, Name: r.Name, Labels: labels,
+			Annotations: annotations, Spec: spec, SpecHash: r.SpecHash, Action: r.Action, DependsOn: deps,
+			Document: r.Origin.Document, Line: r.Origin.Line, Path: path}
+	}
+	input, err := json.Marshal(rows)
+	if err != nil {
+		return nil, fmt.Errorf("apply resources: encode: %w", err)
+	}
+	kinds := make([]string, len(rs))
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		kinds[i], names[i] = r.Kind, r.Name
+	}
+	type previous struct {
+		gen   int64
+		owner store.SourceRef
+	}
+	old := make(map[manifest.ObjectRef]previous, len(rs))
+	applied := make(map[manifest.ObjectRef]store.Applied, len(rs))
+	err = s.withTx(ctx, func(s *Store) error {
+		// Lock the existing rows in (kind, name) order before writing, so
+		// that agents applying overlapping sets queue up instead of
+		// deadlocking, and read their generations to tell the outcomes.
+		// (One statement cannot do both: FOR UPDATE skips rows its own
+		// upsert already changed.)
+		rows, err := s.q.Query(ctx, `SELECT r.kind, r.name, r.generation, r.source_name, r.source_path, r.source_revision
+			FROM resources r JOIN unnest($1::text[], $2::text[]) AS w(kind, name) ON r.kind = w.kind AND r.name = w.name
+			ORDER BY r.kind, r.name FOR UPDATE OF r`, kinds, names)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var ref manifest.ObjectRef
+			var p previous
+			if err := rows.Scan(&ref.Kind, &ref.Name, &p.gen, &p.owner.Name, &p.owner.Path, &p.owner.Revision); err != nil {
+				rows.Close()
+				return err
+			}
+			old[ref] = p
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if p, ok := old[r.Ref()]; ok && p.owner.Name != src.Name {
+				return &store.OwnerConflictError{What: r.Ref().String(), Owner: p.owner}
+			}
+		}
+		rows, err = s.q.Query(ctx, `
+WITH input AS (
+	SELECT * FROM json_to_recordset($1::json) AS x(kind text, grp text, type_version text, name text,
+		labels jsonb, annotations jsonb, spec json, spec_hash text, action text, depends_on jsonb,
+		origin_document int, origin_line int, source_path text)
+)
+INSERT INTO resources (kind, grp, type_version, name, labels, annotations, spec, spec_hash, action,
+	depends_on, origin_document, origin_line, source_name, source_path, source_revision)
+SELECT kind, grp, type_version, name, labels, annotations, spec, spec_hash, action,
+	depends_on, origin_document, origin_line, $2, source_path, $3
+FROM input ORDER BY kind, name
+ON CONFLICT (kind, name) DO UPDATE SET
+	grp = EXCLUDED.grp, type_version = EXCLUDED.type_version, labels = EXCLUDED.labels,
+	annotations = EXCLUDED.annotations, spec = EXCLUDED.spec, spec_hash = EXCLUDED.spec_hash,
+	action = EXCLUDED.action, depends_on = EXCLUDED.depends_on,
+	origin_document = EXCLUDED.origin_document, origin_line = EXCLUDED.origin_line,
+	source_path = EXCLUDED.source_path, source_revision = EXCLUDED.source_revision,
+	generation = resources.generation + CASE WHEN resources.spec_hash <> EXCLUDED.spec_hash
+		OR resources.action <> EXCLUDED.action OR resources.deletion_requested_at IS NOT NULL THEN 1 ELSE 0 END,
+	phase = CASE WHEN resources.deletion_requested_at IS NOT NULL THEN 'pending' ELSE resources.phase END,
+	deletion_requested_at = NULL,
+	updated_at = now()
+-- A row another source created since the lock above is left alone.
+WHERE resources.source_name = EXCLUDED.source_name
+RETURNING id, kind, name, generation`, input, src.Name, string(src.Revision))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var ref manifest.ObjectRef
+			var a store.Applied
+			if err := rows.Scan(&a.ID, &ref.Kind, &ref.Name, &a.Generation); err != nil {
+				rows.Close()
+				return err
+			}
+			switch p, ok := old[ref]; {
+			case !ok:
+				a.Outcome = store.Created
+			case p.gen != a.Generation:
+				a.Outcome = store.Updated
+			default:
+				a.Outcome = store.Unchanged
+			}
+			applied[ref] = a
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if _, ok := applied[r.Ref()]; !ok {
+				owners, err := s.Owners(ctx, []manifest.ObjectRef{r.Ref()})
+				if err != nil {
+					return err
+				}
+				return &store.OwnerConflictError{What: r.Ref().String(), Owner: owners[r.Ref()]}
+			}
+		}
+		return nil
+	})
+	var oc *store.OwnerConflictError
+	if errors.As(err, &oc) {
+		return nil, oc
+	}
+	if err != nil {
+		return nil, mapErr(err, "apply resources")
+	}
+	out := make([]store.Applied, len(rs))
+	for i, r := range rs {
+		out[i] = applied[r.Ref()]
+	}
+	return out, nil
+}
+
+// RequestDeletions marks resources for destruction.
+func (s *Store) RequestDeletions(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := s.q.Exec(ctx, `UPDATE resources SET deletion_requested_at = COALESCE(deletion_requested_at, now()),
+		phase = 'deleting', updated_at = now() WHERE id = ANY($1)`, ids)
+	return mapErr(err, "request deletion of resources")
+}
+
+// DeleteResources removes rows; their history stays.
+func (s *Store) DeleteResources(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := s.q.Exec(ctx, `DELETE FROM resources WHERE id = ANY($1)`, ids)
+	return mapErr(err, "delete resources")
+}
+
+// Owners returns the owners of the refs that exist.
+func (s *Store) Owners(ctx context.Context, refs []manifest.ObjectRef) (map[manifest.ObjectRef]store.SourceRef, error) {
+	out := map[manifest.ObjectRef]store.SourceRef{}
+	if len(refs) == 0 {
+		return out, nil
+	}
+	kinds := make([]string, len(refs))
+	names := make([]string, len(refs))
+	for i, r := range refs {
+		kinds[i], names[i] = r.Kind, r.Name
+	}
+	rows, err := s.q.Query(ctx, `SELECT r.kind, r.name, r.source_name, r.source_path, r.source_revision
+		FROM resources r JOIN unnest($1::text[], $2::text[]) AS w(kind, name) ON r.kind = w.kind AND r.name = w.name`,
+		kinds, names)
+	if err != nil {
+		return nil, mapErr(err, "find owners")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ref manifest.ObjectRef
+		var src store.SourceRef
+		if err := rows.Scan(&ref.Kind, &ref.Name, &src.Name, &src.Path, &src.Revision); err != nil {
+			return nil, mapErr(err, "find owners")
+		}
+		out[ref] = src
+	}
+	return out, mapErr(rows.Err(), "find owners")
+}
+
+// LockSource takes the source's advisory lock until the transaction ends.
+func (s *Store) LockSource(ctx context.Context, name string) error {
+	if s.tx == nil {
+		return invalid("lock source %q: only inside a transaction", name)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	_, err := s.q.Exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, lockClassSource, int32(h.Sum32()))
+	return mapErr(err, "lock source "+name)
+}
+
+// Notify sends a PostgreSQL notification, which a transaction delivers on commit.
+func (s *Store) Notify(ctx context.Context, topic, payload string) error {
+	if topic == "" {
+		return invalid("notify: topic is required")
+	}
+	_, err := s.q.Exec(ctx, `SELECT pg_notify($1, $2)`, topic, payload)
+	return mapErr(err, "notify "+topic)
+}
