@@ -112,4 +112,3 @@ func TestNotifyOnCommitOnly(t *testing.T) {
 		t.Errorf("notification %s %q, want %s committed", n.Channel, n.Payload, store.TopicResources)
 	}
 }
-
