@@ -1,0 +1,378 @@
+package sync
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/source"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// Action is what a plan does to one resource or type.
+type Action string
+
+// The actions of a plan.
+const (
+	Create Action = "create"
+	// Update is a new generation: the spec or the action binding changed.
+	Update Action = "update"
+	// Delete marks the resource for destruction by its action.
+	Delete Action = "delete"
+	// Forget removes the resource from the store without destroying it
+	// (pruning disabled for the source, or no8s.io/prune: disabled).
+	Forget Action = "forget"
+)
+
+// Change is one planned change to a resource.
+type Change struct {
+	Action Action            `json:"action"`
+	Kind   string            `json:"kind"`
+	Name   string            `json:"name"`
+	File   string            `json:"file,omitempty"`
+	Line   int               `json:"line,omitempty"`
+	ID     int64             `json:"id,omitempty"`
+	Before json.RawMessage   `json:"before,omitempty"`
+	After  json.RawMessage   `json:"after,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Generation is the generation after the change (creates and updates).
+	Generation int64 `json:"generation,omitempty"`
+}
+
+// Ref returns the resource the change is about.
+func (c Change) Ref() manifest.ObjectRef { return manifest.ObjectRef{Kind: c.Kind, Name: c.Name} }
+
+// TypeChange is one planned change to a resource type version.
+type TypeChange struct {
+	Action  Action `json:"action"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	File    string `json:"file,omitempty"`
+}
+
+// Plan is the difference between a snapshot and what the store holds for
+// its source.
+type Plan struct {
+	Source   string            `json:"source"`
+	Revision manifest.Revision `json:"revision"`
+	Creates  []Change          `json:"creates"`
+	Updates  []Change          `json:"updates"`
+	Deletes  []Change          `json:"deletes"`
+	Forgets  []Change          `json:"forgets"`
+	// Unchanged counts resources whose spec and action stay; their labels,
+	// annotations or location may still be refreshed.
+	Unchanged int          `json:"unchanged"`
+	Types     []TypeChange `json:"types"`
+	// Owned is how many resources the source owned before the plan.
+	Owned int `json:"owned"`
+
+	// refreshed are unchanged resources whose metadata changed; they are
+	// written without a new generation.
+	refreshed []*manifest.Resource
+	// writes are the resources to create, update or refresh.
+	writes []*manifest.Resource
+	// types to write, and type rows to remove.
+	putTypes    []*store.ResourceType
+	removeTypes []TypeChange
+	deleteIDs   []int64
+	forgetIDs   []int64
+}
+
+// Changes counts the resources the plan creates, updates, deletes or forgets.
+func (p *Plan) Changes() int {
+	return len(p.Creates) + len(p.Updates) + len(p.Deletes) + len(p.Forgets)
+}
+
+// Summary is one line for status messages and logs.
+func (p *Plan) Summary() string {
+	return fmt.Sprintf("%d created, %d updated, %d deleted, %d forgotten, %d unchanged",
+		len(p.Creates), len(p.Updates), len(p.Deletes), len(p.Forgets), p.Unchanged)
+}
+
+// makePlan diffs the validated set against the store's state for the source,
+// and applies the guards: ownership, types still in use, prune limits.
+func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source) (*Plan, error) {
+	p := &Plan{Source: t.Name, Revision: snap.Revision}
+	owned, err := st.ListResources(ctx, store.ResourceFilter{Source: t.Name})
+	if err != nil {
+		return nil, fmt.Errorf("list resources of %s: %w", t.Name, err)
+	}
+	p.Owned = len(owned)
+	byRef := make(map[manifest.ObjectRef]*store.Resource, len(owned))
+	for _, o := range owned {
+		byRef[o.Ref()] = o
+	}
+
+	// Resources declared here but owned elsewhere are conflicts, not takeovers.
+	var fresh []manifest.ObjectRef
+	for _, r := range set.Resources {
+		if byRef[r.Ref()] == nil {
+			fresh = append(fresh, r.Ref())
+		}
+	}
+	owners, err := st.Owners(ctx, fresh)
+	if err != nil {
+		return nil, err
+	}
+	var conflicts []manifest.Problem
+	desired := make(map[manifest.ObjectRef]bool, len(set.Resources))
+	for _, r := range set.Resources {
+		desired[r.Ref()] = true
+		o := byRef[r.Ref()]
+		switch {
+		case o == nil:
+			if owner, taken := owners[r.Ref()]; taken {
+				conflicts = append(conflicts, conflictProblem(r, owner))
+				continue
+			}
+			p.Creates = append(p.Creates, Change{Action: Create, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
+				Line: r.Origin.Line, After: r.Spec, Labels: r.Labels, Generation: 1})
+			p.writes = append(p.writes, r)
+		case o.SpecHash != r.SpecHash || o.Action != r.Action || o.DeletionRequestedAt != nil:
+			p.Updates = append(p.Updates, Change{Action: Update, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
+				Line: r.Origin.Line, ID: o.ID, Before: o.Spec, After: r.Spec, Labels: r.Labels, Generation: o.Generation + 1})
+			p.writes = append(p.writes, r)
+		default:
+			p.Unchanged++
+			if metadataChanged(o, r) {
+				p.refreshed = append(p.refreshed, r)
+				p.writes = append(p.writes, r)
+			}
+		}
+	}
+	for _, o := range owned {
+		if desired[o.Ref()] || o.DeletionRequestedAt != nil {
+			continue
+		}
+		c := Change{Kind: o.Kind, Name: o.Name, File: o.Source.Path, ID: o.ID, Before: o.Spec, Labels: o.Labels}
+		if !t.Prune.Enabled || o.PruneDisabled() {
+			c.Action = Forget
+			p.Forgets = append(p.Forgets, c)
+			p.forgetIDs = append(p.forgetIDs, o.ID)
+			continue
+		}
+		c.Action = Delete
+		p.Deletes = append(p.Deletes, c)
+		p.deleteIDs = append(p.deleteIDs, o.ID)
+	}
+
+	typeConflicts, err := planTypes(ctx, st, t, snap, set, p)
+	if err != nil {
+		return nil, err
+	}
+	conflicts = append(conflicts, typeConflicts...)
+	if len(conflicts) > 0 {
+		manifest.SortProblems(conflicts)
+		return p, &Error{Reason: ReasonConflict, Problems: conflicts,
+			Message: fmt.Sprintf("%d declaration(s) collide with other sources; first: %s", len(conflicts), conflicts[0])}
+	}
+	if err := checkTypesInUse(ctx, st, p); err != nil {
+		return p, err
+	}
+	return p, pruneGuard(t, snap, set, cur, p)
+}
+
+// metadataChanged reports whether what a resource declares besides its spec
+// and action differs from the stored row.
+func metadataChanged(o *store.Resource, r *manifest.Resource) bool {
+	return o.Group != r.Group || o.Version != r.Version ||
+		!maps.Equal(o.Labels, r.Labels) || !maps.Equal(o.Annotations, r.Annotations) ||
+		!slices.Equal(o.DependsOn, r.DependsOn) ||
+		o.Source.Path != r.Origin.File || o.Origin.Document != r.Origin.Document || o.Origin.Line != r.Origin.Line
+}
+
+// planTypes plans the type rows and returns conflicts with types other
+// sources own.
+func planTypes(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, p *Plan) ([]manifest.Problem, error) {
+	rows, err := st.ListResourceTypes(ctx, store.TypeFilter{})
+	if err != nil {
+		return nil, fmt.Errorf("list resource types: %w", err)
+	}
+	type key struct{ name, version string }
+	mine := map[key]*store.ResourceType{}
+	otherOwner := map[string]store.SourceRef{}
+	for _, r := range rows {
+		if r.Source.Name == t.Name {
+			mine[key{r.Name, r.Version}] = r
+		} else {
+			otherOwner[r.Name] = r.Source
+		}
+	}
+	var conflicts []manifest.Problem
+	declared := map[key]bool{}
+	for _, ty := range set.Types {
+		if owner, taken := otherOwner[ty.Name]; taken {
+			where := owner.Name
+			if owner.Path != "" {
+				where += " (" + owner.Path + ")"
+			}
+			conflicts = append(conflicts, manifest.Problem{File: ty.Origin.File, Line: ty.Origin.Line, Document: ty.Origin.Document,
+				Pointer: "/metadata/name", Message: fmt.Sprintf("metadata.name: ResourceType %s is already declared by source %s", ty.Name, where)})
+			continue
+		}
+		for _, v := range ty.Versions {
+			k := key{ty.Name, v.Name}
+			declared[k] = true
+			row := &store.ResourceType{Name: ty.Name, Version: v.Name, Group: ty.Group, Description: ty.Description,
+				Action: ty.Action, DriftInterval: ty.DriftInterval, Schema: v.Schema,
+				Source: store.SourceRef{Name: t.Name, Path: ty.Origin.File, Revision: snap.Revision}}
+			old := mine[k]
+			switch {
+			case old == nil:
+				p.Types = append(p.Types, TypeChange{Action: Create, Name: ty.Name, Version: v.Name, File: ty.Origin.File})
+			case typeChanged(old, row):
+				p.Types = append(p.Types, TypeChange{Action: Update, Name: ty.Name, Version: v.Name, File: ty.Origin.File})
+			default:
+				continue
+			}
+			p.putTypes = append(p.putTypes, row)
+		}
+	}
+	for k, old := range mine {
+		if !declared[k] {
+			c := TypeChange{Action: Delete, Name: k.name, Version: k.version, File: old.Source.Path}
+			p.Types = append(p.Types, c)
+			p.removeTypes = append(p.removeTypes, c)
+		}
+	}
+	sort.Slice(p.Types, func(i, j int) bool {
+		a, b := p.Types[i], p.Types[j]
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Version < b.Version
+	})
+	return conflicts, nil
+}
+
+func typeChanged(old, row *store.ResourceType) bool {
+	return old.Group != row.Group || old.Description != row.Description || old.Action != row.Action ||
+		old.DriftInterval != row.DriftInterval || !bytes.Equal(old.Schema, row.Schema) || old.Source.Path != row.Source.Path
+}
+
+// checkTypesInUse refuses to remove a type version that resources still use,
+// unless this very plan deletes or forgets all of them. Rows of types whose
+// last users are still being destroyed stay until a later sync finds them unused.
+func checkTypesInUse(ctx context.Context, st store.Store, p *Plan) error {
+	if len(p.removeTypes) == 0 {
+		return nil
+	}
+	leaving := map[manifest.ObjectRef]bool{}
+	for _, c := range append(append([]Change(nil), p.Deletes...), p.Forgets...) {
+		leaving[c.Ref()] = true
+	}
+	var problems []manifest.Problem
+	var removable []TypeChange
+	for _, tc := range p.removeTypes {
+		users, err := st.ListResources(ctx, store.ResourceFilter{Kind: tc.Name})
+		if err != nil {
+			return fmt.Errorf("list resources of %s: %w", tc.Name, err)
+		}
+		var live []string
+		pending := false
+		for _, u := range users {
+			if u.Version != tc.Version {
+				continue
+			}
+			switch {
+			case leaving[u.Ref()]:
+				pending = true
+			case u.DeletionRequestedAt != nil:
+				pending = true
+			default:
+				live = append(live, fmt.Sprintf("%s (source %s)", u.Ref(), u.Source.Name))
+			}
+		}
+		if len(live) > 0 {
+			problems = append(problems, manifest.Problem{File: tc.File,
+				Message: fmt.Sprintf("ResourceType %s %s was removed but %d resource(s) still use it: %s; remove or move them first",
+					tc.Name, tc.Version, len(live), listRefs(live))})
+			continue
+		}
+		if !pending {
+			removable = append(removable, tc)
+		}
+	}
+	p.removeTypes = removable
+	if len(problems) > 0 {
+		return &Error{Reason: ReasonTypeInUse, Problems: problems, Message: problems[0].Message}
+	}
+	return nil
+}
+
+// pruneGuard refuses plans that would destroy too much: an empty snapshot
+// for a source that owns resources, or more deletions than MaxDeletes. An
+// approved revision passes both.
+func pruneGuard(t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, p *Plan) error {
+	if cur.ApprovedRevision != "" && cur.ApprovedRevision == snap.Revision {
+		return nil
+	}
+	if len(set.Resources) == 0 && p.Owned > 0 && !t.Prune.AllowEmpty {
+		return &Error{Reason: ReasonEmptySnapshot, Message: fmt.Sprintf(
+			"revision %s declares no resources but the source owns %d; if that is intended, set prune.allowEmpty or approve the revision",
+			snap.Revision, p.Owned)}
+	}
+	if m := t.Prune.MaxDeletes; m != nil && len(p.Deletes) > 0 && !m.Allows(len(p.Deletes), p.Owned) {
+		return &Error{Reason: ReasonPruneLimitExceeded, Message: fmt.Sprintf(
+			"revision %s would delete %d of %d resources, over maxDeletes %s: approve the revision to go ahead (POST /api/v1/sources/%s/approve?revision=%s)",
+			snap.Revision, len(p.Deletes), p.Owned, m, t.Name, snap.Revision)}
+	}
+	return nil
+}
+
+// apply writes the plan.
+func apply(ctx context.Context, tx store.Store, t Target, snap *source.Snapshot, p *Plan) error {
+	for _, row := range p.putTypes {
+		if _, err := tx.PutResourceType(ctx, row); err != nil {
+			return fmt.Errorf("write resource type %s %s: %w", row.Name, row.Version, err)
+		}
+	}
+	applied, err := tx.ApplyResources(ctx, p.writes, store.SourceRef{Name: t.Name, Revision: snap.Revision})
+	if err != nil {
+		return err
+	}
+	// Report the generations the store assigned (another agent may have
+	// moved them since planning).
+	gens := make(map[manifest.ObjectRef]store.Applied, len(applied))
+	for i, a := range applied {
+		gens[p.writes[i].Ref()] = a
+	}
+	for i := range p.Creates {
+		p.Creates[i].ID, p.Creates[i].Generation = gens[p.Creates[i].Ref()].ID, gens[p.Creates[i].Ref()].Generation
+	}
+	for i := range p.Updates {
+		p.Updates[i].Generation = gens[p.Updates[i].Ref()].Generation
+	}
+	if err := tx.RequestDeletions(ctx, p.deleteIDs); err != nil {
+		return err
+	}
+	if err := tx.DeleteResources(ctx, p.forgetIDs); err != nil {
+		return err
+	}
+	for _, tc := range p.removeTypes {
+		if err := tx.DeleteResourceType(ctx, tc.Name, tc.Version); err != nil {
+			return fmt.Errorf("remove resource type %s %s: %w", tc.Name, tc.Version, err)
+		}
+	}
+	return nil
+}
+
+// String renders a change as "create Kind/name (file:line)".
+func (c Change) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s/%s", c.Action, c.Kind, c.Name)
+	if c.File != "" {
+		b.WriteString(" (" + c.File)
+		if c.Line > 0 {
+			fmt.Fprintf(&b, ":%d", c.Line)
+		}
+		b.WriteString(")")
+	}
+	return b.String()
+}

@@ -1,0 +1,433 @@
+// Package sync applies snapshots of sources to the store: the desired-state
+// half of no8s-agent. For one snapshot of one source it validates every
+// manifest, plans the change against what the store holds for that source,
+// guards against mass deletion, and applies the plan in one transaction with
+// the source's new state, a sync history row and a wake-up notification. A
+// snapshot that fails any step changes nothing but the source's status.
+//
+// Every desired-state change goes through here, the HTTP API's included.
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	gosync "sync"
+	"time"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/source"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// Reasons a sync fails, as shown in the source's status message.
+const (
+	ReasonValidationFailed   = "ValidationFailed"
+	ReasonConflict           = "OwnershipConflict"
+	ReasonPruneLimitExceeded = "PruneLimitExceeded"
+	ReasonEmptySnapshot      = "EmptySnapshotRefused"
+	ReasonTypeInUse          = "TypeInUse"
+	ReasonFetchFailed        = "FetchFailed"
+)
+
+// Error is a sync that was refused. Nothing in the store changed but the
+// source's status.
+type Error struct {
+	// Reason is one of the Reason constants.
+	Reason string
+	// Message says what happened and what to do.
+	Message string
+	// Problems are the individual errors, each with file, line and pointer
+	// where they have one.
+	Problems []manifest.Problem
+}
+
+// Error implements error.
+func (e *Error) Error() string { return e.Reason + ": " + e.Message }
+
+// MaxDeletes limits how many resources one sync may delete: Value resources,
+// or Value percent of those the source owns.
+type MaxDeletes struct {
+	Value   int
+	Percent bool
+}
+
+// Allows reports whether deleting deletes of owned resources is within the limit.
+func (m MaxDeletes) Allows(deletes, owned int) bool {
+	if m.Percent {
+		// deletes/owned <= Value/100, in integers.
+		return deletes*100 <= m.Value*owned
+	}
+	return deletes <= m.Value
+}
+
+// String writes the limit as configured.
+func (m MaxDeletes) String() string {
+	if m.Percent {
+		return fmt.Sprintf("%d%%", m.Value)
+	}
+	return fmt.Sprintf("%d", m.Value)
+}
+
+// Prune says what a sync does with resources that left the source.
+type Prune struct {
+	// Enabled destroys them; otherwise they are forgotten (their rows removed
+	// without running their action's Destroy).
+	Enabled bool
+	// MaxDeletes, when set, refuses syncs that would delete more, until the
+	// revision is approved.
+	MaxDeletes *MaxDeletes
+	// AllowEmpty lets a snapshot without resources delete everything the
+	// source owns. Otherwise such a snapshot is refused (a wrong path or an
+	// emptied repository must not destroy everything).
+	AllowEmpty bool
+}
+
+// Target is the source a snapshot comes from, as the store records it.
+type Target struct {
+	Name string
+	Kind store.SourceKind
+	// URL is the Git remote; Path is the folder (dir) or the path within the repository (git).
+	URL   string
+	Path  string
+	Prune Prune
+}
+
+// Result is what one Sync did.
+type Result struct {
+	Source   string
+	Revision manifest.Revision
+	// Skipped is true when the revision was already applied: nothing was done.
+	Skipped bool
+	// Plan is what was applied; nil when skipped.
+	Plan     *Plan
+	Duration time.Duration
+}
+
+// Syncer syncs snapshots into a store. It is safe for concurrent use; syncs
+// of one source are serialized by the store's source lock, across agents too.
+type Syncer struct {
+	store store.Store
+	log   *slog.Logger
+	now   func() time.Time
+
+	mu         gosync.Mutex
+	validators map[string]*manifest.Validator
+	compiled   map[string]*manifest.ResourceType
+}
+
+// New returns a Syncer writing to st.
+func New(st store.Store, log *slog.Logger) *Syncer {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Syncer{store: st, log: log, now: time.Now, validators: map[string]*manifest.Validator{}, compiled: map[string]*manifest.ResourceType{}}
+}
+
+// errSkip ends the apply transaction when another agent applied the
+// revision first.
+var errSkip = errors.New("revision already applied")
+
+// Sync applies snap to the store as the state of source t. With force, a
+// revision already applied is synced again. A refused sync returns an *Error
+// after recording it in the source's status; other errors (the store failing)
+// leave the store as it was.
+func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, force bool) (*Result, error) {
+	start := s.now()
+	res := &Result{Source: t.Name, Revision: snap.Revision}
+	cur, err := s.sourceState(ctx, s.store, t)
+	if err != nil {
+		return nil, err
+	}
+	// The common case, nothing new, costs one query.
+	if !force && alreadyApplied(cur, snap.Revision) {
+		res.Skipped = true
+		return res, nil
+	}
+	set, err := s.validate(ctx, t, snap)
+	if err != nil {
+		return nil, s.fail(ctx, t, snap, start, err)
+	}
+	err = s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+		if err := tx.LockSource(ctx, t.Name); err != nil {
+			return err
+		}
+		cur, err := s.sourceState(ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		if !force && alreadyApplied(cur, snap.Revision) {
+			return errSkip
+		}
+		plan, err := makePlan(ctx, tx, t, snap, set, cur)
+		if err != nil {
+			return err
+		}
+		if err := apply(ctx, tx, t, snap, plan); err != nil {
+			return err
+		}
+		res.Plan = plan
+		res.Duration = s.now().Sub(start)
+		return s.recordSuccess(ctx, tx, t, snap, cur, plan, start)
+	})
+	switch {
+	case errors.Is(err, errSkip):
+		res.Skipped = true
+		return res, nil
+	case err != nil:
+		var serr *Error
+		var oc *store.OwnerConflictError
+		switch {
+		case errors.As(err, &serr):
+		case errors.As(err, &oc):
+			// Another source took a resource between planning and applying.
+			err = &Error{Reason: ReasonConflict, Message: oc.Error()}
+		default:
+			return nil, fmt.Errorf("sync %s at %s: %w", t.Name, snap.Revision, err)
+		}
+		return nil, s.fail(ctx, t, snap, start, err)
+	}
+	p := res.Plan
+	s.log.Info("synced", "source", t.Name, "revision", string(snap.Revision),
+		"created", len(p.Creates), "updated", len(p.Updates), "deleted", len(p.Deletes)+len(p.Forgets),
+		"unchanged", p.Unchanged, "duration", res.Duration.Round(time.Microsecond))
+	return res, nil
+}
+
+// Plan validates snap and plans it against the store without changing
+// anything: what Sync would do. It serves diff and pull-request previews.
+// A refused plan is an *Error; the plan is returned with it when planning got
+// that far (e.g. a prune limit), so that previews can show it.
+func (s *Syncer) Plan(ctx context.Context, t Target, snap *source.Snapshot) (*Plan, error) {
+	set, err := s.validate(ctx, t, snap)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := s.sourceState(ctx, s.store, t)
+	if err != nil {
+		return nil, err
+	}
+	return makePlan(ctx, s.store, t, snap, set, cur)
+}
+
+// Approve lets a revision refused by the prune guard through on its next sync.
+func (s *Syncer) Approve(ctx context.Context, sourceName string, rev manifest.Revision) error {
+	if rev == "" {
+		return fmt.Errorf("approve: %w: a revision is required", store.ErrInvalid)
+	}
+	return s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+		if err := tx.LockSource(ctx, sourceName); err != nil {
+			return err
+		}
+		cur, err := tx.GetSource(ctx, sourceName)
+		if err != nil {
+			return fmt.Errorf("approve %s: %w", sourceName, err)
+		}
+		cur.ApprovedRevision = rev
+		if _, err := tx.PutSource(ctx, cur); err != nil {
+			return err
+		}
+		return tx.Notify(ctx, store.TopicSources, sourceName)
+	})
+}
+
+// RecordFetchFailure records that the source could not be fetched: its
+// status says why, and everything it declared stays as it was.
+func (s *Syncer) RecordFetchFailure(ctx context.Context, t Target, fetchErr error) error {
+	return s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+		if err := tx.LockSource(ctx, t.Name); err != nil {
+			return err
+		}
+		cur, err := s.sourceState(ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		cur.Phase = store.SourceFailed
+		cur.Message = ReasonFetchFailed + ": " + fetchErr.Error()
+		if _, err := tx.PutSource(ctx, cur); err != nil {
+			return err
+		}
+		return tx.Notify(ctx, store.TopicSources, t.Name)
+	})
+}
+
+// alreadyApplied reports whether rev is the source's applied revision and
+// nothing was attempted since.
+func alreadyApplied(cur *store.Source, rev manifest.Revision) bool {
+	return cur.LastAppliedRevision == rev && cur.LastAttemptedRevision == rev
+}
+
+// sourceState returns the stored state of t, or a new pending one.
+func (s *Syncer) sourceState(ctx context.Context, st store.Store, t Target) (*store.Source, error) {
+	cur, err := st.GetSource(ctx, t.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return &store.Source{Name: t.Name, Kind: t.Kind, URL: t.URL, Path: t.Path, Phase: store.SourcePending}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read source %s: %w", t.Name, err)
+	}
+	cur.Kind, cur.URL, cur.Path = t.Kind, t.URL, t.Path
+	return cur, nil
+}
+
+// validate checks the snapshot as a whole: its own types first, then the
+// types of other sources for kinds it does not declare.
+func (s *Syncer) validate(ctx context.Context, t Target, snap *source.Snapshot) (*manifest.Set, error) {
+	known, err := s.otherTypes(ctx, t.Name)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	v := s.validators[t.Name]
+	if v == nil {
+		v = &manifest.Validator{}
+		s.validators[t.Name] = v
+	}
+	s.mu.Unlock()
+	set, err := v.ValidateFiles(snap.Files, known)
+	problems := append([]manifest.Problem(nil), snap.Problems...)
+	var verr *manifest.ValidationError
+	switch {
+	case errors.As(err, &verr):
+		problems = append(problems, verr.Problems...)
+	case err != nil:
+		return nil, err
+	}
+	if len(problems) > 0 {
+		manifest.SortProblems(problems)
+		return nil, &Error{Reason: ReasonValidationFailed, Problems: problems,
+			Message: fmt.Sprintf("%d invalid manifest(s); first: %s", len(problems), problems[0])}
+	}
+	return set, nil
+}
+
+// otherTypes returns a resolver of the types other sources own, compiled on
+// first use and remembered while their schemas stay the same.
+func (s *Syncer) otherTypes(ctx context.Context, self string) (manifest.TypeResolver, error) {
+	rows, err := s.store.ListResourceTypes(ctx, store.TypeFilter{})
+	if err != nil {
+		return nil, fmt.Errorf("list resource types: %w", err)
+	}
+	byName := map[string][]*store.ResourceType{}
+	for _, r := range rows {
+		if r.Source.Name != self {
+			byName[r.Name] = append(byName[r.Name], r)
+		}
+	}
+	return func(name string) *manifest.ResourceType {
+		versions := byName[name]
+		if len(versions) == 0 {
+			return nil
+		}
+		t := &manifest.ResourceType{Name: name, Group: versions[0].Group, Action: versions[0].Action,
+			Description: versions[0].Description, DriftInterval: versions[0].DriftInterval}
+		for _, v := range versions {
+			t.Versions = append(t.Versions, manifest.TypeVersion{Name: v.Version, Schema: v.Schema})
+		}
+		key := t.Fingerprint()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if c := s.compiled[key]; c != nil {
+			return c
+		}
+		if err := t.Compile(); err != nil {
+			s.log.Warn("stored resource type does not compile", "type", name, "error", err)
+			return nil
+		}
+		s.compiled[key] = t
+		return t
+	}, nil
+}
+
+// fail records a refused sync in the source's status and history and
+// returns the refusal. Nothing else changes.
+func (s *Syncer) fail(ctx context.Context, t Target, snap *source.Snapshot, start time.Time, cause error) error {
+	var serr *Error
+	if !errors.As(cause, &serr) {
+		return cause
+	}
+	phase := store.SourceFailed
+	if serr.Reason == ReasonPruneLimitExceeded || serr.Reason == ReasonEmptySnapshot {
+		phase = store.SourceStalled
+	}
+	err := s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+		if err := tx.LockSource(ctx, t.Name); err != nil {
+			return err
+		}
+		cur, err := s.sourceState(ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		cur.Phase = phase
+		cur.Message = serr.Error()
+		cur.LastAttemptedRevision = snap.Revision
+		cur.LastCommit = snap.Commit
+		cur.Errors = serr.Problems
+		cur.LastSyncTime = &now
+		if _, err := tx.PutSource(ctx, cur); err != nil {
+			return err
+		}
+		if _, err := tx.AddSyncRecord(ctx, &store.SyncRecord{Source: t.Name, Revision: snap.Revision,
+			Commit: snap.Commit, Success: false, Errors: serr.Problems, Message: serr.Error(),
+			Duration: now.Sub(start), StartedAt: start, FinishedAt: now}); err != nil {
+			return err
+		}
+		return tx.Notify(ctx, store.TopicSources, t.Name)
+	})
+	if err != nil {
+		return fmt.Errorf("record failed sync of %s: %w (the sync failed: %v)", t.Name, err, serr)
+	}
+	s.log.Warn("sync refused", "source", t.Name, "revision", string(snap.Revision), "reason", serr.Reason,
+		"problems", len(serr.Problems), "message", serr.Message)
+	return serr
+}
+
+// recordSuccess writes the source's new state, the history row and the
+// notifications, inside the apply transaction.
+func (s *Syncer) recordSuccess(ctx context.Context, tx store.Store, t Target, snap *source.Snapshot, cur *store.Source, p *Plan, start time.Time) error {
+	now := s.now()
+	cur.Phase = store.SourceReady
+	cur.Message = p.Summary()
+	cur.LastAppliedRevision = snap.Revision
+	cur.LastAttemptedRevision = snap.Revision
+	cur.LastCommit = snap.Commit
+	cur.Errors = nil
+	cur.LastSyncTime = &now
+	if _, err := tx.PutSource(ctx, cur); err != nil {
+		return err
+	}
+	if _, err := tx.AddSyncRecord(ctx, &store.SyncRecord{Source: t.Name, Revision: snap.Revision, Commit: snap.Commit,
+		Success: true, Created: len(p.Creates), Updated: len(p.Updates), Deleted: len(p.Deletes) + len(p.Forgets),
+		Unchanged: p.Unchanged, Message: p.Summary(), Duration: now.Sub(start), StartedAt: start, FinishedAt: now}); err != nil {
+		return err
+	}
+	if p.Changes() > 0 {
+		if err := tx.Notify(ctx, store.TopicResources, t.Name); err != nil {
+			return err
+		}
+	}
+	return tx.Notify(ctx, store.TopicSources, t.Name)
+}
+
+// conflictProblem points at the declaration that collides with another owner.
+func conflictProblem(r *manifest.Resource, owner store.SourceRef) manifest.Problem {
+	where := owner.Name
+	if owner.Path != "" {
+		where += " (" + owner.Path + ")"
+	}
+	return manifest.Problem{File: r.Origin.File, Line: r.Origin.Line, Document: r.Origin.Document, Pointer: "/metadata/name",
+		Message: fmt.Sprintf("metadata.name: %s is already declared by source %s; remove it there first", r.Ref(), where)}
+}
+
+// listRefs writes up to five refs for a message.
+func listRefs(refs []string) string {
+	sort.Strings(refs)
+	if len(refs) > 5 {
+		return strings.Join(refs[:5], ", ") + fmt.Sprintf(" and %d more", len(refs)-5)
+	}
+	return strings.Join(refs, ", ")
+}
