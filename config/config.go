@@ -1,0 +1,385 @@
+// Package config is the agent's configuration file (no8s.yaml) and the
+// command-line flags that override it.
+//
+// The file is YAML, converted to JSON with sigs.k8s.io/yaml and decoded
+// strictly: an unknown key is an error, so a misspelt setting is reported
+// instead of silently ignored. Every problem in a file is reported at once,
+// each naming its key path (sources[1].git.interval), so one edit fixes them
+// all.
+//
+// Secrets are never written in the file: settings ending in Env name an
+// environment variable that Load reads. The values are kept in unexported
+// fields, reached through accessor methods, so that printing, logging or
+// marshalling a Config cannot reveal them.
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Defaults applied to settings that the file leaves out.
+const (
+	DefaultListen         = "127.0.0.1:8080"
+	DefaultInterval       = time.Minute
+	DefaultGitTimeout     = 60 * time.Second
+	DefaultWorkers        = 8
+	DefaultLeaseDuration  = 30 * time.Second
+	DefaultBackoffInitial = time.Minute
+	DefaultBackoffMax     = 1024 * time.Minute
+	DefaultLogFormat      = "text"
+	DefaultLogLevel       = "info"
+)
+
+// Config is the whole agent configuration.
+type Config struct {
+	// Database is the store's connection string; empty means the default
+	// store chosen by the command.
+	Database string `json:"database,omitempty"`
+	// Listen is the host:port of the HTTP API.
+	Listen string `json:"listen"`
+	// Sources are the Git repositories and folders that hold manifests.
+	Sources []Source `json:"sources,omitempty"`
+	// Actions are the action instances, by name; resource types refer to them.
+	Actions map[string]Action `json:"actions,omitempty"`
+	// Reconcile tunes the reconcilers.
+	Reconcile Reconcile `json:"reconcile"`
+	// API configures the HTTP API's tokens.
+	API API `json:"api"`
+	// Webhooks configures the incoming webhooks.
+	Webhooks Webhooks `json:"webhooks"`
+	// LogFormat is "text" or "json".
+	LogFormat string `json:"logFormat"`
+	// LogLevel is "debug", "info", "warn" or "error".
+	LogLevel string `json:"logLevel"`
+}
+
+// Source is one place manifests come from: exactly one of Git and Dir is set.
+type Source struct {
+	// Name identifies the source in the store, the API and the CLI.
+	Name string `json:"name"`
+	// Git is set for a Git repository.
+	Git *GitSource `json:"git,omitempty"`
+	// Dir is set for a local folder; a relative path is taken from the
+	// agent's working directory and kept as written.
+	Dir string `json:"dir,omitempty"`
+	// Prune controls the deletion of resources that left the source.
+	Prune Prune `json:"prune"`
+	// PullRequests enables previews of pull requests (Git sources only).
+	PullRequests PullRequests `json:"pullRequests"`
+	// Interval is how often the source is fetched when nothing signals a
+	// change: for Git the polling interval, for a folder a rescan in case
+	// file events were lost. For Git sources it may be written as
+	// git.interval instead; after Load both hold the same value.
+	Interval Duration `json:"interval"`
+}
+
+// Kind returns "git" or "dir", or "" when neither is set.
+func (s Source) Kind() string {
+	switch {
+	case s.Git != nil:
+		return "git"
+	case s.Dir != "":
+		return "dir"
+	}
+	return ""
+}
+
+// GitSource is a Git repository. When several of Commit, SemVer, Tag and
+// Branch are set the first of them in that order wins, as in Flux; when none
+// is, the remote's default branch is used.
+type GitSource struct {
+	// URL is an http(s)://, ssh:// or file:// URL, or scp-like user@host:path.
+	URL string `json:"url"`
+	// Branch to follow.
+	Branch string `json:"branch,omitempty"`
+	// Tag to check out.
+	Tag string `json:"tag,omitempty"`
+	// SemVer is a version range; the highest matching tag is checked out.
+	SemVer string `json:"semver,omitempty"`
+	// Commit is a full commit hash to check out.
+	Commit string `json:"commit,omitempty"`
+	// Path is the folder in the repository that holds the manifests.
+	Path string `json:"path,omitempty"`
+	// Interval is the polling interval; see Source.Interval.
+	Interval Duration `json:"interval"`
+	// Timeout bounds each remote operation.
+	Timeout Duration `json:"timeout"`
+	// Auth selects the credentials, if any.
+	Auth GitAuth `json:"auth"`
+}
+
+// GitAuth names where the credentials of a Git remote come from: a token,
+// a username and password, or an SSH key checked against known hosts.
+type GitAuth struct {
+	// TokenEnv names the variable holding a token for http(s) remotes.
+	TokenEnv string `json:"tokenEnv,omitempty"`
+	// UsernameEnv names the variable holding the basic-auth username.
+	UsernameEnv string `json:"usernameEnv,omitempty"`
+	// PasswordEnv names the variable holding the basic-auth password.
+	PasswordEnv string `json:"passwordEnv,omitempty"`
+	// SSHKeyFile is the private key file for ssh remotes.
+	SSHKeyFile string `json:"sshKeyFile,omitempty"`
+	// KnownHostsFile lists the host keys that ssh remotes must present.
+	KnownHostsFile string `json:"knownHostsFile,omitempty"`
+	// SSHKeyPassphraseEnv names the variable holding the key's passphrase.
+	SSHKeyPassphraseEnv string `json:"sshKeyPassphraseEnv,omitempty"`
+
+	token, username, password, passphrase *secret
+}
+
+// Token returns the resolved token, or "".
+func (a GitAuth) Token() string { return a.token.get() }
+
+// Username returns the resolved basic-auth username, or "".
+func (a GitAuth) Username() string { return a.username.get() }
+
+// Password returns the resolved basic-auth password, or "".
+func (a GitAuth) Password() string { return a.password.get() }
+
+// SSHKeyPassphrase returns the resolved SSH key passphrase, or "".
+func (a GitAuth) SSHKeyPassphrase() string { return a.passphrase.get() }
+
+// Prune controls the deletion of resources that are no longer declared.
+type Prune struct {
+	// Enabled turns pruning on; nil means true.
+	Enabled *bool `json:"enabled,omitempty"`
+	// MaxDeletes caps the deletions of one sync; more need approval.
+	MaxDeletes MaxDeletes `json:"maxDeletes"`
+	// AllowEmpty lets an empty snapshot delete everything the source owns.
+	AllowEmpty bool `json:"allowEmpty"`
+}
+
+// IsEnabled reports whether pruning is on.
+func (p Prune) IsEnabled() bool { return p.Enabled == nil || *p.Enabled }
+
+// PullRequests configures pull-request previews.
+type PullRequests struct {
+	// Enabled turns previews on.
+	Enabled bool `json:"enabled"`
+}
+
+// Action is one action instance: a plugin and its settings.
+type Action struct {
+	// Plugin names the plugin, e.g. "exec" or "github_actions".
+	Plugin string `json:"plugin"`
+	// Config is kept as written (as JSON): only the plugin knows its
+	// settings, and it decodes and checks them itself.
+	Config json.RawMessage `json:"config,omitempty"`
+}
+
+// Reconcile tunes the reconcilers.
+type Reconcile struct {
+	// Workers is how many resources are reconciled at once.
+	Workers int `json:"workers"`
+	// LeaseDuration is how long a worker holds a resource before another
+	// agent may take it over.
+	LeaseDuration Duration `json:"leaseDuration"`
+	// Backoff spaces the retries of a failing resource.
+	Backoff Backoff `json:"backoff"`
+}
+
+// Backoff is an exponential backoff's first and largest delay.
+type Backoff struct {
+	// Initial is the delay after the first failure.
+	Initial Duration `json:"initial"`
+	// Max caps the delay.
+	Max Duration `json:"max"`
+}
+
+// API names the tokens of the HTTP API.
+type API struct {
+	// WriteTokenEnv names the variable holding the token for write
+	// endpoints; unset, they answer 403.
+	WriteTokenEnv string `json:"writeTokenEnv,omitempty"`
+	// ReadTokenEnv names the variable holding the token for reads; unset,
+	// reads need no token.
+	ReadTokenEnv string `json:"readTokenEnv,omitempty"`
+
+	writeToken, readToken *secret
+}
+
+// WriteToken returns the resolved write token, or "".
+func (a API) WriteToken() string { return a.writeToken.get() }
+
+// ReadToken returns the resolved read token, or "".
+func (a API) ReadToken() string { return a.readToken.get() }
+
+// Webhooks configures incoming webhooks.
+type Webhooks struct {
+	// GitHubSecretEnv names the variable holding the secret that GitHub
+	// signs its webhook payloads with.
+	GitHubSecretEnv string `json:"githubSecretEnv,omitempty"`
+
+	githubSecret *secret
+}
+
+// GitHubSecret returns the resolved webhook secret, or "".
+func (w Webhooks) GitHubSecret() string { return w.githubSecret.get() }
+
+// secret is a resolved secret, always held through a pointer in an
+// unexported field. fmt cannot call methods on unexported fields, so a
+// String method would not help; but it prints a pointer to a string-kind
+// value as an address with every verb, even in its %!verb(...) output,
+// where a pointer to a struct would be shown in full. json.Marshal skips
+// unexported fields.
+type secret string
+
+func (s *secret) get() string {
+	if s == nil {
+		return ""
+	}
+	return string(*s)
+}
+
+// Load reads the configuration file at path: see Parse. Problems are
+// reported as an *Error naming the file.
+func Load(path string, getenv func(string) (string, bool)) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err := parse(data, getenv)
+	if e, ok := err.(*Error); ok {
+		e.File = path
+	} else if err != nil {
+		err = fmt.Errorf("%s: %w", path, err)
+	}
+	return c, err
+}
+
+// Parse decodes a configuration strictly, applies the defaults, resolves
+// every ...Env setting through getenv (nil means os.LookupEnv) and validates
+// the result. Every problem found is returned together in one *Error.
+func Parse(data []byte, getenv func(string) (string, bool)) (*Config, error) {
+	return parse(data, getenv)
+}
+
+func parse(data []byte, getenv func(string) (string, bool)) (*Config, error) {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	var c Config
+	d := decoder{written: map[string]bool{}}
+	d.decode("", js, &c)
+	c.applyDefaults(func(key string) bool { return d.written[key] })
+	c.resolve(getenv, &d.problems)
+	c.validate(&d.problems)
+	if err := d.problems.err(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate checks a configuration whose defaults are applied, returning
+// every problem together in one *Error.
+func (c *Config) Validate() error {
+	var ps problems
+	c.validate(&ps)
+	return ps.err()
+}
+
+// applyDefaults fills in the settings left out. written tells whether the
+// file set a key, so that an explicit zero ("workers: 0") is kept and
+// rejected by validation instead of quietly replaced; for values set from
+// code, zero means unset.
+func (c *Config) applyDefaults(written func(key string) bool) {
+	unset := func(key string, zero bool) bool { return zero && !written(key) }
+	if unset("listen", c.Listen == "") {
+		c.Listen = DefaultListen
+	}
+	if unset("logFormat", c.LogFormat == "") {
+		c.LogFormat = DefaultLogFormat
+	}
+	if unset("logLevel", c.LogLevel == "") {
+		c.LogLevel = DefaultLogLevel
+	}
+	r := &c.Reconcile
+	if unset("reconcile.workers", r.Workers == 0) {
+		r.Workers = DefaultWorkers
+	}
+	if unset("reconcile.leaseDuration", r.LeaseDuration.Duration == 0) {
+		r.LeaseDuration.Duration = DefaultLeaseDuration
+	}
+	if unset("reconcile.backoff.initial", r.Backoff.Initial.Duration == 0) {
+		r.Backoff.Initial.Duration = DefaultBackoffInitial
+	}
+	if unset("reconcile.backoff.max", r.Backoff.Max.Duration == 0) {
+		r.Backoff.Max.Duration = DefaultBackoffMax
+	}
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		key := fmt.Sprintf("sources[%d]", i)
+		if s.Prune.Enabled == nil {
+			enabled := true
+			s.Prune.Enabled = &enabled
+		}
+		srcSet := !unset(key+".interval", s.Interval.Duration == 0)
+		if s.Git == nil {
+			if !srcSet {
+				s.Interval.Duration = DefaultInterval
+			}
+			continue
+		}
+		gitSet := !unset(key+".git.interval", s.Git.Interval.Duration == 0)
+		switch {
+		case gitSet && srcSet: // if they differ, validation says so
+		case gitSet:
+			s.Interval = s.Git.Interval
+		case srcSet:
+			s.Git.Interval = s.Interval
+		default:
+			s.Interval.Duration = DefaultInterval
+			s.Git.Interval.Duration = DefaultInterval
+		}
+		if unset(key+".git.timeout", s.Git.Timeout.Duration == 0) {
+			s.Git.Timeout.Duration = DefaultGitTimeout
+		}
+	}
+}
+
+// resolve reads every secret named by an ...Env setting. A named variable
+// that is unset or empty is a problem: starting without a credential the
+// configuration asks for would only fail later, less clearly.
+func (c *Config) resolve(getenv func(string) (string, bool), ps *problems) {
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	get := func(key, name string) *secret {
+		if name == "" {
+			return nil
+		}
+		v, ok := getenv(name)
+		switch {
+		case !ok:
+			ps.add(key, "environment variable %s is not set", name)
+			return nil
+		case strings.TrimSpace(v) == "":
+			ps.add(key, "environment variable %s is empty", name)
+			return nil
+		}
+		sv := secret(v)
+		return &sv
+	}
+	for i := range c.Sources {
+		g := c.Sources[i].Git
+		if g == nil {
+			continue
+		}
+		key := fmt.Sprintf("sources[%d].git.auth.", i)
+		a := &g.Auth
+		a.token = get(key+"tokenEnv", a.TokenEnv)
+		a.username = get(key+"usernameEnv", a.UsernameEnv)
+		a.password = get(key+"passwordEnv", a.PasswordEnv)
+		a.passphrase = get(key+"sshKeyPassphraseEnv", a.SSHKeyPassphraseEnv)
+	}
+	c.API.writeToken = get("api.writeTokenEnv", c.API.WriteTokenEnv)
+	c.API.readToken = get("api.readTokenEnv", c.API.ReadTokenEnv)
+	c.Webhooks.githubSecret = get("webhooks.githubSecretEnv", c.Webhooks.GitHubSecretEnv)
+}

@@ -1,0 +1,116 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Duration is a time.Duration written as a string with a unit: "30s",
+// "1m", "17h".
+type Duration struct{ time.Duration }
+
+// UnmarshalJSON accepts a Go duration string. A bare number is refused:
+// whether 60 means seconds or nanoseconds is a guess not worth making.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil // as encoding/json does for its own types
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("invalid duration %s: write it with a unit, like \"30s\" or \"1m\"", b)
+	}
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q", s)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalJSON writes the duration as a string that UnmarshalJSON reads back.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// MaxDeletes caps how many resources one sync of a source may delete before
+// the deletion waits for approval: a count ("25") or a percentage of the
+// resources the source owns ("25%"). The zero value is no limit.
+type MaxDeletes struct {
+	// Count is the limit when Percent is zero.
+	Count int
+	// Percent, from 1 to 100, is the limit as a share of the owned
+	// resources. "0%" is kept as Count 0: both allow no deletion.
+	Percent int
+	// Set is false when there is no limit.
+	Set bool
+}
+
+// Allows reports whether deleting deletes of the owned resources is within
+// the limit.
+func (m MaxDeletes) Allows(deletes, owned int) bool {
+	switch {
+	case !m.Set:
+		return true
+	case m.Percent > 0:
+		// Integer arithmetic: 25% of 10 allows 2, never 2.5 rounded up.
+		return deletes*100 <= m.Percent*owned
+	}
+	return deletes <= m.Count
+}
+
+// String returns the limit as written ("25", "25%"), or "unlimited".
+func (m MaxDeletes) String() string {
+	switch {
+	case !m.Set:
+		return "unlimited"
+	case m.Percent > 0:
+		return strconv.Itoa(m.Percent) + "%"
+	}
+	return strconv.Itoa(m.Count)
+}
+
+// UnmarshalJSON accepts a whole number or a string holding a whole number
+// or a percentage.
+func (m *MaxDeletes) UnmarshalJSON(b []byte) error {
+	const want = `must be a count like 25 or a percentage like "25%"`
+	s := string(bytes.TrimSpace(b))
+	if s == "null" {
+		return nil // as encoding/json does for its own types
+	}
+	if strings.HasPrefix(s, `"`) {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return fmt.Errorf("invalid value %s: %s", b, want)
+		}
+		s = strings.TrimSpace(s)
+	}
+	num, percent := strings.CutSuffix(s, "%")
+	n, err := strconv.Atoi(strings.TrimSpace(num))
+	switch {
+	case err != nil:
+		return fmt.Errorf("invalid value %q: %s", s, want)
+	case n < 0:
+		return fmt.Errorf("invalid value %q: must not be negative", s)
+	case percent && n > 100:
+		return fmt.Errorf("invalid value %q: a percentage must be between 0%% and 100%%", s)
+	}
+	*m = MaxDeletes{Set: true}
+	if percent {
+		m.Percent = n
+	} else {
+		m.Count = n
+	}
+	return nil
+}
+
+// MarshalJSON writes the limit as UnmarshalJSON reads it, null for none.
+func (m MaxDeletes) MarshalJSON() ([]byte, error) {
+	switch {
+	case !m.Set:
+		return []byte("null"), nil
+	case m.Percent > 0:
+		return json.Marshal(m.String())
+	}
+	return json.Marshal(m.Count)
+}

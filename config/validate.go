@@ -1,0 +1,236 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+var (
+	// Source names become parts of API paths and labels, hence DNS-label rules.
+	sourceNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	// Action names may also use underscores, as plugin names do.
+	actionNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$`)
+	// scpLikeRE matches Git's scp-like syntax, user@host:path.
+	scpLikeRE = regexp.MustCompile(`^[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:.+$`)
+	// commitRE is a full SHA-1 or SHA-256 commit hash: a shallow fetch
+	// cannot resolve an abbreviated one.
+	commitRE = regexp.MustCompile(`^([0-9a-fA-F]{40}|[0-9a-fA-F]{64})$`)
+)
+
+// APISourceName is the pseudo-source that owns resources created through
+// the HTTP API; no configured source may take the name.
+const APISourceName = "api"
+
+var (
+	logFormats = []string{"text", "json"}
+	logLevels  = []string{"debug", "info", "warn", "error"}
+)
+
+func (c *Config) validate(ps *problems) {
+	if err := checkListen(c.Listen); err != "" {
+		ps.add("listen", "%s", err)
+	}
+	if !slices.Contains(logFormats, c.LogFormat) {
+		ps.add("logFormat", "must be one of %s, not %q", strings.Join(logFormats, ", "), c.LogFormat)
+	}
+	if !slices.Contains(logLevels, c.LogLevel) {
+		ps.add("logLevel", "must be one of %s, not %q", strings.Join(logLevels, ", "), c.LogLevel)
+	}
+
+	seen := map[string]int{}
+	for i := range c.Sources {
+		key := fmt.Sprintf("sources[%d]", i)
+		s := &c.Sources[i]
+		if j, dup := seen[s.Name]; dup && s.Name != "" {
+			ps.add(key+".name", "duplicate source name %q (also sources[%d])", s.Name, j)
+		} else {
+			seen[s.Name] = i
+		}
+		validateSource(key, s, ps)
+	}
+
+	names := make([]string, 0, len(c.Actions))
+	for name := range c.Actions {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		key := "actions." + name
+		a := c.Actions[name]
+		if !actionNameRE.MatchString(name) {
+			ps.add(key, "invalid action name %q: use lower-case letters, digits, '-' and '_', at most 63, starting and ending with a letter or digit", name)
+		}
+		if a.Plugin == "" {
+			ps.add(key+".plugin", "required")
+		}
+		if len(a.Config) > 0 && !bytes.HasPrefix(bytes.TrimSpace(a.Config), []byte("{")) {
+			ps.add(key+".config", "must be a mapping")
+		}
+	}
+
+	r := c.Reconcile
+	if r.Workers < 1 {
+		ps.add("reconcile.workers", "must be at least 1, not %d", r.Workers)
+	}
+	if r.LeaseDuration.Duration <= 0 {
+		ps.add("reconcile.leaseDuration", "must be positive, not %s", r.LeaseDuration)
+	}
+	if r.Backoff.Initial.Duration <= 0 {
+		ps.add("reconcile.backoff.initial", "must be positive, not %s", r.Backoff.Initial)
+	}
+	switch {
+	case r.Backoff.Max.Duration <= 0:
+		ps.add("reconcile.backoff.max", "must be positive, not %s", r.Backoff.Max)
+	case r.Backoff.Max.Duration < r.Backoff.Initial.Duration:
+		ps.add("reconcile.backoff.max", "%s is less than backoff.initial (%s)", r.Backoff.Max, r.Backoff.Initial)
+	}
+}
+
+// validateSource checks one source; key prefixes every problem, so that
+// sources from flags can be named by their flag.
+func validateSource(key string, s *Source, ps *problems) {
+	switch {
+	case s.Name == "":
+		ps.add(key+".name", "required")
+	case s.Name == APISourceName:
+		ps.add(key+".name", "%q is reserved for resources created through the API", s.Name)
+	case !sourceNameRE.MatchString(s.Name):
+		ps.add(key+".name", "invalid source name %q: use lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit", s.Name)
+	}
+	switch {
+	case s.Git != nil && s.Dir != "":
+		ps.add(key, "set either git or dir, not both")
+	case s.Git == nil && s.Dir == "":
+		ps.add(key, "set either git or dir")
+	}
+	if s.Interval.Duration <= 0 {
+		ps.add(key+".interval", "must be positive, not %s", s.Interval)
+	}
+	if m := s.Prune.MaxDeletes; m.Count < 0 || m.Percent < 0 || m.Percent > 100 || (m.Count > 0 && m.Percent > 0) {
+		ps.add(key+".prune.maxDeletes", "invalid limit (count %d, percent %d)", m.Count, m.Percent)
+	}
+	if s.Git == nil {
+		if s.PullRequests.Enabled {
+			ps.add(key+".pullRequests.enabled", "pull-request previews need a git source")
+		}
+		return
+	}
+	g := s.Git
+	key += ".git"
+	if g.Interval.Duration <= 0 {
+		ps.add(key+".interval", "must be positive, not %s", g.Interval)
+	} else if g.Interval != s.Interval {
+		ps.add(key+".interval", "%s differs from the source's interval (%s); set only one", g.Interval, s.Interval)
+	}
+	if g.Timeout.Duration <= 0 {
+		ps.add(key+".timeout", "must be positive, not %s", g.Timeout)
+	}
+	if g.Commit != "" && !commitRE.MatchString(g.Commit) {
+		ps.add(key+".commit", "must be a full commit hash (40 hex digits), not %q", g.Commit)
+	}
+	if g.Path != "" {
+		if p := path.Clean(g.Path); path.IsAbs(g.Path) || p == ".." || strings.HasPrefix(p, "../") {
+			ps.add(key+".path", "must be a folder inside the repository, not %q", g.Path)
+		}
+	}
+	ssh := false
+	switch {
+	case g.URL == "":
+		ps.add(key+".url", "required")
+	default:
+		var msg string
+		ssh, msg = checkGitURL(g.URL)
+		if msg != "" {
+			ps.add(key+".url", "%s", msg)
+		}
+	}
+	validateAuth(key+".auth", g, ssh, ps)
+}
+
+// validateAuth allows one way to authenticate, suited to the URL's scheme.
+func validateAuth(key string, g *GitSource, ssh bool, ps *problems) {
+	a := g.Auth
+	token, basic, key2 := a.TokenEnv != "", a.UsernameEnv != "" || a.PasswordEnv != "", a.SSHKeyFile != ""
+	n := 0
+	for _, b := range []bool{token, basic, key2} {
+		if b {
+			n++
+		}
+	}
+	if n > 1 {
+		ps.add(key, "set only one of tokenEnv, usernameEnv/passwordEnv and sshKeyFile")
+		return
+	}
+	if basic && a.UsernameEnv == "" {
+		ps.add(key+".usernameEnv", "required with passwordEnv")
+	}
+	if basic && a.PasswordEnv == "" {
+		ps.add(key+".passwordEnv", "required with usernameEnv")
+	}
+	if a.SSHKeyPassphraseEnv != "" && !key2 {
+		ps.add(key+".sshKeyPassphraseEnv", "needs sshKeyFile")
+	}
+	if key2 && a.KnownHostsFile == "" {
+		// Host keys are always checked: trusting any host would hand the
+		// key's access to whoever answers.
+		ps.add(key+".knownHostsFile", "required with sshKeyFile")
+	}
+	if g.URL == "" {
+		return
+	}
+	switch {
+	case (token || basic) && ssh:
+		ps.add(key, "token and password authentication need an http(s) URL, not an ssh one")
+	case key2 && !ssh:
+		ps.add(key+".sshKeyFile", "needs an ssh URL (ssh://... or user@host:path)")
+	}
+}
+
+// checkGitURL reports whether u is an ssh URL, and a message when it is not
+// a URL the agent can fetch.
+func checkGitURL(u string) (ssh bool, msg string) {
+	if !strings.Contains(u, "://") && scpLikeRE.MatchString(u) {
+		return true, ""
+	}
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return false, fmt.Sprintf("invalid URL %q: %v", u, err)
+	}
+	switch parsed.Scheme {
+	case "http", "https", "ssh":
+		if parsed.Host == "" {
+			return false, fmt.Sprintf("URL %q has no host", u)
+		}
+		if _, hasPassword := parsed.User.Password(); hasPassword {
+			return false, "URL must not hold a password; use auth.passwordEnv or auth.tokenEnv"
+		}
+	case "file":
+		if parsed.Path == "" {
+			return false, fmt.Sprintf("URL %q has no path", u)
+		}
+	case "":
+		return false, fmt.Sprintf("%q is not a URL: use https://, ssh://, file:// or user@host:path", u)
+	default:
+		return false, fmt.Sprintf("unsupported URL scheme %q: use https, http, ssh, file or user@host:path", parsed.Scheme)
+	}
+	return parsed.Scheme == "ssh", ""
+}
+
+// checkListen returns a message when addr is not host:port.
+func checkListen(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Sprintf("must be host:port, like %q, not %q", DefaultListen, addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Sprintf("invalid port %q: must be a number from 0 to 65535", port)
+	}
+	return ""
+}
