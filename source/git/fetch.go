@@ -54,6 +54,12 @@ func (t *target) key(refHash plumbing.Hash) string {
 // they select. When that commit is the one checked out in the cache it
 // fetches nothing; otherwise it fetches it (shallow, one ref, forced) and
 // checks it out. The whole call is bounded by Config.Timeout.
+//
+// A repository nobody pushed to yet gives an empty snapshot at the zero
+// hash ("main@sha1:000…") when following a branch; a commit whose tree is
+// empty gives an empty snapshot even when Path is set. Either way whether to
+// prune is the sync layer's decision. The returned snapshot is shared with
+// later calls that find nothing new: treat it as read-only.
 func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -254,6 +260,15 @@ func (s *Source) openCache() (*gogit.Repository, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create cache folder: %w", err)
 		}
+		// Checkouts delete whatever the commit does not hold: refuse to
+		// take over a folder that has something else in it.
+		entries, readErr := os.ReadDir(dir)
+		if readErr != nil {
+			return nil, fmt.Errorf("read cache folder: %w", readErr)
+		}
+		if len(entries) > 0 {
+			return nil, fmt.Errorf("cache folder %s is neither empty nor a clone: refusing to use it", dir)
+		}
 		repo, err = gogit.PlainInit(dir, false)
 		if err != nil {
 			return nil, fmt.Errorf("init clone in %s: %w", dir, err)
@@ -318,12 +333,13 @@ func (s *Source) fetch(ctx context.Context, repo *gogit.Repository, t *target) (
 		// A bare commit can be on any branch: fetch them all.
 		opts.RefSpecs = []config.RefSpec{config.RefSpec(fmt.Sprintf("+refs/heads/*:refs/remotes/%s/*", remoteName))}
 	}
+	var err error
 	if s.strategy == byCommit {
 		// The commit may be anywhere in the history, so fetch all of it. A
 		// shallow clone cannot be deepened reliably; start over instead.
 		opts.Depth = 0
-		shallow, err := repo.Storer.Shallow()
-		if err != nil {
+		var shallow []plumbing.Hash
+		if shallow, err = repo.Storer.Shallow(); err != nil {
 			return nil, fmt.Errorf("read clone: %w", err)
 		}
 		if len(shallow) > 0 {
@@ -332,11 +348,19 @@ func (s *Source) fetch(ctx context.Context, repo *gogit.Repository, t *target) (
 				return nil, err
 			}
 		}
+	} else if packs := s.countPacks(); packs > s.maxPacks {
+		// Every shallow fetch adds a pack and go-git cannot collect the
+		// garbage of a shallow clone. Starting over costs one shallow
+		// fetch, about what this one would cost anyway.
+		s.log.Info("starting the clone over", "dir", s.cfg.CacheDir, "packs", packs)
+		if repo, err = s.resetCache(); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.ensureRemote(repo); err != nil {
 		return nil, err
 	}
-	err := repo.FetchContext(ctx, opts)
+	err = repo.FetchContext(ctx, opts)
 	if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
 		return nil, s.transportError("fetch "+s.location, ctx, err)
 	}
@@ -359,6 +383,12 @@ func (s *Source) ensureRemote(repo *gogit.Repository) error {
 		return fmt.Errorf("update clone remote: %w", err)
 	}
 	return nil
+}
+
+// countPacks returns the number of pack files in the clone.
+func (s *Source) countPacks() int {
+	packs, _ := filepath.Glob(filepath.Join(s.cfg.CacheDir, gogit.GitDirName, "objects", "pack", "*.pack"))
+	return len(packs)
 }
 
 // resetCache empties CacheDir and initialises a new clone in it.

@@ -37,6 +37,9 @@ const DefaultBranch = "main"
 // DefaultTimeout bounds one Fetch when Config.Timeout is zero.
 const DefaultTimeout = 60 * time.Second
 
+// defaultMaxPacks bounds the packs a clone gathers before it starts over.
+const defaultMaxPacks = 64
+
 // tokenUsername is the user name sent with a token over HTTP basic auth.
 // GitHub requires a non-empty one and documents this value; other forges
 // ignore it.
@@ -120,6 +123,7 @@ type Source struct {
 	commit     plumbing.Hash
 	constraint *semver.Constraints
 	secrets    []string
+	maxPacks   int // clone packs beyond which the clone starts over
 	log        *slog.Logger
 
 	mu   sync.Mutex
@@ -143,7 +147,7 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("git source: name is required")
 	}
-	s := &Source{cfg: cfg, log: cfg.Logger}
+	s := &Source{cfg: cfg, log: cfg.Logger, maxPacks: defaultMaxPacks}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -300,6 +304,10 @@ func (s *Source) parseURL() error {
 			if s.cfg.Auth.Username == "" && s.cfg.Auth.Password == "" && s.cfg.Auth.Token == "" {
 				s.cfg.Auth.Username = u.User.Username()
 				s.cfg.Auth.Password = pass
+				if !hasPass && len(s.cfg.Auth.Username) >= 3 {
+					// https://TOKEN@host: the user name is the secret.
+					s.secrets = append(s.secrets, s.cfg.Auth.Username)
+				}
 			}
 			u.User = nil
 		case "ssh":

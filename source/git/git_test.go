@@ -348,3 +348,42 @@ func TestConcurrentFetches(t *testing.T) {
 		}
 	}
 }
+
+func TestForeignCacheFolderRefused(t *testing.T) {
+	t.Parallel()
+	r := newTestRepo(t)
+	r.write(map[string]string{"a.yaml": "a: 1\n"})
+	r.commit("first")
+	cache := t.TempDir()
+	precious := filepath.Join(cache, "precious.txt")
+	if err := os.WriteFile(precious, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newSource(t, r.url(), func(c *Config) { c.CacheDir = cache }).Fetch(context.Background())
+	if err == nil || !strings.Contains(err.Error(), cache) {
+		t.Fatalf("err = %v, want a refusal naming the folder", err)
+	}
+	if data, err := os.ReadFile(precious); err != nil || string(data) != "keep me" {
+		t.Fatalf("the folder's file was touched: %q, %v", data, err)
+	}
+}
+
+func TestCloneStartsOverWhenPacksPileUp(t *testing.T) {
+	t.Parallel()
+	r := newTestRepo(t)
+	s := newSource(t, r.url(), nil)
+	s.maxPacks = 2
+	for i := range 6 {
+		content := strings.Repeat("x", i+1) + ": 1\n"
+		r.write(map[string]string{"a.yaml": content})
+		head := r.commit("change")
+		snap := fetch(t, s)
+		if string(snap.Revision) != "main@sha1:"+head {
+			t.Fatalf("revision = %s, want main@sha1:%s", snap.Revision, head)
+		}
+		assertContents(t, snap, map[string]string{"a.yaml": content})
+		if n := s.countPacks(); n > s.maxPacks+1 {
+			t.Fatalf("after fetch %d the clone holds %d packs", i+1, n)
+		}
+	}
+}
