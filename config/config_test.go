@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -393,7 +394,7 @@ webhooks: {githubSecretEnv: NO8S_GITHUB_WEBHOOK_SECRET}
 	var outputs []string
 	for _, v := range []any{c, *c, c.Sources, *c.Sources[0].Git, c.Sources[0].Git.Auth, &c.Sources[1].Git.Auth, c.API, &c.Webhooks} {
 		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d"} {
-			outputs = append(outputs, sprintf(verb, v))
+			outputs = append(outputs, fmt.Sprintf(verb, v))
 		}
 		js, err := json.Marshal(v)
 		if err != nil {
@@ -543,18 +544,23 @@ func TestApplyFlagsProblems(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		flags Flags
-		want  string
+		want  []string
 	}{
-		{Flags{Sources: []string{"ftp://h/r.git"}}, `--source "ftp://h/r.git": git.url: unsupported URL scheme`},
-		{Flags{Sources: []string{"https://h/r.git#main:../up"}}, `--source "https://h/r.git#main:../up": git.path: `},
-		{Flags{Listen: "nope"}, "--listen: must be host:port"},
-		{Flags{LogFormat: "xml"}, "--log-format: "},
-		{Flags{LogLevel: "loud"}, "--log-level: "},
+		{Flags{Sources: []string{"ftp://h/r.git"}}, []string{`--source "ftp://h/r.git": git.url: unsupported URL scheme`}},
+		{Flags{Sources: []string{"https://h/r.git#main:../up"}}, []string{`--source "https://h/r.git#main:../up": git.path: `}},
+		// Every problem is reported, the flag sources' and the others'.
+		{Flags{Sources: []string{"git@h:r.git#x:/abs", "."}, LogLevel: "loud"},
+			[]string{`--source "git@h:r.git#x:/abs": git.path: `, "\n--log-level: "}},
+		{Flags{Listen: "nope"}, []string{"--listen: must be host:port"}},
+		{Flags{LogFormat: "xml"}, []string{"--log-format: "}},
+		{Flags{LogLevel: "loud"}, []string{"--log-level: "}},
 	} {
 		var c Config
 		err := c.ApplyFlags(tc.flags, nil)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%+v: error %v, want %q", tc.flags, err, tc.want)
+		for _, want := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%+v: error %v, want %q", tc.flags, err, want)
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -59,18 +60,23 @@ func (c *Config) ApplyFlags(f Flags, getenv func(string) (string, bool)) error {
 			var sps problems
 			validateSource("", &c.Sources[i], &sps)
 			for _, p := range sps {
-				// Name the flag and the value the user typed; the
-				// derived source's inner keys mean little to them.
-				ps.add(fmt.Sprintf("--source %q", f.Sources[i]), "%s", strings.TrimPrefix(p.String(), "."))
+				// Name the flag and the value typed: the key of a source
+				// derived from it would mean little to the user.
+				ps = append(ps, Problem{
+					Key:     fmt.Sprintf("--source %q", f.Sources[i]),
+					Message: strings.TrimPrefix(p.String(), "."),
+				})
 			}
-		}
-		if len(ps) > 0 {
-			return ps.err()
 		}
 	}
 	c.resolve(getenv, &ps)
 	var vps problems
 	c.validate(&vps)
+	if len(f.Sources) > 0 {
+		// The flag sources were checked above, one by one; their derived
+		// names cannot collide, which is all validate adds.
+		vps = slices.DeleteFunc(vps, func(p Problem) bool { return strings.HasPrefix(p.Key, "sources[") })
+	}
 	// A bad value that came from a flag is named by the flag.
 	fromFlag := map[string]string{}
 	for key, flag := range map[string][2]string{
