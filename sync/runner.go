@@ -1,0 +1,203 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	gosync "sync"
+	"time"
+
+	"github.com/no8s/no8s-agent/source"
+)
+
+// Job is one source the Runner keeps in sync.
+type Job struct {
+	Source source.Source
+	Target Target
+	// Interval is how often the source is fetched; zero fetches only on a
+	// watch event or a trigger. A tenth of it is added or taken at random,
+	// so that many agents do not poll one remote in step.
+	Interval time.Duration
+}
+
+// Runner keeps sources in sync: for each, fetch, sync, then wait for the
+// next interval, a change the source reports, or a trigger. Failures (a
+// remote that cannot be reached, a refused snapshot) are retried with
+// exponential backoff, and the store keeps the last applied state meanwhile.
+type Runner struct {
+	syncer *Syncer
+	jobs   []Job
+	log    *slog.Logger
+
+	// MinBackoff and MaxBackoff bound the wait after a failure; it doubles
+	// with each failure in a row.
+	MinBackoff, MaxBackoff time.Duration
+	// OnSync, when set, is called after every attempt (for metrics and tests).
+	OnSync func(source string, res *Result, err error)
+
+	mu       gosync.Mutex
+	triggers map[string]chan bool
+}
+
+// NewRunner returns a Runner for jobs. Source names must be unique.
+func NewRunner(s *Syncer, jobs []Job, log *slog.Logger) *Runner {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Runner{syncer: s, jobs: jobs, log: log, MinBackoff: 5 * time.Second, MaxBackoff: 5 * time.Minute,
+		triggers: map[string]chan bool{}}
+	for _, j := range jobs {
+		r.triggers[j.Target.Name] = make(chan bool, 1)
+	}
+	return r
+}
+
+// Trigger asks for a fetch and sync of the named source now (a webhook, the
+// API); with force the revision is synced even if it was applied already.
+// It reports whether the source is known. It never blocks: triggers that
+// arrive while one is pending are merged.
+func (r *Runner) Trigger(name string, force bool) bool {
+	r.mu.Lock()
+	ch, ok := r.triggers[name]
+	r.mu.Unlock()
+	if !ok {
+		return false
+	}
+	for {
+		select {
+		case ch <- force:
+			return true
+		default:
+		}
+		// A trigger is pending: merge, keeping force if either asked for it.
+		select {
+		case pending := <-ch:
+			force = force || pending
+		default:
+		}
+	}
+}
+
+// Sources returns the names of the sources the runner serves.
+func (r *Runner) Sources() []string {
+	names := make([]string, len(r.jobs))
+	for i, j := range r.jobs {
+		names[i] = j.Target.Name
+	}
+	return names
+}
+
+// Run serves every job until ctx is done, then waits for their goroutines
+// to end and returns ctx's error.
+func (r *Runner) Run(ctx context.Context) error {
+	var wg gosync.WaitGroup
+	for _, j := range r.jobs {
+		wg.Go(func() { r.serve(ctx, j) })
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// serve keeps one source in sync until ctx is done.
+func (r *Runner) serve(ctx context.Context, j Job) {
+	name := j.Target.Name
+	var changed <-chan struct{}
+	if w, ok := j.Source.(source.Watcher); ok {
+		ch, err := w.Watch(ctx)
+		if err != nil {
+			r.log.Warn("cannot watch source; falling back to its interval", "source", name, "error", err)
+		} else {
+			changed = ch
+		}
+	}
+	trigger := r.triggers[name]
+	failures := 0
+	force := false
+	for {
+		res, err := r.attempt(ctx, j, force)
+		if ctx.Err() != nil {
+			return
+		}
+		if r.OnSync != nil {
+			r.OnSync(name, res, err)
+		}
+		var wait time.Duration
+		if err != nil {
+			failures++
+			// Retry the same revision: a conflict may have been resolved in
+			// another source, or a remote may be back.
+			force = true
+			wait = backoff(r.MinBackoff, r.MaxBackoff, failures)
+		} else {
+			failures, force = 0, false
+			wait = jitter(j.Interval)
+		}
+		var (
+			timer   *time.Timer
+			expired <-chan time.Time
+		)
+		if wait > 0 {
+			timer = time.NewTimer(wait)
+			expired = timer.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-expired:
+		case f := <-trigger:
+			force = force || f
+		case _, ok := <-changed:
+			if !ok {
+				changed = nil // the watch ended; the interval remains
+			}
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// attempt fetches and syncs once.
+func (r *Runner) attempt(ctx context.Context, j Job, force bool) (*Result, error) {
+	snap, err := j.Source.Fetch(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		r.log.Warn("fetch failed", "source", j.Target.Name, "error", err)
+		if rerr := r.syncer.RecordFetchFailure(ctx, j.Target, err); rerr != nil && ctx.Err() == nil {
+			r.log.Error("cannot record fetch failure", "source", j.Target.Name, "error", rerr)
+		}
+		return nil, err
+	}
+	res, err := r.syncer.Sync(ctx, j.Target, snap, force)
+	var serr *Error
+	if err != nil && !errors.As(err, &serr) && ctx.Err() == nil {
+		r.log.Error("sync failed", "source", j.Target.Name, "revision", string(snap.Revision), "error", err)
+	}
+	return res, err
+}
+
+// backoff is min * 2^(failures-1), capped at max, with ±10% jitter.
+func backoff(min, max time.Duration, failures int) time.Duration {
+	d := min
+	for i := 1; i < failures && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	return jitter(d)
+}
+
+// jitter returns d changed by up to ±10% at random; zero stays zero.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	spread := int64(d) / 10
+	if spread == 0 {
+		return d
+	}
+	return d + time.Duration(rand.Int64N(2*spread+1)-spread)
+}
