@@ -26,6 +26,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source"
@@ -397,8 +398,27 @@ func (s *Source) buildAuth() error {
 	// Offer only the host key types known_hosts holds for this host, or the
 	// server may present another type and fail verification.
 	keys.HostKeyAlgorithms = db.HostKeyAlgorithms(net.JoinHostPort(ep.Host, fmt.Sprint(port)))
-	s.auth = keys
+	s.auth = &sshKeys{PublicKeys: keys, timeout: s.cfg.Timeout}
 	return nil
+}
+
+// sshKeys bounds the SSH connection by the fetch timeout: go-git dials SSH
+// without the request's context, so the deadline has to come from the
+// client configuration.
+type sshKeys struct {
+	*gitssh.PublicKeys
+	timeout time.Duration
+}
+
+// ClientConfig returns the key's SSH client configuration with the dial
+// timeout set.
+func (k *sshKeys) ClientConfig() (*ssh.ClientConfig, error) {
+	cfg, err := k.PublicKeys.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Timeout = k.timeout
+	return cfg, nil
 }
 
 // redact removes secret values from an error's text, keeping the chain for

@@ -316,9 +316,18 @@ func TestSSHAuth(t *testing.T) {
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
-			keys, ok := s.auth.(*gitssh.PublicKeys)
+			wrapped, ok := s.auth.(*sshKeys)
 			if !ok {
-				t.Fatalf("auth = %T, want *ssh.PublicKeys", s.auth)
+				t.Fatalf("auth = %T, want *sshKeys", s.auth)
+			}
+			var _ gitssh.AuthMethod = wrapped // what go-git's SSH transport requires
+			keys := wrapped.PublicKeys
+			cfg, err := wrapped.ClientConfig()
+			if err != nil {
+				t.Fatalf("ClientConfig: %v", err)
+			}
+			if cfg.Timeout != DefaultTimeout || cfg.HostKeyCallback == nil {
+				t.Fatalf("client config: timeout %v, host key callback set %v", cfg.Timeout, cfg.HostKeyCallback != nil)
 			}
 			if keys.User != tc.user || keys.HostKeyCallback == nil || len(keys.HostKeyAlgorithms) == 0 {
 				t.Fatalf("auth: user %q, callback set %v, algorithms %v", keys.User, keys.HostKeyCallback != nil, keys.HostKeyAlgorithms)
