@@ -117,9 +117,11 @@ func LoadIgnore(fsys fs.FS) (func(path string, isDir bool) bool, error) {
 }
 
 // DigestRevision returns the revision of a set of files that has no commit:
-// "sha256:" and the SHA-256 of the sorted paths and contents. Any change to
-// a manifest file, its name included, changes it; changes to other files do not.
-func DigestRevision(files []manifest.File) manifest.Revision {
+// "sha256:" and the SHA-256 of the sorted paths and contents, and of the
+// problems found reading the tree. Any change to a manifest file, its name
+// included, changes it, and so does a file that turns unusable (too large, a
+// symlink out of the root); changes to other files do not.
+func DigestRevision(files []manifest.File, problems []manifest.Problem) manifest.Revision {
 	sorted := make([]manifest.File, len(files))
 	copy(sorted, files)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
@@ -129,6 +131,13 @@ func DigestRevision(files []manifest.File) manifest.Revision {
 		b.WriteString(f.Path)
 		b.WriteByte(0)
 		b.WriteString(f.Hash)
+		b.WriteByte('\n')
+	}
+	ps := append([]manifest.Problem(nil), problems...)
+	manifest.SortProblems(ps)
+	for _, p := range ps {
+		b.WriteByte(0)
+		b.WriteString(p.String())
 		b.WriteByte('\n')
 	}
 	return manifest.Revision(manifest.HashJSON([]byte(b.String())))

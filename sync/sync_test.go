@@ -64,7 +64,7 @@ func snapshot(files map[string]string) *source.Snapshot {
 		fs = append(fs, manifest.File{Path: path, Data: []byte(data), Hash: manifest.HashJSON([]byte(data))})
 	}
 	sort.Slice(fs, func(i, j int) bool { return fs[i].Path < fs[j].Path })
-	return &source.Snapshot{Revision: source.DigestRevision(fs), Files: fs}
+	return &source.Snapshot{Revision: source.DigestRevision(fs, nil), Files: fs}
 }
 
 func target(name string) sync.Target {

@@ -124,7 +124,7 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 		return nil, fmt.Errorf("dir source %s: %w", s.name, err)
 	}
 	return &source.Snapshot{
-		Revision: source.DigestRevision(files),
+		Revision: source.DigestRevision(files, problems),
 		Files:    files,
 		Problems: problems,
 	}, nil
