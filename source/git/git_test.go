@@ -11,16 +11,17 @@ import (
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source"
+	"github.com/no8s/no8s-agent/source/git/gittest"
 )
 
 func TestBranchLifecycle(t *testing.T) {
 	t.Parallel()
-	r := newTestRepo(t)
-	r.write(map[string]string{"manifests/a.yaml": "a: 1\n", "manifests/b.yaml": "b: 1\n", "README.md": "hi\n"})
-	first := r.commit("first")
-	s := newSource(t, r.url(), func(c *Config) { c.Path = "manifests" })
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"manifests/a.yaml": "a: 1\n", "manifests/b.yaml": "b: 1\n", "README.md": "hi\n"})
+	first := r.Commit("first")
+	s := newSource(t, r.URL(), func(c *Config) { c.Path = "manifests" })
 
-	if s.Kind() != source.KindGit || s.Name() != "test" || s.Path() != "manifests" || s.Location() != r.url() {
+	if s.Kind() != source.KindGit || s.Name() != "test" || s.Path() != "manifests" || s.Location() != r.URL() {
 		t.Fatalf("identity: kind %q name %q path %q location %q", s.Kind(), s.Name(), s.Path(), s.Location())
 	}
 
@@ -41,8 +42,8 @@ func TestBranchLifecycle(t *testing.T) {
 	}
 
 	// A new commit modifying and deleting files.
-	r.write(map[string]string{"manifests/a.yaml": "a: 2\n", "manifests/b.yaml": ""})
-	second := r.commit("second")
+	r.Write(map[string]string{"manifests/a.yaml": "a: 2\n", "manifests/b.yaml": ""})
+	second := r.Commit("second")
 	snap = fetch(t, s)
 	if want := manifest.Revision("main@sha1:" + second); snap.Revision != want {
 		t.Fatalf("revision = %s, want %s", snap.Revision, want)
@@ -50,14 +51,14 @@ func TestBranchLifecycle(t *testing.T) {
 	assertContents(t, snap, map[string]string{"a.yaml": "a: 2\n"})
 
 	// Rewritten history: a new root commit replaces main (a force-push).
-	r.git("checkout", "-q", "--orphan", "rewrite")
-	r.git("rm", "-rq", "--cached", ".")
-	if err := os.RemoveAll(filepath.Join(r.dir, "manifests")); err != nil {
+	r.Git("checkout", "-q", "--orphan", "rewrite")
+	r.Git("rm", "-rq", "--cached", ".")
+	if err := os.RemoveAll(filepath.Join(r.Dir, "manifests")); err != nil {
 		t.Fatal(err)
 	}
-	r.write(map[string]string{"manifests/c.yaml": "c: 1\n"})
-	rewritten := r.commit("rewritten")
-	r.git("branch", "-M", "rewrite", "main")
+	r.Write(map[string]string{"manifests/c.yaml": "c: 1\n"})
+	rewritten := r.Commit("rewritten")
+	r.Git("branch", "-M", "rewrite", "main")
 	snap = fetch(t, s)
 	if want := manifest.Revision("main@sha1:" + rewritten); snap.Revision != want {
 		t.Fatalf("revision after force-push = %s, want %s", snap.Revision, want)
@@ -66,8 +67,8 @@ func TestBranchLifecycle(t *testing.T) {
 
 	// Every file deleted: an empty snapshot, not an error, though the
 	// path is gone too.
-	r.git("rm", "-rq", ".")
-	emptied := r.commit("empty it")
+	r.Git("rm", "-rq", ".")
+	emptied := r.Commit("empty it")
 	snap = fetch(t, s)
 	if want := manifest.Revision("main@sha1:" + emptied); snap.Revision != want {
 		t.Fatalf("revision after emptying = %s, want %s", snap.Revision, want)
@@ -79,10 +80,10 @@ func TestBranchLifecycle(t *testing.T) {
 
 func TestNotFound(t *testing.T) {
 	t.Parallel()
-	r := newTestRepo(t)
-	r.write(map[string]string{"manifests/a.yaml": "a: 1\n"})
-	head := r.commit("first")
-	r.git("tag", "v1.0.0")
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"manifests/a.yaml": "a: 1\n"})
+	head := r.Commit("first")
+	r.Git("tag", "v1.0.0")
 
 	tests := []struct {
 		name    string
@@ -98,7 +99,7 @@ func TestNotFound(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := newSource(t, r.url(), tc.edit)
+			s := newSource(t, r.URL(), tc.edit)
 			// Twice: the second answer may come from the cache and must agree.
 			for range 2 {
 				_, err := s.Fetch(context.Background())
@@ -120,16 +121,16 @@ func TestNotFound(t *testing.T) {
 
 func TestEmptyRepository(t *testing.T) {
 	t.Parallel()
-	r := newTestRepo(t)
-	s := newSource(t, r.url(), nil)
+	r := gittest.NewRepo(t)
+	s := newSource(t, r.URL(), nil)
 	snap := fetch(t, s)
 	if len(snap.Files) != 0 || len(snap.Problems) != 0 {
 		t.Fatalf("empty repository: files %v problems %v", contents(snap), snap.Problems)
 	}
 
 	// Once something is pushed, it is fetched as usual.
-	r.write(map[string]string{"a.yaml": "a: 1\n"})
-	head := r.commit("first")
+	r.Write(map[string]string{"a.yaml": "a: 1\n"})
+	head := r.Commit("first")
 	snap = fetch(t, s)
 	if want := manifest.Revision("main@sha1:" + head); snap.Revision != want {
 		t.Fatalf("revision = %s, want %s", snap.Revision, want)
@@ -139,22 +140,22 @@ func TestEmptyRepository(t *testing.T) {
 
 func TestRefStrategies(t *testing.T) {
 	t.Parallel()
-	r := newTestRepo(t)
-	r.write(map[string]string{"v.yaml": "v: 1.0\n"})
-	c100 := r.commit("one")
-	r.git("tag", "v1.0.0") // lightweight
-	r.write(map[string]string{"v.yaml": "v: 1.2\n"})
-	c120 := r.commit("one two")
-	r.git("tag", "-a", "v1.2.0", "-m", "release 1.2.0") // annotated
-	r.git("tag", "not-a-version")
-	r.write(map[string]string{"v.yaml": "v: 2.0\n"})
-	c200 := r.commit("two")
-	r.git("tag", "-a", "v2.0.0", "-m", "release 2.0.0")
-	r.git("tag", "1.1.0", c100) // lightweight, no leading v
-	r.git("checkout", "-q", "-b", "feature")
-	r.write(map[string]string{"v.yaml": "v: feature\n"})
-	cFeature := r.commit("feature")
-	r.git("checkout", "-q", "main")
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"v.yaml": "v: 1.0\n"})
+	c100 := r.Commit("one")
+	r.Git("tag", "v1.0.0") // lightweight
+	r.Write(map[string]string{"v.yaml": "v: 1.2\n"})
+	c120 := r.Commit("one two")
+	r.Git("tag", "-a", "v1.2.0", "-m", "release 1.2.0") // annotated
+	r.Git("tag", "not-a-version")
+	r.Write(map[string]string{"v.yaml": "v: 2.0\n"})
+	c200 := r.Commit("two")
+	r.Git("tag", "-a", "v2.0.0", "-m", "release 2.0.0")
+	r.Git("tag", "1.1.0", c100) // lightweight, no leading v
+	r.Git("checkout", "-q", "-b", "feature")
+	r.Write(map[string]string{"v.yaml": "v: feature\n"})
+	cFeature := r.Commit("feature")
+	r.Git("checkout", "-q", "main")
 
 	tests := []struct {
 		name     string
@@ -177,7 +178,7 @@ func TestRefStrategies(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := newSource(t, r.url(), func(c *Config) { c.Ref = tc.ref })
+			s := newSource(t, r.URL(), func(c *Config) { c.Ref = tc.ref })
 			for range 2 {
 				snap := fetch(t, s)
 				if string(snap.Revision) != tc.revision {
@@ -186,7 +187,7 @@ func TestRefStrategies(t *testing.T) {
 				assertContents(t, snap, map[string]string{"v.yaml": tc.content})
 			}
 			// A new process on the same cache agrees without fetching.
-			s2 := newSource(t, r.url(), func(c *Config) { c.Ref = tc.ref; c.CacheDir = s.cfg.CacheDir })
+			s2 := newSource(t, r.URL(), func(c *Config) { c.Ref = tc.ref; c.CacheDir = s.cfg.CacheDir })
 			before := dirDigest(t, s.cfg.CacheDir)
 			if snap := fetch(t, s2); string(snap.Revision) != tc.revision {
 				t.Fatalf("reopened revision = %s, want %s", snap.Revision, tc.revision)
@@ -199,7 +200,7 @@ func TestRefStrategies(t *testing.T) {
 
 	t.Run("commit not on branch", func(t *testing.T) {
 		t.Parallel()
-		s := newSource(t, r.url(), func(c *Config) { c.Ref = Ref{Commit: cFeature, Branch: "main"} })
+		s := newSource(t, r.URL(), func(c *Config) { c.Ref = Ref{Commit: cFeature, Branch: "main"} })
 		_, err := s.Fetch(context.Background())
 		if !errors.Is(err, source.ErrNotFound) || !strings.Contains(err.Error(), `branch "main"`) {
 			t.Fatalf("err = %v, want ErrNotFound naming the branch", err)
@@ -209,17 +210,17 @@ func TestRefStrategies(t *testing.T) {
 
 func TestTagMoves(t *testing.T) {
 	t.Parallel()
-	r := newTestRepo(t)
-	r.write(map[string]string{"v.yaml": "v: 1\n"})
-	first := r.commit("one")
-	r.git("tag", "-a", "stable", "-m", "stable")
-	s := newSource(t, r.url(), func(c *Config) { c.Ref.Tag = "stable" })
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"v.yaml": "v: 1\n"})
+	first := r.Commit("one")
+	r.Git("tag", "-a", "stable", "-m", "stable")
+	s := newSource(t, r.URL(), func(c *Config) { c.Ref.Tag = "stable" })
 	if snap := fetch(t, s); string(snap.Revision) != "stable@sha1:"+first {
 		t.Fatalf("revision = %s", snap.Revision)
 	}
-	r.write(map[string]string{"v.yaml": "v: 2\n"})
-	second := r.commit("two")
-	r.git("tag", "-f", "-a", "stable", "-m", "stable again")
+	r.Write(map[string]string{"v.yaml": "v: 2\n"})
+	second := r.Commit("two")
+	r.Git("tag", "-f", "-a", "stable", "-m", "stable again")
 	snap := fetch(t, s)
 	if string(snap.Revision) != "stable@sha1:"+second {
 		t.Fatalf("revision after moving the tag = %s, want stable@sha1:%s", snap.Revision, second)
@@ -229,15 +230,15 @@ func TestTagMoves(t *testing.T) {
 
 func TestSwitchToCommitFromShallowCache(t *testing.T) {
 	t.Parallel()
-	r := newTestRepo(t)
-	r.write(map[string]string{"v.yaml": "v: 1\n"})
-	first := r.commit("one")
-	r.write(map[string]string{"v.yaml": "v: 2\n"})
-	r.commit("two")
-	shallow := newSource(t, r.url(), nil)
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"v.yaml": "v: 1\n"})
+	first := r.Commit("one")
+	r.Write(map[string]string{"v.yaml": "v: 2\n"})
+	r.Commit("two")
+	shallow := newSource(t, r.URL(), nil)
 	fetch(t, shallow)
 	// The same cache, now pinned to a commit the shallow clone lacks.
-	pinned := newSource(t, r.url(), func(c *Config) {
+	pinned := newSource(t, r.URL(), func(c *Config) {
 		c.CacheDir = shallow.cfg.CacheDir
 		c.Ref = Ref{Commit: first, Branch: "main"}
 	})
@@ -247,31 +248,31 @@ func TestSwitchToCommitFromShallowCache(t *testing.T) {
 	}
 	assertContents(t, snap, map[string]string{"v.yaml": "v: 1\n"})
 	// And back to the branch head.
-	snap = fetch(t, newSource(t, r.url(), func(c *Config) { c.CacheDir = shallow.cfg.CacheDir }))
+	snap = fetch(t, newSource(t, r.URL(), func(c *Config) { c.CacheDir = shallow.cfg.CacheDir }))
 	assertContents(t, snap, map[string]string{"v.yaml": "v: 2\n"})
 }
 
 func TestTreeReading(t *testing.T) {
 	t.Parallel()
-	r := newTestRepo(t)
-	r.write(map[string]string{
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{
 		"keep.yaml":         "k: 1\n",
 		"ignored/x.yaml":    "x: 1\n",
 		"drafts/draft.yaml": "d: 1\n",
 		"sub/keep.yml":      "s: 1\n",
 		".no8signore":       "ignored/\n# a comment\n*draft*\n",
 	})
-	if err := os.Symlink("/etc/hostname", filepath.Join(r.dir, "escape.yaml")); err != nil {
+	if err := os.Symlink("/etc/hostname", filepath.Join(r.Dir, "escape.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("../../../../../../../../etc/passwd", filepath.Join(r.dir, "sub", "up.yaml")); err != nil {
+	if err := os.Symlink("../../../../../../../../etc/passwd", filepath.Join(r.Dir, "sub", "up.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("keep.yaml", filepath.Join(r.dir, "alias.yaml")); err != nil {
+	if err := os.Symlink("keep.yaml", filepath.Join(r.Dir, "alias.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	r.commit("tree")
-	snap := fetch(t, newSource(t, r.url(), nil))
+	r.Commit("tree")
+	snap := fetch(t, newSource(t, r.URL(), nil))
 	assertContents(t, snap, map[string]string{"keep.yaml": "k: 1\n", "sub/keep.yml": "s: 1\n", "alias.yaml": "k: 1\n"})
 	problems := map[string]string{}
 	for _, p := range snap.Problems {
@@ -293,13 +294,13 @@ func TestPathThroughSymlinkRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "secret.yaml"), []byte("s: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := newTestRepo(t)
-	r.write(map[string]string{"a.yaml": "a: 1\n"})
-	if err := os.Symlink(outside, filepath.Join(r.dir, "linked")); err != nil {
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"a.yaml": "a: 1\n"})
+	if err := os.Symlink(outside, filepath.Join(r.Dir, "linked")); err != nil {
 		t.Fatal(err)
 	}
-	r.commit("link")
-	_, err := newSource(t, r.url(), func(c *Config) { c.Path = "linked" }).Fetch(context.Background())
+	r.Commit("link")
+	_, err := newSource(t, r.URL(), func(c *Config) { c.Path = "linked" }).Fetch(context.Background())
 	if err == nil {
 		t.Fatal("a path that is a symlink out of the clone was read")
 	}
@@ -307,14 +308,14 @@ func TestPathThroughSymlinkRefused(t *testing.T) {
 
 func TestCommitMetadata(t *testing.T) {
 	t.Parallel()
-	r := newTestRepo(t)
-	r.write(map[string]string{"a.yaml": "a: 1\n"})
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"a.yaml": "a: 1\n"})
 	when := "2024-06-01T14:30:00+02:00"
-	r.git("add", "-A")
-	r.gitEnv([]string{"GIT_AUTHOR_NAME=Alice Example", "GIT_AUTHOR_EMAIL=alice@example.com",
+	r.Git("add", "-A")
+	r.GitEnv([]string{"GIT_AUTHOR_NAME=Alice Example", "GIT_AUTHOR_EMAIL=alice@example.com",
 		"GIT_AUTHOR_DATE=" + when, "GIT_COMMITTER_DATE=2024-06-02T00:00:00Z"},
 		"commit", "-q", "-m", "Add a", "-m", "Because reasons.")
-	snap := fetch(t, newSource(t, r.url(), nil))
+	snap := fetch(t, newSource(t, r.URL(), nil))
 	if snap.Commit.Author != "Alice Example <alice@example.com>" {
 		t.Errorf("author = %q", snap.Commit.Author)
 	}
@@ -328,10 +329,10 @@ func TestCommitMetadata(t *testing.T) {
 
 func TestConcurrentFetches(t *testing.T) {
 	t.Parallel()
-	r := newTestRepo(t)
-	r.write(map[string]string{"a.yaml": "a: 1\n"})
-	head := r.commit("one")
-	s := newSource(t, r.url(), nil)
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"a.yaml": "a: 1\n"})
+	head := r.Commit("one")
+	s := newSource(t, r.URL(), nil)
 	errs := make(chan error, 4)
 	for range 4 {
 		go func() {
@@ -351,15 +352,15 @@ func TestConcurrentFetches(t *testing.T) {
 
 func TestForeignCacheFolderRefused(t *testing.T) {
 	t.Parallel()
-	r := newTestRepo(t)
-	r.write(map[string]string{"a.yaml": "a: 1\n"})
-	r.commit("first")
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"a.yaml": "a: 1\n"})
+	r.Commit("first")
 	cache := t.TempDir()
 	precious := filepath.Join(cache, "precious.txt")
 	if err := os.WriteFile(precious, []byte("keep me"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := newSource(t, r.url(), func(c *Config) { c.CacheDir = cache }).Fetch(context.Background())
+	_, err := newSource(t, r.URL(), func(c *Config) { c.CacheDir = cache }).Fetch(context.Background())
 	if err == nil || !strings.Contains(err.Error(), cache) {
 		t.Fatalf("err = %v, want a refusal naming the folder", err)
 	}
@@ -370,13 +371,13 @@ func TestForeignCacheFolderRefused(t *testing.T) {
 
 func TestCloneStartsOverWhenPacksPileUp(t *testing.T) {
 	t.Parallel()
-	r := newTestRepo(t)
-	s := newSource(t, r.url(), nil)
+	r := gittest.NewRepo(t)
+	s := newSource(t, r.URL(), nil)
 	s.maxPacks = 2
 	for i := range 6 {
 		content := strings.Repeat("x", i+1) + ": 1\n"
-		r.write(map[string]string{"a.yaml": content})
-		head := r.commit("change")
+		r.Write(map[string]string{"a.yaml": content})
+		head := r.Commit("change")
 		snap := fetch(t, s)
 		if string(snap.Revision) != "main@sha1:"+head {
 			t.Fatalf("revision = %s, want main@sha1:%s", snap.Revision, head)

@@ -21,16 +21,17 @@ import (
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source"
+	"github.com/no8s/no8s-agent/source/git/gittest"
 )
 
 // httpRepo serves a fresh repository over HTTP with basic auth user:pass
 // and returns it with its URL.
-func httpRepo(t *testing.T) (*testRepo, *gitServer, string) {
+func httpRepo(t *testing.T) (*gittest.Repo, *gittest.Server, string) {
 	t.Helper()
-	r := newTestRepo(t)
-	r.write(map[string]string{"a.yaml": "a: 1\n"})
-	r.commit("first")
-	gs := newGitServer(t, filepath.Dir(r.dir), "user", "s3cret-pass")
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"a.yaml": "a: 1\n"})
+	r.Commit("first")
+	gs := gittest.NewServer(t, filepath.Dir(r.Dir), "user", "s3cret-pass")
 	return r, gs, gs.URL + "/repo/.git"
 }
 
@@ -44,10 +45,10 @@ func TestHTTPUnchangedHeadOnlyListsRefs(t *testing.T) {
 	s := newSource(t, url, func(c *Config) { c.Auth = Auth{Username: "user", Password: "s3cret-pass"} })
 
 	snap := fetch(t, s)
-	if want := manifest.Revision("main@sha1:" + r.head()); snap.Revision != want {
+	if want := manifest.Revision("main@sha1:" + r.Head()); snap.Revision != want {
 		t.Fatalf("revision = %s, want %s", snap.Revision, want)
 	}
-	if reqs := gs.take(); !slices.ContainsFunc(reqs, isUploadPack) {
+	if reqs := gs.Take(); !slices.ContainsFunc(reqs, isUploadPack) {
 		t.Fatalf("first fetch did not fetch: %v", reqs)
 	}
 
@@ -56,7 +57,7 @@ func TestHTTPUnchangedHeadOnlyListsRefs(t *testing.T) {
 		t.Fatalf("revision = %s, want %s", again.Revision, snap.Revision)
 	}
 	want := []string{"GET /repo/.git/info/refs?service=git-upload-pack"}
-	if reqs := gs.take(); !slices.Equal(reqs, want) {
+	if reqs := gs.Take(); !slices.Equal(reqs, want) {
 		t.Fatalf("unchanged head: requests %v, want only %v", reqs, want)
 	}
 
@@ -70,19 +71,19 @@ func TestHTTPUnchangedHeadOnlyListsRefs(t *testing.T) {
 		t.Fatalf("restarted revision = %s, want %s", snap2.Revision, snap.Revision)
 	}
 	assertContents(t, snap2, map[string]string{"a.yaml": "a: 1\n"})
-	if reqs := gs.take(); !slices.Equal(reqs, want) {
+	if reqs := gs.Take(); !slices.Equal(reqs, want) {
 		t.Fatalf("restart with unchanged head: requests %v, want only %v", reqs, want)
 	}
 
 	// A change is fetched.
-	r.write(map[string]string{"a.yaml": "a: 2\n"})
-	head := r.commit("second")
+	r.Write(map[string]string{"a.yaml": "a: 2\n"})
+	head := r.Commit("second")
 	snap = fetch(t, restarted)
 	if want := manifest.Revision("main@sha1:" + head); snap.Revision != want {
 		t.Fatalf("revision = %s, want %s", snap.Revision, want)
 	}
 	assertContents(t, snap, map[string]string{"a.yaml": "a: 2\n"})
-	if reqs := gs.take(); !slices.ContainsFunc(reqs, isUploadPack) {
+	if reqs := gs.Take(); !slices.ContainsFunc(reqs, isUploadPack) {
 		t.Fatalf("changed head was not fetched: %v", reqs)
 	}
 }
@@ -106,10 +107,10 @@ func TestHTTPAuth(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := newTestRepo(t)
-			r.write(map[string]string{"a.yaml": "a: 1\n"})
-			r.commit("first")
-			gs := newGitServer(t, filepath.Dir(r.dir), tc.server[0], tc.server[1])
+			r := gittest.NewRepo(t)
+			r.Write(map[string]string{"a.yaml": "a: 1\n"})
+			r.Commit("first")
+			gs := gittest.NewServer(t, filepath.Dir(r.Dir), tc.server[0], tc.server[1])
 			url := strings.Replace(gs.URL, "://", "://"+tc.inURL, 1) + "/repo/.git"
 			s := newSource(t, url, func(c *Config) { c.Auth = tc.auth })
 			if strings.Contains(s.Location(), "@") {
@@ -145,17 +146,17 @@ func TestHTTPWrongPasswordLeavesCache(t *testing.T) {
 	first := fetch(t, good)
 	before := dirDigest(t, good.cfg.CacheDir)
 
-	r.write(map[string]string{"a.yaml": "a: 2\n"})
-	r.commit("second")
+	r.Write(map[string]string{"a.yaml": "a: 2\n"})
+	r.Commit("second")
 	bad := newSource(t, url, func(c *Config) {
 		c.Auth = Auth{Username: "user", Password: "wrong-pass"}
 		c.CacheDir = good.cfg.CacheDir
 	})
-	gs.take()
+	gs.Take()
 	if _, err := bad.Fetch(context.Background()); !errors.Is(err, source.ErrAuth) {
 		t.Fatalf("err = %v, want ErrAuth", err)
 	}
-	if reqs := gs.take(); slices.ContainsFunc(reqs, isUploadPack) {
+	if reqs := gs.Take(); slices.ContainsFunc(reqs, isUploadPack) {
 		t.Fatalf("a refused ls-remote went on to fetch: %v", reqs)
 	}
 	if dirDigest(t, good.cfg.CacheDir) != before {
@@ -238,12 +239,12 @@ func TestSilentRemoteTimesOut(t *testing.T) {
 
 func TestFetchHonoursCancel(t *testing.T) {
 	t.Parallel()
-	r := newTestRepo(t)
-	r.write(map[string]string{"a.yaml": "a: 1\n"})
-	r.commit("first")
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"a.yaml": "a: 1\n"})
+	r.Commit("first")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := newSource(t, r.url(), nil).Fetch(ctx)
+	_, err := newSource(t, r.URL(), nil).Fetch(ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}

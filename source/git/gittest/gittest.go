@@ -1,0 +1,146 @@
+// Package gittest makes real Git repositories for tests, with the git CLI,
+// and serves them over HTTP with git http-backend behind basic auth,
+// recording every request so that tests can prove what was fetched.
+package gittest
+
+import (
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Repo is a Git working repository made with the git CLI; sources read
+// it directly (file://) or through git http-backend.
+type Repo struct {
+	t testing.TB
+	// Dir is the working tree.
+	Dir  string
+	date time.Time
+}
+
+// NewRepo creates an empty repository whose default branch is main.
+func NewRepo(t testing.TB) *Repo {
+	t.Helper()
+	r := &Repo{t: t, Dir: filepath.Join(t.TempDir(), "repo"), date: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)}
+	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.Git("init", "-q")
+	return r
+}
+
+// Git runs the git CLI in the repository with a fixed identity and returns
+// its trimmed output.
+func (r *Repo) Git(args ...string) string {
+	r.t.Helper()
+	return r.GitEnv(nil, args...)
+}
+
+// GitEnv is Git with extra environment variables.
+func (r *Repo) GitEnv(env []string, args ...string) string {
+	r.t.Helper()
+	full := append([]string{"-c", "init.defaultBranch=main", "-c", "user.name=Test", "-c", "user.email=test@example.com",
+		"-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"}, args...)
+	cmd := exec.Command("git", full...)
+	cmd.Dir = r.Dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+r.Dir, "GIT_TERMINAL_PROMPT=0")
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// Write sets files (relative path -> content); an empty content removes the file.
+func (r *Repo) Write(files map[string]string) {
+	r.t.Helper()
+	for name, content := range files {
+		p := filepath.Join(r.Dir, filepath.FromSlash(name))
+		if content == "" {
+			if err := os.Remove(p); err != nil {
+				r.t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			r.t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// Commit stages everything and commits it, a minute after the previous
+// commit so that times are distinct and known; it returns the new head.
+func (r *Repo) Commit(msg string) string {
+	r.t.Helper()
+	r.date = r.date.Add(time.Minute)
+	d := r.date.Format(time.RFC3339)
+	r.Git("add", "-A")
+	r.GitEnv([]string{"GIT_AUTHOR_DATE=" + d, "GIT_COMMITTER_DATE=" + d}, "commit", "-q", "--allow-empty", "-m", msg)
+	return r.Head()
+}
+
+// Head returns the commit checked out.
+func (r *Repo) Head() string { return r.Git("rev-parse", "HEAD") }
+
+// URL is the repository's file:// URL.
+func (r *Repo) URL() string { return "file://" + filepath.ToSlash(r.Dir) }
+
+// Server serves the repositories under root with git http-backend,
+// behind HTTP basic auth, and records every request.
+type Server struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []string
+}
+
+// NewServer starts the server; it stops when the test ends.
+func NewServer(t testing.TB, root, user, pass string) *Server {
+	t.Helper()
+	execPath, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("git --exec-path: %v", err)
+	}
+	backend := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1"},
+	}
+	gs := &Server{}
+	gs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		gs.mu.Lock()
+		entry := req.Method + " " + req.URL.Path
+		if req.URL.RawQuery != "" {
+			entry += "?" + req.URL.RawQuery
+		}
+		gs.requests = append(gs.requests, entry)
+		gs.mu.Unlock()
+		u, p, ok := req.BasicAuth()
+		if !ok || u != user || p != pass {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		backend.ServeHTTP(w, req)
+	}))
+	t.Cleanup(gs.Close)
+	return gs
+}
+
+// Take returns the requests recorded since the last call.
+func (gs *Server) Take() []string {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	r := gs.requests
+	gs.requests = nil
+	return r
+}
