@@ -36,7 +36,10 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"run", "run the agent: keep the configured sources synced into the database", runRun},
 		{"validate", "check manifests offline: every problem as file:line: message", runValidate},
+		{"diff", "show what syncing a folder as a source would change in the live store", runDiff},
+		{"get", "read the store: types, resources, sources, history", runGet},
 		{"migrate", "apply database migrations and exit", runMigrate},
 		{"version", "print the version", runVersion},
 	}

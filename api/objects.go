@@ -1,0 +1,239 @@
+// Package api is no8s-agent's HTTP interface. This file holds the JSON
+// objects it serves; they keep the field names of the predecessor's API
+// (resource_type_name, action_plugin, status_message, ...) so that its
+// clients keep working, and the CLI prints the same objects.
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// SourceRef says which source owns an object and where it is declared.
+type SourceRef struct {
+	Name     string `json:"name"`
+	Path     string `json:"path,omitempty"`
+	Revision string `json:"revision,omitempty"`
+}
+
+func sourceRef(s store.SourceRef) SourceRef {
+	return SourceRef{Name: s.Name, Path: s.Path, Revision: string(s.Revision)}
+}
+
+// Resource is a resource as the API shows it.
+type Resource struct {
+	ID                  int64                `json:"id"`
+	Name                string               `json:"name"`
+	Kind                string               `json:"kind"`
+	ResourceTypeName    string               `json:"resource_type_name"`
+	ResourceTypeVersion string               `json:"resource_type_version"`
+	APIVersion          string               `json:"api_version"`
+	ActionPlugin        string               `json:"action_plugin"`
+	Spec                json.RawMessage      `json:"spec"`
+	SpecHash            string               `json:"spec_hash"`
+	Status              manifest.Phase       `json:"status"`
+	StatusMessage       string               `json:"status_message"`
+	Generation          int64                `json:"generation"`
+	ObservedGeneration  int64                `json:"observed_generation"`
+	Conditions          []manifest.Condition `json:"conditions"`
+	Outputs             json.RawMessage      `json:"outputs"`
+	Source              SourceRef            `json:"source"`
+	Labels              map[string]string    `json:"labels"`
+	Annotations         map[string]string    `json:"annotations"`
+	DependsOn           []manifest.ObjectRef `json:"depends_on"`
+	RetryCount          int                  `json:"retry_count"`
+	NextReconcileTime   *time.Time           `json:"next_reconcile_time"`
+	DeletionRequestedAt *time.Time           `json:"deletion_requested_at"`
+	CreatedAt           time.Time            `json:"created_at"`
+	UpdatedAt           time.Time            `json:"updated_at"`
+	LastReconcileTime   *time.Time           `json:"last_reconcile_time"`
+}
+
+// NewResource converts a stored resource.
+func NewResource(r *store.Resource) Resource {
+	out := Resource{
+		ID: r.ID, Name: r.Name, Kind: r.Kind, ResourceTypeName: r.Kind, ResourceTypeVersion: r.Version,
+		APIVersion: r.APIVersion(), ActionPlugin: r.Action, Spec: r.Spec, SpecHash: r.SpecHash,
+		Status: r.Phase, StatusMessage: r.StatusMessage, Generation: r.Generation,
+		ObservedGeneration: r.ObservedGeneration, Conditions: r.Conditions, Outputs: r.Outputs,
+		Source: sourceRef(r.Source), Labels: r.Labels, Annotations: r.Annotations, DependsOn: r.DependsOn,
+		RetryCount: r.RetryCount, NextReconcileTime: r.NextReconcileAt, DeletionRequestedAt: r.DeletionRequestedAt,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastReconcileTime: r.LastReconcileTime,
+	}
+	// Empty collections are [] and {}, never null, so clients can iterate.
+	if out.Conditions == nil {
+		out.Conditions = []manifest.Condition{}
+	}
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	if out.DependsOn == nil {
+		out.DependsOn = []manifest.ObjectRef{}
+	}
+	if len(out.Spec) == 0 {
+		out.Spec = json.RawMessage("{}")
+	}
+	if len(out.Outputs) == 0 {
+		out.Outputs = json.RawMessage("null")
+	}
+	return out
+}
+
+// ResourceType is one version of a resource type as the API shows it.
+type ResourceType struct {
+	ID            int64           `json:"id"`
+	Name          string          `json:"name"`
+	Version       string          `json:"version"`
+	Group         string          `json:"group"`
+	Description   string          `json:"description"`
+	Action        string          `json:"action"`
+	DriftInterval string          `json:"drift_interval,omitempty"`
+	Schema        json.RawMessage `json:"schema"`
+	Source        SourceRef       `json:"source"`
+	CreatedAt     time.Time       `json:"created_at"`
+	UpdatedAt     time.Time       `json:"updated_at"`
+}
+
+// NewResourceType converts a stored resource type.
+func NewResourceType(t *store.ResourceType) ResourceType {
+	out := ResourceType{ID: t.ID, Name: t.Name, Version: t.Version, Group: t.Group, Description: t.Description,
+		Action: t.Action, Schema: t.Schema, Source: sourceRef(t.Source), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+	if t.DriftInterval > 0 {
+		out.DriftInterval = t.DriftInterval.String()
+	}
+	if len(out.Schema) == 0 {
+		out.Schema = json.RawMessage("{}")
+	}
+	return out
+}
+
+// Problem is one error of a source's last attempted revision.
+type Problem struct {
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Document int    `json:"document"`
+	Pointer  string `json:"pointer"`
+	Message  string `json:"message"`
+}
+
+func problems(ps []manifest.Problem) []Problem {
+	out := make([]Problem, len(ps))
+	for i, p := range ps {
+		out[i] = Problem{File: p.File, Line: p.Line, Document: p.Document, Pointer: p.Pointer, Message: p.Message}
+	}
+	return out
+}
+
+// Commit describes the commit of a revision.
+type Commit struct {
+	Author  string     `json:"author"`
+	Message string     `json:"message"`
+	Time    *time.Time `json:"time"`
+}
+
+func commit(c manifest.Commit) *Commit {
+	if c == (manifest.Commit{}) {
+		return nil
+	}
+	out := &Commit{Author: c.Author, Message: c.Message}
+	if !c.Time.IsZero() {
+		t := c.Time
+		out.Time = &t
+	}
+	return out
+}
+
+// Source is a source as the API shows it.
+type Source struct {
+	Name                  string     `json:"name"`
+	Kind                  string     `json:"kind"`
+	URL                   string     `json:"url,omitempty"`
+	Path                  string     `json:"path,omitempty"`
+	Phase                 string     `json:"phase"`
+	Message               string     `json:"message"`
+	LastAppliedRevision   string     `json:"last_applied_revision"`
+	LastAttemptedRevision string     `json:"last_attempted_revision"`
+	ApprovedRevision      string     `json:"approved_revision,omitempty"`
+	LastCommit            *Commit    `json:"last_commit"`
+	LastSyncTime          *time.Time `json:"last_sync_time"`
+	Errors                []Problem  `json:"errors"`
+}
+
+// NewSource converts a stored source.
+func NewSource(s *store.Source) Source {
+	return Source{Name: s.Name, Kind: string(s.Kind), URL: s.URL, Path: s.Path, Phase: string(s.Phase), Message: s.Message,
+		LastAppliedRevision: string(s.LastAppliedRevision), LastAttemptedRevision: string(s.LastAttemptedRevision),
+		ApprovedRevision: string(s.ApprovedRevision), LastCommit: commit(s.LastCommit), LastSyncTime: s.LastSyncTime,
+		Errors: problems(s.Errors)}
+}
+
+// SyncRecord is one sync attempt of a source.
+type SyncRecord struct {
+	ID         int64     `json:"id"`
+	Source     string    `json:"source"`
+	Revision   string    `json:"revision"`
+	Commit     *Commit   `json:"commit"`
+	Success    bool      `json:"success"`
+	Created    int       `json:"created"`
+	Updated    int       `json:"updated"`
+	Deleted    int       `json:"deleted"`
+	Unchanged  int       `json:"unchanged"`
+	DurationMS int64     `json:"duration_ms"`
+	Message    string    `json:"message"`
+	Errors     []Problem `json:"errors"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+}
+
+// NewSyncRecord converts a stored sync attempt.
+func NewSyncRecord(r *store.SyncRecord) SyncRecord {
+	return SyncRecord{ID: r.ID, Source: r.Source, Revision: string(r.Revision), Commit: commit(r.Commit), Success: r.Success,
+		Created: r.Created, Updated: r.Updated, Deleted: r.Deleted, Unchanged: r.Unchanged, DurationMS: r.Duration.Milliseconds(),
+		Message: r.Message, Errors: problems(r.Errors), StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
+}
+
+// ReconcileRecord is one reconcile attempt, in the predecessor's shape.
+type ReconcileRecord struct {
+	ID               int64           `json:"id"`
+	ResourceID       int64           `json:"resource_id"`
+	Kind             string          `json:"kind"`
+	Name             string          `json:"name"`
+	Generation       int64           `json:"generation"`
+	SourceRevision   string          `json:"source_revision"`
+	Trigger          string          `json:"trigger"`
+	Success          bool            `json:"success"`
+	Phase            string          `json:"phase"`
+	ErrorMessage     *string         `json:"error_message"`
+	ResourcesCreated int             `json:"resources_created"`
+	ResourcesUpdated int             `json:"resources_updated"`
+	ResourcesDeleted int             `json:"resources_deleted"`
+	Outputs          json.RawMessage `json:"outputs"`
+	PlanOutput       string          `json:"plan_output,omitempty"`
+	DurationMS       int64           `json:"duration_ms"`
+	AgentID          string          `json:"agent_id"`
+	StartedAt        time.Time       `json:"started_at"`
+	ReconcileTime    time.Time       `json:"reconcile_time"`
+}
+
+// NewReconcileRecord converts a stored reconcile attempt.
+func NewReconcileRecord(h *store.ReconcileRecord) ReconcileRecord {
+	out := ReconcileRecord{ID: h.ID, ResourceID: h.ResourceID, Kind: h.Kind, Name: h.Name, Generation: h.Generation,
+		SourceRevision: string(h.SourceRevision), Trigger: string(h.Trigger), Success: h.Success, Phase: h.Phase,
+		ResourcesCreated: h.Created, ResourcesUpdated: h.Updated, ResourcesDeleted: h.Deleted, Outputs: h.Outputs,
+		PlanOutput: h.PlanOutput, DurationMS: h.Duration.Milliseconds(), AgentID: h.AgentID, StartedAt: h.StartedAt,
+		ReconcileTime: h.FinishedAt}
+	if h.Error != "" {
+		msg := h.Error
+		out.ErrorMessage = &msg
+	}
+	if len(out.Outputs) == 0 {
+		out.Outputs = json.RawMessage("null")
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/no8s/no8s-agent/config"
+	"github.com/no8s/no8s-agent/source"
+	"github.com/no8s/no8s-agent/source/dir"
+	"github.com/no8s/no8s-agent/source/git"
+	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/store/postgres"
+	"github.com/no8s/no8s-agent/sync"
+)
+
+// storeFlags are the flags of commands that read the store: --database, or
+// --config for the database it names.
+type storeFlags struct {
+	database, config string
+}
+
+func (f *storeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.database, "database", "", "PostgreSQL URL, e.g. postgres://no8s@localhost:5432/no8s")
+	fs.StringVar(&f.config, "config", "", "agent configuration file; its database is used unless --database is given")
+}
+
+// loadConfig reads the configuration file, if any, and applies flag overrides.
+func loadConfig(path string, flags config.Flags) (*config.Config, error) {
+	cfg := &config.Config{}
+	if path != "" {
+		var err error
+		if cfg, err = config.Load(path, os.LookupEnv); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.ApplyFlags(flags, os.LookupEnv); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// open returns the configuration (possibly empty) and an open store whose
+// schema is current.
+func (f *storeFlags) open(ctx context.Context) (*config.Config, *postgres.Store, error) {
+	cfg, err := loadConfig(f.config, config.Flags{Database: f.database})
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := openStore(ctx, cfg.Database)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := st.Ping(ctx); err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return cfg, st, nil
+}
+
+func openStore(ctx context.Context, url string) (*postgres.Store, error) {
+	if url == "" {
+		return nil, errors.New("no database: pass --database postgres://... or a --config that names one")
+	}
+	return postgres.Open(ctx, url)
+}
+
+// newLogger builds the agent's logger from the configured format and level.
+func newLogger(w io.Writer, format, level string) *slog.Logger {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		lv = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// target turns a configured source into what sync records and guards.
+func target(s config.Source, src source.Source) sync.Target {
+	t := sync.Target{Name: s.Name, Kind: store.SourceKind(src.Kind()), Path: src.Path(), Prune: pruneRules(s.Prune)}
+	if src.Kind() == source.KindGit {
+		t.URL = src.Location()
+	} else {
+		t.Path = src.Location()
+	}
+	return t
+}
+
+// pruneRules turns configured prune settings into the sync's.
+func pruneRules(p config.Prune) sync.Prune {
+	out := sync.Prune{Enabled: p.IsEnabled(), AllowEmpty: p.AllowEmpty}
+	if m := p.MaxDeletes; m.Set {
+		out.MaxDeletes = &sync.MaxDeletes{Value: m.Count}
+		if m.Percent > 0 {
+			out.MaxDeletes = &sync.MaxDeletes{Value: m.Percent, Percent: true}
+		}
+	}
+	return out
+}
+
+// newSource builds the source a configuration describes. Git clones live in
+// cacheDir/<name>.
+func newSource(s config.Source, cacheDir string, log *slog.Logger) (source.Source, error) {
+	if s.Git == nil {
+		return dir.New(dir.Config{Name: s.Name, Path: s.Dir, Logger: log})
+	}
+	g := s.Git
+	return git.New(git.Config{
+		Name: s.Name, URL: g.URL, Path: g.Path, Timeout: g.Timeout.Duration, Logger: log,
+		Ref:      git.Ref{Branch: g.Branch, Tag: g.Tag, SemVer: g.SemVer, Commit: g.Commit},
+		CacheDir: filepath.Join(cacheDir, s.Name),
+		Auth: git.Auth{Username: g.Auth.Username(), Password: g.Auth.Password(), Token: g.Auth.Token(),
+			SSHKeyFile: g.Auth.SSHKeyFile, KnownHostsFile: g.Auth.KnownHostsFile, SSHKeyPassphrase: g.Auth.SSHKeyPassphrase()},
+	})
+}
+
+// repeated is a flag that may be given several times.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+func fail(stderr io.Writer, cmd string, err error) int {
+	fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+	return exitError
+}

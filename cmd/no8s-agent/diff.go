@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/no8s/no8s-agent/config"
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/source"
+	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/sync"
+)
+
+// exitChanges is diff's exit status when the plan changes something.
+const exitChanges = 2
+
+func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("diff", "diff [PATH] --source NAME [flags]\n\nShows what syncing PATH (default .) as source NAME would create, update and delete,\nagainst the live store. Nothing is changed.\nExit status: 0 no change, 2 changes, 1 error or a refused plan.", stderr)
+	var sf storeFlags
+	sf.register(fs)
+	name := fs.String("source", "", "the source PATH stands for (required)")
+	output := fs.String("o", "table", "output format: table, json or markdown")
+	rest, code := parseFlags(fs, args)
+	if code >= 0 {
+		return code
+	}
+	if *name == "" {
+		return fail(stderr, "diff", errors.New("--source is required: the name of the source PATH would replace"))
+	}
+	if *output != "table" && *output != "json" && *output != "markdown" {
+		return fail(stderr, "diff", fmt.Errorf("-o must be table, json or markdown, not %q", *output))
+	}
+	if len(rest) > 1 {
+		return fail(stderr, "diff", fmt.Errorf("one PATH at most, got %d", len(rest)))
+	}
+	path := "."
+	if len(rest) == 1 {
+		path = rest[0]
+	}
+	cfg, st, err := sf.open(ctx)
+	if err != nil {
+		return fail(stderr, "diff", err)
+	}
+	defer st.Close()
+
+	root, err := os.OpenRoot(path)
+	if err != nil {
+		return fail(stderr, "diff", err)
+	}
+	files, problems, err := source.ReadTree(root.FS(), manifest.LoadOptions{})
+	root.Close()
+	if err != nil {
+		return fail(stderr, "diff", err)
+	}
+	snap := &source.Snapshot{Revision: source.DigestRevision(files, problems), Files: files, Problems: problems}
+	tg := diffTarget(cfg, *name, path)
+	plan, planErr := sync.New(st, nil).Plan(ctx, tg, snap)
+	var serr *sync.Error
+	if planErr != nil && !errors.As(planErr, &serr) {
+		return fail(stderr, "diff", planErr)
+	}
+	if err := writePlan(stdout, *output, plan, planErr); err != nil {
+		return fail(stderr, "diff", err)
+	}
+	switch {
+	case serr != nil:
+		return exitError
+	case plan.Changes() > 0 || len(plan.Types) > 0:
+		return exitChanges
+	}
+	return exitOK
+}
+
+// diffTarget is the configured source of that name, with its prune rules,
+// or a folder source with the defaults.
+func diffTarget(cfg *config.Config, name, path string) sync.Target {
+	for _, s := range cfg.Sources {
+		if s.Name == name {
+			t := sync.Target{Name: name, Kind: store.SourceDir, Path: path, Prune: pruneRules(s.Prune)}
+			if s.Git != nil {
+				t.Kind, t.URL, t.Path = store.SourceGit, s.Git.URL, s.Git.Path
+			}
+			return t
+		}
+	}
+	return sync.Target{Name: name, Kind: store.SourceDir, Path: path, Prune: sync.Prune{Enabled: true}}
+}
+
+func writePlan(w io.Writer, format string, plan *sync.Plan, planErr error) error {
+	var serr *sync.Error
+	errors.As(planErr, &serr)
+	switch format {
+	case "markdown":
+		return sync.WriteMarkdown(w, plan, planErr)
+	case "json":
+		out := struct {
+			Plan     *sync.Plan         `json:"plan"`
+			Refused  string             `json:"refused,omitempty"`
+			Message  string             `json:"message,omitempty"`
+			Problems []manifest.Problem `json:"problems,omitempty"`
+		}{Plan: plan}
+		if serr != nil {
+			out.Refused, out.Message, out.Problems = serr.Reason, serr.Message, serr.Problems
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	if serr != nil {
+		fmt.Fprintf(w, "refused: %s: %s\n", serr.Reason, serr.Message)
+		for _, p := range serr.Problems {
+			fmt.Fprintln(w, "  "+p.String())
+		}
+	}
+	if plan == nil {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHANGE\tOBJECT\tFILE\tGENERATION")
+	for _, t := range plan.Types {
+		fmt.Fprintf(tw, "%s\tResourceType/%s %s\t%s\t-\n", t.Action, t.Name, t.Version, orDash(t.File))
+	}
+	for _, group := range [][]sync.Change{plan.Creates, plan.Updates, plan.Deletes, plan.Forgets} {
+		for _, c := range group {
+			gen := "-"
+			if c.Generation > 0 {
+				gen = fmt.Sprint(c.Generation)
+			}
+			file := c.File
+			if c.Line > 0 {
+				file = fmt.Sprintf("%s:%d", c.File, c.Line)
+			}
+			fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\n", c.Action, c.Kind, c.Name, orDash(file), gen)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, plan.Summary())
+	return err
+}

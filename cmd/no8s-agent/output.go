@@ -1,0 +1,40 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"sigs.k8s.io/yaml"
+)
+
+// printObjects writes objs as JSON or YAML, or calls table to write a table.
+func printObjects(w io.Writer, format string, objs any, table func(tw *tabwriter.Writer)) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(objs)
+	case "yaml":
+		b, err := yaml.Marshal(objs)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	case "table", "":
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		table(tw)
+		return tw.Flush()
+	}
+	return fmt.Errorf("-o must be table, json or yaml, not %q", format)
+}
+
+// orDash writes empty values as "-" so that table columns stay aligned.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
