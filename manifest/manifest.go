@@ -222,6 +222,41 @@ type Resource struct {
 	DependsOn []ObjectRef
 	// Origin is where the resource was declared.
 	Origin Origin
+
+	// metaHash caches MetaHash.
+	metaHash string
+}
+
+// MetaHash fingerprints everything the resource declares besides its spec
+// and action: group, version, labels, annotations, dependencies and where it
+// is declared. Comparing it tells whether stored metadata needs refreshing
+// without reading the metadata back. It is computed once; do not change the
+// resource after calling it.
+func (r *Resource) MetaHash() string {
+	if r.metaHash != "" {
+		return r.metaHash
+	}
+	b, err := json.Marshal(struct {
+		Group, Version string
+		Labels         map[string]string
+		Annotations    map[string]string
+		DependsOn      []ObjectRef
+		Origin         Origin
+	}{r.Group, r.Version, nonNil(r.Labels), nonNil(r.Annotations), r.DependsOn, r.Origin})
+	if err != nil {
+		// Strings, maps of strings and integers always marshal.
+		panic(err)
+	}
+	r.metaHash = HashJSON(b)
+	return r.metaHash
+}
+
+// nonNil makes empty and nil maps hash alike.
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }
 
 // Ref returns the resource's kind and name.

@@ -140,6 +140,29 @@ type Applied struct {
 	Outcome    ApplyOutcome
 }
 
+// ResourceDigest is what planning a sync needs to know of a stored
+// resource: enough to tell whether it changed, without its spec or status.
+type ResourceDigest struct {
+	ID         int64
+	Kind       string
+	Name       string
+	SpecHash   string
+	Action     string
+	MetaHash   string
+	Generation int64
+	// Deleting is true once deletion was requested.
+	Deleting bool
+	// PruneDisabled is true when the resource is annotated no8s.io/prune: disabled.
+	PruneDisabled bool
+	// Path is the file that declares it.
+	Path string
+}
+
+// Ref returns the resource's kind and name.
+func (d ResourceDigest) Ref() manifest.ObjectRef {
+	return manifest.ObjectRef{Kind: d.Kind, Name: d.Name}
+}
+
 // Topics of Notify.
 const (
 	// TopicResources announces that resources changed and may be due.
@@ -157,6 +180,8 @@ type ResourceFilter struct {
 	Labels map[string]string
 	// After is a keyset cursor: only IDs greater than After.
 	After int64
+	// IDs, when not nil, selects only these resources.
+	IDs []int64
 	// Limit caps the number of rows; zero means no limit.
 	Limit int
 }
@@ -327,6 +352,9 @@ type Store interface {
 	// DeleteResources removes rows without destruction; their reconcile
 	// history stays. IDs that do not exist are ignored.
 	DeleteResources(ctx context.Context, ids []int64) error
+	// ListResourceDigests returns the digests of the resources a source owns,
+	// ordered by ID.
+	ListResourceDigests(ctx context.Context, source string) ([]ResourceDigest, error)
 	// Owners returns the owner of each of refs that exists.
 	Owners(ctx context.Context, refs []manifest.ObjectRef) (map[manifest.ObjectRef]SourceRef, error)
 

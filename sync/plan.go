@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"sort"
 	"strings"
 
@@ -72,10 +70,8 @@ type Plan struct {
 	// Owned is how many resources the source owned before the plan.
 	Owned int `json:"owned"`
 
-	// refreshed are unchanged resources whose metadata changed; they are
-	// written without a new generation.
-	refreshed []*manifest.Resource
-	// writes are the resources to create, update or refresh.
+	// writes are the resources to create, update, or refresh (unchanged
+	// spec and action, changed metadata: written without a new generation).
 	writes []*manifest.Resource
 	// types to write, and type rows to remove.
 	putTypes    []*store.ResourceType
@@ -97,16 +93,16 @@ func (p *Plan) Summary() string {
 
 // makePlan diffs the validated set against the store's state for the source,
 // and applies the guards: ownership, types still in use, prune limits.
-func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source) (*Plan, error) {
+func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, preview bool) (*Plan, error) {
 	p := &Plan{Source: t.Name, Revision: snap.Revision}
-	owned, err := st.ListResources(ctx, store.ResourceFilter{Source: t.Name})
+	owned, err := st.ListResourceDigests(ctx, t.Name)
 	if err != nil {
 		return nil, fmt.Errorf("list resources of %s: %w", t.Name, err)
 	}
 	p.Owned = len(owned)
-	byRef := make(map[manifest.ObjectRef]*store.Resource, len(owned))
-	for _, o := range owned {
-		byRef[o.Ref()] = o
+	byRef := make(map[manifest.ObjectRef]*store.ResourceDigest, len(owned))
+	for i := range owned {
+		byRef[owned[i].Ref()] = &owned[i]
 	}
 
 	// Resources declared here but owned elsewhere are conflicts, not takeovers.
@@ -134,24 +130,23 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 			p.Creates = append(p.Creates, Change{Action: Create, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
 				Line: r.Origin.Line, After: r.Spec, Labels: r.Labels, Generation: 1})
 			p.writes = append(p.writes, r)
-		case o.SpecHash != r.SpecHash || o.Action != r.Action || o.DeletionRequestedAt != nil:
+		case o.SpecHash != r.SpecHash || o.Action != r.Action || o.Deleting:
 			p.Updates = append(p.Updates, Change{Action: Update, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
-				Line: r.Origin.Line, ID: o.ID, Before: o.Spec, After: r.Spec, Labels: r.Labels, Generation: o.Generation + 1})
+				Line: r.Origin.Line, ID: o.ID, After: r.Spec, Labels: r.Labels, Generation: o.Generation + 1})
 			p.writes = append(p.writes, r)
 		default:
 			p.Unchanged++
-			if metadataChanged(o, r) {
-				p.refreshed = append(p.refreshed, r)
+			if o.MetaHash != r.MetaHash() {
 				p.writes = append(p.writes, r)
 			}
 		}
 	}
 	for _, o := range owned {
-		if desired[o.Ref()] || o.DeletionRequestedAt != nil {
+		if desired[o.Ref()] || o.Deleting {
 			continue
 		}
-		c := Change{Kind: o.Kind, Name: o.Name, File: o.Source.Path, ID: o.ID, Before: o.Spec, Labels: o.Labels}
-		if !t.Prune.Enabled || o.PruneDisabled() {
+		c := Change{Kind: o.Kind, Name: o.Name, File: o.Path, ID: o.ID}
+		if !t.Prune.Enabled || o.PruneDisabled {
 			c.Action = Forget
 			p.Forgets = append(p.Forgets, c)
 			p.forgetIDs = append(p.forgetIDs, o.ID)
@@ -160,6 +155,11 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 		c.Action = Delete
 		p.Deletes = append(p.Deletes, c)
 		p.deleteIDs = append(p.deleteIDs, o.ID)
+	}
+	if preview {
+		if err := loadBefore(ctx, st, p); err != nil {
+			return nil, err
+		}
 	}
 
 	typeConflicts, err := planTypes(ctx, st, t, snap, set, p)
@@ -178,13 +178,37 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 	return p, pruneGuard(t, snap, set, cur, p)
 }
 
-// metadataChanged reports whether what a resource declares besides its spec
-// and action differs from the stored row.
-func metadataChanged(o *store.Resource, r *manifest.Resource) bool {
-	return o.Group != r.Group || o.Version != r.Version ||
-		!maps.Equal(o.Labels, r.Labels) || !maps.Equal(o.Annotations, r.Annotations) ||
-		!slices.Equal(o.DependsOn, r.DependsOn) ||
-		o.Source.Path != r.Origin.File || o.Origin.Document != r.Origin.Document || o.Origin.Line != r.Origin.Line
+// loadBefore fills in the stored spec and labels of updated, deleted and
+// forgotten resources, for previews to show what changes.
+func loadBefore(ctx context.Context, st store.Store, p *Plan) error {
+	ids := []int64{}
+	for _, group := range [][]Change{p.Updates, p.Deletes, p.Forgets} {
+		for _, c := range group {
+			ids = append(ids, c.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := st.ListResources(ctx, store.ResourceFilter{IDs: ids})
+	if err != nil {
+		return fmt.Errorf("read the resources a plan changes: %w", err)
+	}
+	byID := make(map[int64]*store.Resource, len(rows))
+	for _, r := range rows {
+		byID[r.ID] = r
+	}
+	for _, group := range [][]Change{p.Updates, p.Deletes, p.Forgets} {
+		for i := range group {
+			if r := byID[group[i].ID]; r != nil {
+				group[i].Before = r.Spec
+				if group[i].Labels == nil {
+					group[i].Labels = r.Labels
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // planTypes plans the type rows and returns conflicts with types other

@@ -162,7 +162,7 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 		if !force && alreadyApplied(cur, snap.Revision) {
 			return errSkip
 		}
-		plan, err := makePlan(ctx, tx, t, snap, set, cur)
+		plan, err := makePlan(ctx, tx, t, snap, set, cur, false)
 		if err != nil {
 			return err
 		}
@@ -210,7 +210,7 @@ func (s *Syncer) Plan(ctx context.Context, t Target, snap *source.Snapshot) (*Pl
 	if err != nil {
 		return nil, err
 	}
-	return makePlan(ctx, s.store, t, snap, set, cur)
+	return makePlan(ctx, s.store, t, snap, set, cur, true)
 }
 
 // Approve lets a revision refused by the prune guard through on its next sync.

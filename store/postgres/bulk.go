@@ -29,6 +29,7 @@ type bulkRow struct {
 	Document    int                  `json:"origin_document"`
 	Line        int                  `json:"origin_line"`
 	Path        string               `json:"source_path"`
+	MetaHash    string               `json:"meta_hash"`
 }
 
 // ApplyResources upserts many resources in one statement: rows are read
@@ -67,7 +68,7 @@ func (s *Store) ApplyResources(ctx context.Context, rs []*manifest.Resource, src
 		}
 		rows[i] = bulkRow{Kind: r.Kind, Grp: r.Group, Version: r.Version, Name: r.Name, Labels: labels,
 			Annotations: annotations, Spec: spec, SpecHash: r.SpecHash, Action: r.Action, DependsOn: deps,
-			Document: r.Origin.Document, Line: r.Origin.Line, Path: path}
+			Document: r.Origin.Document, Line: r.Origin.Line, Path: path, MetaHash: r.MetaHash()}
 	}
 	input, err := json.Marshal(rows)
 	if err != nil {
@@ -117,19 +118,19 @@ func (s *Store) ApplyResources(ctx context.Context, rs []*manifest.Resource, src
 WITH input AS (
 	SELECT * FROM json_to_recordset($1::json) AS x(kind text, grp text, type_version text, name text,
 		labels jsonb, annotations jsonb, spec json, spec_hash text, action text, depends_on jsonb,
-		origin_document int, origin_line int, source_path text)
+		origin_document int, origin_line int, source_path text, meta_hash text)
 )
 INSERT INTO resources (kind, grp, type_version, name, labels, annotations, spec, spec_hash, action,
-	depends_on, origin_document, origin_line, source_name, source_path, source_revision)
+	depends_on, origin_document, origin_line, source_name, source_path, source_revision, meta_hash)
 SELECT kind, grp, type_version, name, labels, annotations, spec, spec_hash, action,
-	depends_on, origin_document, origin_line, $2, source_path, $3
+	depends_on, origin_document, origin_line, $2, source_path, $3, meta_hash
 FROM input ORDER BY kind, name
 ON CONFLICT (kind, name) DO UPDATE SET
 	grp = EXCLUDED.grp, type_version = EXCLUDED.type_version, labels = EXCLUDED.labels,
 	annotations = EXCLUDED.annotations, spec = EXCLUDED.spec, spec_hash = EXCLUDED.spec_hash,
 	action = EXCLUDED.action, depends_on = EXCLUDED.depends_on,
 	origin_document = EXCLUDED.origin_document, origin_line = EXCLUDED.origin_line,
-	source_path = EXCLUDED.source_path, source_revision = EXCLUDED.source_revision,
+	source_path = EXCLUDED.source_path, source_revision = EXCLUDED.source_revision, meta_hash = EXCLUDED.meta_hash,
 	generation = resources.generation + CASE WHEN resources.spec_hash <> EXCLUDED.spec_hash
 		OR resources.action <> EXCLUDED.action OR resources.deletion_requested_at IS NOT NULL THEN 1 ELSE 0 END,
 	phase = CASE WHEN resources.deletion_requested_at IS NOT NULL THEN 'pending' ELSE resources.phase END,
@@ -252,4 +253,27 @@ func (s *Store) Notify(ctx context.Context, topic, payload string) error {
 	}
 	_, err := s.q.Exec(ctx, `SELECT pg_notify($1, $2)`, topic, payload)
 	return mapErr(err, "notify "+topic)
+}
+
+// ListResourceDigests returns what planning needs of a source's resources.
+func (s *Store) ListResourceDigests(ctx context.Context, source string) ([]store.ResourceDigest, error) {
+	rows, err := s.q.Query(ctx, `SELECT id, kind, name, spec_hash, action, meta_hash, generation,
+			deletion_requested_at IS NOT NULL, annotations->>'`+manifest.AnnotationPrune+`' = 'disabled', source_path
+		FROM resources WHERE source_name = $1 ORDER BY id`, source)
+	if err != nil {
+		return nil, mapErr(err, "list resources of "+source)
+	}
+	defer rows.Close()
+	var out []store.ResourceDigest
+	for rows.Next() {
+		var d store.ResourceDigest
+		var pruneDisabled *bool
+		if err := rows.Scan(&d.ID, &d.Kind, &d.Name, &d.SpecHash, &d.Action, &d.MetaHash, &d.Generation,
+			&d.Deleting, &pruneDisabled, &d.Path); err != nil {
+			return nil, mapErr(err, "list resources of "+source)
+		}
+		d.PruneDisabled = pruneDisabled != nil && *pruneDisabled
+		out = append(out, d)
+	}
+	return out, mapErr(rows.Err(), "list resources of "+source)
 }

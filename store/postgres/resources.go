@@ -97,14 +97,14 @@ func resourceWhat(kind, name string) string { return "resource " + kind + "/" + 
 // yields pgx.ErrNoRows instead of a unique violation.
 func (s *Store) insertResource(ctx context.Context, r *manifest.Resource, src store.SourceRef, d *desired, onConflictNothing bool) (*store.Resource, error) {
 	sql := `INSERT INTO resources (kind, grp, type_version, name, labels, annotations, spec, spec_hash, action,
-			depends_on, origin_document, origin_line, source_name, source_path, source_revision)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+			depends_on, origin_document, origin_line, source_name, source_path, source_revision, meta_hash)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
 	if onConflictNothing {
 		sql += ` ON CONFLICT (kind, name) DO NOTHING`
 	}
 	return scanResource(s.q.QueryRow(ctx, sql+` RETURNING `+resourceCols,
 		r.Kind, r.Group, r.Version, r.Name, d.labels, d.annotations, jsonDoc(r.Spec), r.SpecHash, r.Action,
-		d.deps, r.Origin.Document, r.Origin.Line, src.Name, d.path, string(src.Revision)))
+		d.deps, r.Origin.Document, r.Origin.Line, src.Name, d.path, string(src.Revision), r.MetaHash()))
 }
 
 // CreateResource inserts r at generation 1, phase pending, owned by src;
@@ -178,12 +178,12 @@ func (s *Store) ApplyResource(ctx context.Context, r *manifest.Resource, src sto
 					generation = generation + CASE WHEN $14 THEN 1 ELSE 0 END,
 					phase = CASE WHEN $15 THEN 'pending' ELSE phase END,
 					deletion_requested_at = CASE WHEN $15 THEN NULL ELSE deletion_requested_at END,
-					updated_at = now()
+					meta_hash = $16, updated_at = now()
 				WHERE id = $1
 				RETURNING `+resourceCols,
 				id, r.Group, r.Version, d.labels, d.annotations, jsonDoc(r.Spec), r.SpecHash,
 				r.Action, d.deps, r.Origin.Document, r.Origin.Line, d.path, string(src.Revision),
-				bump, deleting))
+				bump, deleting, r.MetaHash()))
 			return err
 		}
 		return fmt.Errorf("%s kept appearing and disappearing; gave up", what)
@@ -248,6 +248,9 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*s
 	}
 	if f.After > 0 {
 		add("id > $%d", f.After)
+	}
+	if f.IDs != nil {
+		add("id = ANY($%d)", f.IDs)
 	}
 	sql := `SELECT ` + resourceCols + ` FROM resources`
 	if len(where) > 0 {

@@ -193,3 +193,65 @@ func testLockSourceAndNotify(t *testing.T, s store.Store) {
 		t.Errorf("Notify without topic: %v", err)
 	}
 }
+
+func testListResourceDigests(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	src := gitSource("infra", "")
+	kept := resource("kept", `{"a":1}`)
+	kept.Annotations = map[string]string{manifest.AnnotationPrune: "disabled"}
+	kept.Action = "make"
+	plain := resource("plain", `{"a":2}`)
+	applied, err := s.ApplyResources(ctx, []*manifest.Resource{kept, plain}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ApplyResource(ctx, resource("other", `{}`), gitSource("platform", "o.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RequestDeletions(ctx, []int64{applied[1].ID}); err != nil {
+		t.Fatal(err)
+	}
+	digests, err := s.ListResourceDigests(ctx, "infra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.ResourceDigest{
+		{ID: applied[0].ID, Kind: "Widget", Name: "kept", SpecHash: kept.SpecHash, Action: "make", MetaHash: kept.MetaHash(),
+			Generation: 1, PruneDisabled: true, Path: "widgets/kept.yaml"},
+		{ID: applied[1].ID, Kind: "Widget", Name: "plain", SpecHash: plain.SpecHash, MetaHash: plain.MetaHash(),
+			Generation: 1, Deleting: true, Path: "widgets/plain.yaml"},
+	}
+	if len(digests) != len(want) {
+		t.Fatalf("digests %+v", digests)
+	}
+	for i := range want {
+		if digests[i] != want[i] {
+			t.Errorf("digest %d = %+v\nwant %+v", i, digests[i], want[i])
+		}
+	}
+	// A metadata change shows in the digest, with no new generation.
+	fresh := manifest.Resource{Kind: kept.Kind, Group: kept.Group, Version: kept.Version, Name: kept.Name,
+		Labels: map[string]string{"tier": "gold"}, Annotations: kept.Annotations, Spec: kept.Spec,
+		SpecHash: kept.SpecHash, Action: kept.Action, Origin: kept.Origin}
+	if fresh.MetaHash() == kept.MetaHash() {
+		t.Fatal("labels do not change the metadata hash")
+	}
+	if _, err := s.ApplyResources(ctx, []*manifest.Resource{&fresh}, src); err != nil {
+		t.Fatal(err)
+	}
+	digests, _ = s.ListResourceDigests(ctx, "infra")
+	if digests[0].MetaHash != fresh.MetaHash() || digests[0].Generation != 1 {
+		t.Errorf("after relabelling: %+v", digests[0])
+	}
+	// The IDs filter selects exactly those rows.
+	got, err := s.ListResources(ctx, store.ResourceFilter{IDs: []int64{applied[1].ID, 424242}})
+	if err != nil || len(got) != 1 || got[0].Name != "plain" {
+		t.Errorf("IDs filter: %v %v", got, err)
+	}
+	if got, err := s.ListResources(ctx, store.ResourceFilter{IDs: []int64{}}); err != nil || len(got) != 0 {
+		t.Errorf("empty IDs filter: %d rows, %v", len(got), err)
+	}
+	if none, err := s.ListResourceDigests(ctx, "nobody"); err != nil || len(none) != 0 {
+		t.Errorf("digests of an unknown source: %v %v", none, err)
+	}
+}

@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ApplyResourcesOwnerConflict", testApplyResourcesOwnerConflict},
 		{"BulkDeletionsAndOwners", testBulkDeletionsAndOwners},
 		{"LockSourceAndNotify", testLockSourceAndNotify},
+		{"ListResourceDigests", testListResourceDigests},
 		{"ReconcileHistory", testReconcileHistory},
 		{"Sources", testSources},
 		{"SyncHistory", testSyncHistory},
