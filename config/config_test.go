@@ -581,3 +581,14 @@ func TestUniqueName(t *testing.T) {
 		}
 	}
 }
+
+func TestExampleConfigLoads(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load("../examples/no8s.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Sources) != 1 || cfg.Sources[0].Dir != "./examples/repo" || !cfg.Sources[0].Prune.MaxDeletes.Set {
+		t.Errorf("example config: %+v", cfg.Sources)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	gosync "sync"
 	"testing"
 	"time"
 
@@ -41,9 +42,10 @@ func copyTree(t *testing.T, from string) string {
 	return to
 }
 
-// runAgent starts `run` in the background until the test ends, and waits
-// until its first sync is recorded (announced on the sources topic).
-func runAgent(t *testing.T, url string, args ...string) {
+// runAgent starts `run` in the background and waits until its first sync
+// is recorded (announced on the sources topic). stop ends the agent and
+// waits for it; it also runs when the test ends.
+func runAgent(t *testing.T, url string, args ...string) (log *lockedWriter, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	listenCtx, stop := context.WithTimeout(t.Context(), 30*time.Second)
@@ -56,22 +58,26 @@ func runAgent(t *testing.T, url string, args ...string) {
 	if _, err := conn.Exec(listenCtx, "LISTEN "+store.TopicSources); err != nil {
 		t.Fatal(err)
 	}
-	var stderr bytes.Buffer
+	stderr := &lockedWriter{w: &bytes.Buffer{}}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, append([]string{"run", "--database", url, "--cache-dir", t.TempDir()}, args...), &bytes.Buffer{}, &lockedWriter{w: &stderr})
+		done <- run(ctx, append([]string{"run", "--database", url, "--cache-dir", t.TempDir()}, args...), &bytes.Buffer{}, stderr)
 	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("run exited %d", code)
+	var once gosync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case code := <-done:
+				if code != 0 {
+					t.Errorf("run exited %d", code)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("run did not stop within 10s")
 			}
-		case <-time.After(10 * time.Second):
-			t.Error("run did not stop within 10s")
-		}
-	})
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case code := <-done:
 		t.Fatalf("run exited %d before syncing", code)
@@ -80,6 +86,7 @@ func runAgent(t *testing.T, url string, args ...string) {
 	if _, err := conn.WaitForNotification(listenCtx); err != nil {
 		t.Fatalf("no sync recorded: %v", err)
 	}
+	return stderr, stop
 }
 
 func TestRunSyncsExampleAndDiffGet(t *testing.T) {
@@ -106,7 +113,14 @@ func TestRunSyncsExampleAndDiffGet(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("sources:\n  - name: local\n    dir: "+repo+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runAgent(t, url, "--config", cfg)
+	log, stop := runAgent(t, url, "--config", cfg)
+	// Stopped by its context (as by SIGTERM), the agent ends cleanly, having
+	// logged one line per sync saying what it did.
+	stop()
+	if l := log.String(); !strings.Contains(l, "msg=synced source=local revision=sha256:") ||
+		!strings.Contains(l, "created=4 updated=0 deleted=0 unchanged=0 duration=") || !strings.Contains(l, "agent stopped") {
+		t.Errorf("log:\n%s", l)
+	}
 
 	// Synced: diff has nothing to say.
 	if code, out, _ := runCLI(t, "diff", repo, "--source", "local", "--database", url); code != 0 {

@@ -1,18 +1,25 @@
 package main
 
 import (
-	"io"
+	"bytes"
 	gosync "sync"
 )
 
 // lockedWriter serialises writes from the agent's goroutines.
 type lockedWriter struct {
 	mu gosync.Mutex
-	w  io.Writer
+	w  *bytes.Buffer
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// String returns what was written so far.
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
 }
