@@ -29,18 +29,12 @@ func WriteMarkdown(w io.Writer, p *Plan, planErr error) error {
 		for _, t := range p.Types {
 			fmt.Fprintf(&b, "| %s | ResourceType %s %s | %s | |\n", t.Action, mdEscape(t.Name), mdEscape(t.Version), mdEscape(t.File))
 		}
-		for _, group := range [][]Change{p.Creates, p.Updates, p.Deletes, p.Forgets} {
-			for _, c := range group {
-				gen := ""
-				if c.Generation > 0 {
-					gen = fmt.Sprint(c.Generation)
-				}
-				file := c.File
-				if c.Line > 0 {
-					file = fmt.Sprintf("%s:%d", c.File, c.Line)
-				}
-				fmt.Fprintf(&b, "| %s | %s/%s | %s | %s |\n", c.Action, mdEscape(c.Kind), mdEscape(c.Name), mdEscape(file), gen)
+		for _, c := range p.All() {
+			gen := ""
+			if c.Generation > 0 {
+				gen = fmt.Sprint(c.Generation)
 			}
+			fmt.Fprintf(&b, "| %s | %s/%s | %s | %s |\n", c.Action, mdEscape(c.Kind), mdEscape(c.Name), mdEscape(c.Location()), gen)
 		}
 		b.WriteString("\n")
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source"
@@ -387,16 +386,29 @@ func apply(ctx context.Context, tx store.Store, t Target, snap *source.Snapshot,
 	return nil
 }
 
+// All returns every resource change, in the order creates, updates,
+// deletes, forgets.
+func (p *Plan) All() []Change {
+	out := make([]Change, 0, p.Changes())
+	for _, group := range [][]Change{p.Creates, p.Updates, p.Deletes, p.Forgets} {
+		out = append(out, group...)
+	}
+	return out
+}
+
+// Location is "file:line", or the file alone when the line is unknown.
+func (c Change) Location() string {
+	if c.Line > 0 {
+		return fmt.Sprintf("%s:%d", c.File, c.Line)
+	}
+	return c.File
+}
+
 // String renders a change as "create Kind/name (file:line)".
 func (c Change) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s/%s", c.Action, c.Kind, c.Name)
+	s := fmt.Sprintf("%s %s/%s", c.Action, c.Kind, c.Name)
 	if c.File != "" {
-		b.WriteString(" (" + c.File)
-		if c.Line > 0 {
-			fmt.Fprintf(&b, ":%d", c.Line)
-		}
-		b.WriteString(")")
+		s += " (" + c.Location() + ")"
 	}
-	return b.String()
+	return s
 }

@@ -125,18 +125,12 @@ func writePlan(w io.Writer, format string, plan *sync.Plan, planErr error) error
 	for _, t := range plan.Types {
 		fmt.Fprintf(tw, "%s\tResourceType/%s %s\t%s\t-\n", t.Action, t.Name, t.Version, orDash(t.File))
 	}
-	for _, group := range [][]sync.Change{plan.Creates, plan.Updates, plan.Deletes, plan.Forgets} {
-		for _, c := range group {
-			gen := "-"
-			if c.Generation > 0 {
-				gen = fmt.Sprint(c.Generation)
-			}
-			file := c.File
-			if c.Line > 0 {
-				file = fmt.Sprintf("%s:%d", c.File, c.Line)
-			}
-			fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\n", c.Action, c.Kind, c.Name, orDash(file), gen)
+	for _, c := range plan.All() {
+		gen := "-"
+		if c.Generation > 0 {
+			gen = fmt.Sprint(c.Generation)
 		}
+		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\n", c.Action, c.Kind, c.Name, orDash(c.Location()), gen)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
