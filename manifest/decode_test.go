@@ -158,7 +158,7 @@ func TestConverterStopsWithinBudget(t *testing.T) {
 		t.Fatalf("moderate aliasing refused: %v", ps)
 	}
 	// And a tight one refuses it.
-	if _, ps := DecodeFile("ok.yaml", []byte(strings.Repeat(moderate[:0], 0)+`x: &x [[1,2,3,4,5,6,7,8,9,10],[1,2,3,4,5,6,7,8,9,10]]
+	if _, ps := DecodeFile("ok.yaml", []byte(`x: &x [[1,2,3,4,5,6,7,8,9,10],[1,2,3,4,5,6,7,8,9,10]]
 y: [*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x,*x]
 z: [*y,*y,*y]
 `), DecodeOptions{AliasExpansion: 1}); len(ps) != 1 {

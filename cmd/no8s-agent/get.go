@@ -36,6 +36,11 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *output != "table" && *output != "json" && *output != "yaml" {
 		return fail(stderr, "get", fmt.Errorf("-o must be table, json or yaml, not %q", *output))
 	}
+	switch rest[0] {
+	case "types", "type", "resource-types", "resources", "resource", "sources", "source", "history":
+	default:
+		return fail(stderr, "get", fmt.Errorf("unknown object %q: want types, resources, sources or history", rest[0]))
+	}
 	_, st, err := sf.open(ctx)
 	if err != nil {
 		return fail(stderr, "get", err)
@@ -73,8 +78,6 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		} else {
 			err = getSyncHistory(ctx, st, stdout, *output, *sourceName, n)
 		}
-	default:
-		return fail(stderr, "get", fmt.Errorf("unknown object %q: want types, resources, sources or history", rest[0]))
 	}
 	if err != nil {
 		return fail(stderr, "get", err)

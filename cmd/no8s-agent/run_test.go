@@ -220,7 +220,8 @@ func TestDiffAndGetErrors(t *testing.T) {
 		{"diff without source", []string{"diff", "../../examples/repo", "--database", "postgres://x@/y"}, "--source is required"},
 		{"diff without database", []string{"diff", "../../examples/repo", "--source", "a"}, "no database"},
 		{"get nothing", []string{"get", "--database", "postgres://x@/y"}, "say what to get"},
-		{"get unknown", []string{"get", "widgets", "--database", "postgres://x@/y?host=/nonexistent"}, ""},
+		{"get unknown", []string{"get", "widgets", "--database", "postgres://x@/y?host=/nonexistent"}, `unknown object "widgets"`},
+		{"get unreachable database", []string{"get", "resources", "--database", "postgres://x@/y?host=/nonexistent"}, "postgres: connect to"},
 		{"get bad output", []string{"get", "resources", "-o", "xml"}, "-o must be table, json or yaml"},
 	}
 	for _, tt := range tests {

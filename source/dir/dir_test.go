@@ -172,6 +172,13 @@ func TestWatchSkipsDotFolders(t *testing.T) {
 	ch := watch(t, s)
 	write(t, filepath.Join(root, ".git", "HEAD"), "ref: refs/heads/other\n")
 	write(t, filepath.Join(root, ".cache.yaml"), "x: 1\n")
+	// A signal for these would come one debounce period after the last
+	// write; waiting five shows none is coming.
+	select {
+	case <-ch:
+		t.Fatal("writes to dot-files and dot-folders signalled a change")
+	case <-time.After(5 * DefaultDebounce):
+	}
 	write(t, filepath.Join(root, "db.yaml"), fmt.Sprintf(doc, "a", 1))
 	waitSignal(t, ch, "manifest write after dot-file writes")
 }
