@@ -1,0 +1,150 @@
+// Package action defines how no8s-agent changes the world: the Action and
+// Planner interfaces that plugins implement, the requests and results they
+// exchange with the reconciler, and the Registry that turns the agent
+// configuration's action instances (name -> plugin + settings) into ready
+// Actions.
+//
+// Plugins live in sub-packages (action/exec, action/http); the built-in
+// instance "noop" always exists. Manifests only name an instance: commands,
+// URLs and secrets stay with the operator, in the agent configuration, and
+// secrets reach a plugin only through settings ending in Env that name an
+// environment variable.
+package action
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/no8s/no8s-agent/manifest"
+)
+
+// Operation is what a request asks an action to do.
+type Operation string
+
+// The operations of an action.
+const (
+	// OperationApply makes the world match the resource's spec. It must be
+	// idempotent: the same request may be applied more than once.
+	OperationApply Operation = "apply"
+	// OperationDestroy removes what Apply made.
+	OperationDestroy Operation = "destroy"
+	// OperationPlan reports what Apply would change, changing nothing.
+	OperationPlan Operation = "plan"
+)
+
+// Action applies and destroys resources. Implementations must be safe for
+// concurrent use: the reconciler runs many requests at once, never two for
+// the same resource.
+type Action interface {
+	// Apply makes the world match req.Resource.Spec.
+	Apply(ctx context.Context, req *Request) (*Result, error)
+	// Destroy removes what Apply made for req.Resource.
+	Destroy(ctx context.Context, req *Request) (*Result, error)
+}
+
+// Planner is implemented by actions that can observe the world. The
+// reconciler uses it for drift checks, and pull-request previews to show
+// what a change would do. An action that is not a Planner is never re-run
+// just because time passed.
+type Planner interface {
+	// Plan reports what Apply would change, without changing anything.
+	Plan(ctx context.Context, req *Request) (*Plan, error)
+}
+
+// Timeouter is implemented by actions whose instance settings bound how
+// long one operation may take. The reconciler cancels the operation's
+// context when the timeout passes; without it, DefaultTimeout applies.
+type Timeouter interface {
+	Timeout() time.Duration
+}
+
+// DefaultTimeout bounds an operation of an action that sets no timeout.
+const DefaultTimeout = 15 * time.Minute
+
+// Request is one operation on one resource.
+type Request struct {
+	// Operation is what is asked; Apply, Destroy and Plan set it to their own.
+	Operation Operation `json:"operation"`
+	// Instance is the name of the action instance, as manifests name it.
+	Instance string `json:"action"`
+	// Resource is the resource to act on.
+	Resource Resource `json:"resource"`
+	// Trigger says why the operation runs: create, update, retry, drift,
+	// manual or delete.
+	Trigger string `json:"trigger"`
+	// Reporter receives conditions and progress while the operation runs;
+	// never nil when the reconciler calls.
+	Reporter Reporter `json:"-"`
+}
+
+// Resource is what an action is told about a resource.
+type Resource struct {
+	ID          int64             `json:"id"`
+	Kind        string            `json:"kind"`
+	APIVersion  string            `json:"apiVersion"`
+	Name        string            `json:"name"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// Spec is the spec with defaults applied, as canonical JSON.
+	Spec json.RawMessage `json:"spec"`
+	// Generation is the generation being reconciled.
+	Generation int64 `json:"generation"`
+	// Outputs are the outputs of the last successful operation; nil when none.
+	Outputs json.RawMessage `json:"outputs,omitempty"`
+	// Source names the source that owns the resource.
+	Source string `json:"source"`
+	// Revision is the source revision the spec was read from.
+	Revision string `json:"revision,omitempty"`
+}
+
+// Ref returns the resource's kind and name.
+func (r Resource) Ref() manifest.ObjectRef { return manifest.ObjectRef{Kind: r.Kind, Name: r.Name} }
+
+// Reporter lets a running operation publish its progress. Calls are cheap
+// and may be frequent: the reconciler keeps the latest values and writes
+// them out at its own pace.
+type Reporter interface {
+	// SetCondition sets a condition of the plugin's own type, such as
+	// "WorkflowRun"; the reconciler owns Ready, Reconciling and Degraded and
+	// ignores attempts to set them.
+	SetCondition(c manifest.Condition)
+	// Progress says, in one line, what the operation is doing now.
+	Progress(message string)
+}
+
+// Result is what a successful Apply or Destroy returns.
+type Result struct {
+	// Outputs become the resource's outputs; nil keeps none. Must be JSON.
+	Outputs json.RawMessage
+	// Message is a one-line summary for the resource's status.
+	Message string
+	// Created, Updated and Deleted count what the operation changed, when the
+	// action knows.
+	Created, Updated, Deleted int
+	// Conditions are the plugin's own conditions to set on the resource.
+	Conditions []manifest.Condition
+	// RequeueAfter, when positive, asks for another reconcile after that
+	// long, even without a drift interval.
+	RequeueAfter time.Duration
+}
+
+// Plan is what a Planner returns.
+type Plan struct {
+	// Changes is true when Apply would change something.
+	Changes bool
+	// Summary is a one-line description, e.g. "2 to change".
+	Summary string
+	// Output is the full human-readable plan.
+	Output string
+}
+
+// NoopReporter is a Reporter that discards everything, for callers that
+// have nowhere to report to.
+type NoopReporter struct{}
+
+// SetCondition implements Reporter.
+func (NoopReporter) SetCondition(manifest.Condition) {}
+
+// Progress implements Reporter.
+func (NoopReporter) Progress(string) {}
