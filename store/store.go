@@ -30,6 +30,10 @@ var (
 	ErrInUse = errors.New("in use")
 	// ErrInvalid means the request itself is malformed (bad filter, bad value).
 	ErrInvalid = errors.New("invalid")
+	// ErrLeaseLost means a worker's lease on a resource is gone: it was
+	// released, or it expired and another worker claimed the resource. The
+	// worker must drop its result.
+	ErrLeaseLost = errors.New("lease lost")
 )
 
 // OwnerConflictError reports that a resource or type is owned by another
@@ -116,8 +120,10 @@ type Resource struct {
 	// LeaseOwner and LeaseExpiresAt describe the worker that holds the resource.
 	LeaseOwner     string
 	LeaseExpiresAt *time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// LeaseToken increases with every claim; see Lease.
+	LeaseToken int64
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // ApplyOutcome says what ApplyResource did.
@@ -182,6 +188,10 @@ type ResourceFilter struct {
 	After int64
 	// IDs, when not nil, selects only these resources.
 	IDs []int64
+	// Refs, when not nil, selects only these kind/name pairs.
+	Refs []manifest.ObjectRef
+	// DependsOn, when set, selects the resources that list it in dependsOn.
+	DependsOn *manifest.ObjectRef
 	// Limit caps the number of rows; zero means no limit.
 	Limit int
 }
@@ -203,6 +213,78 @@ type StatusUpdate struct {
 	RetryCount         int
 	NextReconcileAt    *time.Time
 	LastReconcileTime  *time.Time
+}
+
+// Lease is a worker's hold on a claimed resource. Token is the row's lease
+// token after the claim: every write a worker makes carries it, and a write
+// whose token is no longer current fails with ErrLeaseLost, so that a
+// worker whose lease expired cannot overwrite the work of the worker that
+// claimed the resource after it (fencing).
+type Lease struct {
+	Owner string
+	Token int64
+}
+
+// ClaimParams says who claims due resources, how many, and for how long.
+type ClaimParams struct {
+	// Owner identifies the claiming agent (and is shown as the lease owner).
+	Owner string
+	// Limit is the most resources to claim; it must be positive.
+	Limit int
+	// Duration is how long the lease lasts unless extended; it must be positive.
+	Duration time.Duration
+}
+
+// Claim is a due resource leased to a worker.
+type Claim struct {
+	// Resource is the row as claimed: its phase is reconciling, or deleting
+	// when its deletion was requested.
+	*Resource
+	// Lease is the worker's lease.
+	Lease Lease
+	// PriorPhase is the phase the resource had before the claim.
+	PriorPhase manifest.Phase
+	// DriftInterval is the drift interval of the resource's type version:
+	// zero when drift checks are off or the type version is gone.
+	DriftInterval time.Duration
+}
+
+// Progress is what a worker reports while it holds a lease.
+type Progress struct {
+	Message    string
+	Conditions []manifest.Condition
+}
+
+// Completion is the outcome of a claimed reconcile, written by
+// CompleteReconcile.
+type Completion struct {
+	// Status is the observed state to write. Its NextReconcileAt is ignored:
+	// Requeue schedules the next reconcile.
+	Status StatusUpdate
+	// Requeue schedules another reconcile RequeueAfter from now (measured by
+	// the store's clock); without it none is scheduled, unless the resource
+	// changed while it was claimed, in which case it is due at once.
+	Requeue      bool
+	RequeueAfter time.Duration
+	// Waiting marks a resource that waits on other resources (dependencies to
+	// become Ready, dependents to be destroyed). Completing such a resource
+	// makes its waiters due at once.
+	Waiting bool
+	// Delete removes the row: the destroy succeeded or was skipped. A
+	// resource brought back while it was being destroyed is kept and due again.
+	Delete bool
+	// Record, when not nil, is appended to the history in the same transaction.
+	Record *ReconcileRecord
+}
+
+// Notification is a message received on a topic by Listen.
+type Notification struct {
+	Topic   string
+	Payload string
+	// Resync is set on a notification with no topic that is sent after the
+	// listener reconnected: messages may have been lost meanwhile, so the
+	// receiver should look at the state afresh.
+	Resync bool
 }
 
 // Trigger says why a reconcile attempt ran.
@@ -327,8 +409,9 @@ type Store interface {
 	// SpecHash or Action differ from the stored ones; labels, annotations,
 	// dependsOn and the source path and revision are refreshed either way. A
 	// resource whose deletion was requested is brought back with a new
-	// generation. A resource owned by another source fails with an
-	// *OwnerConflictError and is left untouched.
+	// generation. A new generation clears the retry count and any scheduled
+	// reconcile, so that it is due at once. A resource owned by another
+	// source fails with an *OwnerConflictError and is left untouched.
 	ApplyResource(ctx context.Context, r *manifest.Resource, src SourceRef) (*Resource, ApplyOutcome, error)
 	GetResource(ctx context.Context, id int64) (*Resource, error)
 	GetResourceByName(ctx context.Context, kind, name string) (*Resource, error)
@@ -337,6 +420,7 @@ type Store interface {
 	// SetResourceStatus writes the observed state of a resource.
 	SetResourceStatus(ctx context.Context, id int64, u StatusUpdate) (*Resource, error)
 	// RequestDeletion marks the resource for destruction (phase deleting).
+	// A first request clears the retry count and schedule: it is due at once.
 	RequestDeletion(ctx context.Context, id int64) (*Resource, error)
 	// DeleteResource removes the row; its reconcile history stays.
 	DeleteResource(ctx context.Context, id int64) error
@@ -366,6 +450,39 @@ type Store interface {
 	// Inside InTx it is delivered when the transaction commits, and not at
 	// all if it rolls back.
 	Notify(ctx context.Context, topic, payload string) error
+
+	// ClaimResources leases up to p.Limit due resources to p.Owner and returns
+	// them. A resource is due when its lease is free or expired and: its
+	// deletion or a manual reconcile was requested, or its generation is
+	// ahead of its observed generation, unless a retry is scheduled later;
+	// or its scheduled reconcile (retry, drift check) has come. Deletions,
+	// new generations and manual requests are claimed before scheduled
+	// ones. Resources locked by concurrent claims are skipped, never waited
+	// for, and no resource is leased to two workers at once.
+	ClaimResources(ctx context.Context, p ClaimParams) ([]*Claim, error)
+	// Heartbeat extends a lease to d from now and, when p is not nil, writes
+	// the progress (message and conditions). It fails with ErrLeaseLost when
+	// the lease is no longer current, and ErrNotFound when the row is gone.
+	Heartbeat(ctx context.Context, c *Claim, d time.Duration, p *Progress) error
+	// CompleteReconcile writes the outcome of a claim and frees the lease, in
+	// one transaction with its history record, so that a result is recorded
+	// exactly when it is applied. It fails with ErrLeaseLost, writing
+	// nothing, when the lease is no longer current. It returns the row as
+	// written, or nil when it was deleted. When the resource changed while it
+	// was claimed (new generation, deletion or manual request) it stays due.
+	CompleteReconcile(ctx context.Context, c *Claim, done Completion) (*Resource, error)
+	// RequestReconcile asks for a reconcile of the resource as soon as a
+	// worker is free, even when nothing changed, and notifies TopicResources.
+	RequestReconcile(ctx context.Context, id int64) (*Resource, error)
+	// NextDue returns how long until the earliest scheduled reconcile or
+	// lease expiry, measured by the store's clock; false when none exists.
+	// Reconcilers sleep until then unless notified earlier.
+	NextDue(ctx context.Context) (time.Duration, bool, error)
+	// Listen subscribes to topics and delivers their notifications, from
+	// every agent sharing the store, until ctx is done; then the channel is
+	// closed. A backend whose connection drops reconnects by itself and then
+	// sends a Notification with Resync set. It must not be called inside InTx.
+	Listen(ctx context.Context, topics ...string) (<-chan Notification, error)
 
 	// AddReconcileRecord appends a reconcile attempt and returns its ID.
 	AddReconcileRecord(ctx context.Context, h *ReconcileRecord) (int64, error)

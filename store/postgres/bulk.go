@@ -135,6 +135,12 @@ ON CONFLICT (kind, name) DO UPDATE SET
 		OR resources.action <> EXCLUDED.action OR resources.deletion_requested_at IS NOT NULL THEN 1 ELSE 0 END,
 	phase = CASE WHEN resources.deletion_requested_at IS NOT NULL THEN 'pending' ELSE resources.phase END,
 	deletion_requested_at = NULL,
+	-- A new generation is due at once, whatever retry or drift schedule the
+	-- previous one had, and its retries start from the first backoff step.
+	next_reconcile_at = CASE WHEN resources.spec_hash <> EXCLUDED.spec_hash OR resources.action <> EXCLUDED.action
+		OR resources.deletion_requested_at IS NOT NULL THEN NULL ELSE resources.next_reconcile_at END,
+	retry_count = CASE WHEN resources.spec_hash <> EXCLUDED.spec_hash OR resources.action <> EXCLUDED.action
+		OR resources.deletion_requested_at IS NOT NULL THEN 0 ELSE resources.retry_count END,
 	updated_at = now()
 -- A row another source created since the lock above is left alone.
 WHERE resources.source_name = EXCLUDED.source_name
@@ -192,7 +198,11 @@ func (s *Store) RequestDeletions(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := s.q.Exec(ctx, `UPDATE resources SET deletion_requested_at = COALESCE(deletion_requested_at, now()),
+	// A first request is due at once; repeating it keeps the destroy's retry schedule.
+	_, err := s.q.Exec(ctx, `UPDATE resources SET
+		next_reconcile_at = CASE WHEN deletion_requested_at IS NULL THEN NULL ELSE next_reconcile_at END,
+		retry_count = CASE WHEN deletion_requested_at IS NULL THEN 0 ELSE retry_count END,
+		deletion_requested_at = COALESCE(deletion_requested_at, now()),
 		phase = 'deleting', updated_at = now() WHERE id = ANY($1)`, ids)
 	return mapErr(err, "request deletion of resources")
 }

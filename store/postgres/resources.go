@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,18 +16,21 @@ import (
 const resourceCols = `id, kind, grp, type_version, name, labels, annotations, spec, spec_hash, action, depends_on,
 	origin_document, origin_line, source_name, source_path, source_revision, generation, observed_generation,
 	phase, status_message, conditions, outputs, retry_count, next_reconcile_at, deletion_requested_at,
-	reconcile_requested_at, last_reconcile_time, lease_owner, lease_expires_at, created_at, updated_at`
+	reconcile_requested_at, last_reconcile_time, lease_owner, lease_expires_at, lease_token, created_at, updated_at`
 
-func scanResource(row pgx.Row) (*store.Resource, error) {
+// scanResource scans the resourceCols of row, followed by extra columns
+// into extra.
+func scanResource(row pgx.Row, extra ...any) (*store.Resource, error) {
 	var (
 		r                                           store.Resource
 		labels, annotations, spec, deps, conds, out []byte
 	)
-	err := row.Scan(&r.ID, &r.Kind, &r.Group, &r.Version, &r.Name, &labels, &annotations, &spec, &r.SpecHash,
+	dest := []any{&r.ID, &r.Kind, &r.Group, &r.Version, &r.Name, &labels, &annotations, &spec, &r.SpecHash,
 		&r.Action, &deps, &r.Origin.Document, &r.Origin.Line, &r.Source.Name, &r.Source.Path, &r.Source.Revision,
 		&r.Generation, &r.ObservedGeneration, &r.Phase, &r.StatusMessage, &conds, &out, &r.RetryCount,
 		&r.NextReconcileAt, &r.DeletionRequestedAt, &r.ReconcileRequestedAt, &r.LastReconcileTime,
-		&r.LeaseOwner, &r.LeaseExpiresAt, &r.CreatedAt, &r.UpdatedAt)
+		&r.LeaseOwner, &r.LeaseExpiresAt, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt}
+	err := row.Scan(append(dest, extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +59,15 @@ func scanResource(row pgx.Row) (*store.Resource, error) {
 	r.LeaseExpiresAt = utcPtr(r.LeaseExpiresAt)
 	r.CreatedAt, r.UpdatedAt = utc(r.CreatedAt), utc(r.UpdatedAt)
 	return &r, nil
+}
+
+// prefixed qualifies every column of a column list with prefix, e.g. "r.".
+func prefixed(prefix, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = prefix + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func collectResources(rows pgx.Rows) ([]*store.Resource, error) {
@@ -178,6 +191,9 @@ func (s *Store) ApplyResource(ctx context.Context, r *manifest.Resource, src sto
 					generation = generation + CASE WHEN $14 THEN 1 ELSE 0 END,
 					phase = CASE WHEN $15 THEN 'pending' ELSE phase END,
 					deletion_requested_at = CASE WHEN $15 THEN NULL ELSE deletion_requested_at END,
+					-- A new generation is due at once and its retries start afresh.
+					next_reconcile_at = CASE WHEN $14 THEN NULL ELSE next_reconcile_at END,
+					retry_count = CASE WHEN $14 THEN 0 ELSE retry_count END,
 					meta_hash = $16, updated_at = now()
 				WHERE id = $1
 				RETURNING `+resourceCols,
@@ -252,6 +268,21 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*s
 	if f.IDs != nil {
 		add("id = ANY($%d)", f.IDs)
 	}
+	if f.Refs != nil {
+		kinds, names := make([]string, len(f.Refs)), make([]string, len(f.Refs))
+		for i, r := range f.Refs {
+			kinds[i], names[i] = r.Kind, r.Name
+		}
+		args = append(args, kinds, names)
+		where = append(where, fmt.Sprintf("(kind, name) IN (SELECT * FROM unnest($%d::text[], $%d::text[]))", len(args)-1, len(args)))
+	}
+	if f.DependsOn != nil {
+		b, err := json.Marshal([]manifest.ObjectRef{*f.DependsOn})
+		if err != nil {
+			return nil, err
+		}
+		add("depends_on @> $%d::jsonb", b)
+	}
 	sql := `SELECT ` + resourceCols + ` FROM resources`
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
@@ -304,6 +335,8 @@ func (s *Store) SetResourceStatus(ctx context.Context, id int64, u store.StatusU
 // the time of the first request kept.
 func (s *Store) RequestDeletion(ctx context.Context, id int64) (*store.Resource, error) {
 	r, err := scanResource(s.q.QueryRow(ctx, `UPDATE resources SET
+			next_reconcile_at = CASE WHEN deletion_requested_at IS NULL THEN NULL ELSE next_reconcile_at END,
+			retry_count = CASE WHEN deletion_requested_at IS NULL THEN 0 ELSE retry_count END,
 			phase = 'deleting', deletion_requested_at = coalesce(deletion_requested_at, now()), updated_at = now()
 		WHERE id = $1
 		RETURNING `+resourceCols, id))

@@ -54,6 +54,14 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"InTxCommits", testInTxCommits},
 		{"InTxRollsBack", testInTxRollsBack},
 		{"Ping", testPing},
+		{"ClaimDue", testClaimDue},
+		{"ClaimConcurrently", testClaimConcurrently},
+		{"LeaseFencing", testLeaseFencing},
+		{"CompleteSchedules", testCompleteSchedules},
+		{"ManualRequest", testManualRequest},
+		{"CompleteDeletion", testCompleteDeletion},
+		{"WakeWaiters", testWakeWaiters},
+		{"Listen", testListen},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

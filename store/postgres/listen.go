@@ -1,0 +1,106 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/no8s/no8s-agent/store"
+)
+
+// Reconnection delays of a listener whose connection dropped.
+const (
+	listenMinBackoff = 100 * time.Millisecond
+	listenMaxBackoff = 5 * time.Second
+)
+
+// Listen subscribes to topics on a connection of its own (LISTEN holds a
+// session, so it cannot share the pool's). A goroutine owned by ctx reads
+// notifications and sends them, in order, on the returned channel; when the
+// connection drops it reconnects with backoff, listens again and sends a
+// Resync notification, because what was sent meanwhile is lost. The first
+// connection is made before Listen returns, so a wrong URL fails here.
+func (s *Store) Listen(ctx context.Context, topics ...string) (<-chan store.Notification, error) {
+	if s.tx != nil {
+		return nil, invalid("listen inside a transaction")
+	}
+	if len(topics) == 0 {
+		return nil, invalid("listen: no topics")
+	}
+	conn, err := s.listenConn(ctx, topics)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan store.Notification, 64)
+	go s.listen(ctx, conn, topics, ch)
+	return ch, nil
+}
+
+// listenConn connects and listens to topics.
+func (s *Store) listenConn(ctx context.Context, topics []string) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: listen: connect: %w", err)
+	}
+	for _, t := range topics {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{t}.Sanitize()); err != nil {
+			conn.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("postgres: listen to %s: %w", t, err)
+		}
+	}
+	return conn, nil
+}
+
+// listen delivers notifications until ctx is done, reconnecting as needed.
+func (s *Store) listen(ctx context.Context, conn *pgx.Conn, topics []string, ch chan<- store.Notification) {
+	defer close(ch)
+	send := func(n store.Notification) bool {
+		select {
+		case ch <- n:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	backoff := listenMinBackoff
+	for {
+		for conn != nil {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+				conn.Close(closeCtx)
+				cancel()
+				conn = nil
+				if ctx.Err() != nil {
+					return
+				}
+				slog.Default().Warn("store notifications interrupted; reconnecting", "error", err)
+				break
+			}
+			backoff = listenMinBackoff
+			if !send(store.Notification{Topic: n.Channel, Payload: n.Payload}) {
+				return
+			}
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, listenMaxBackoff)
+		c, err := s.listenConn(ctx, topics)
+		if err != nil {
+			continue
+		}
+		conn = c
+		if !send(store.Notification{Resync: true}) {
+			conn.Close(context.WithoutCancel(ctx))
+			return
+		}
+	}
+}

@@ -1,0 +1,284 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// leaseFree is true of a row no worker holds: never leased, released, or
+// expired by the database's clock, the only clock all agents share.
+const leaseFree = `(lease_expires_at IS NULL OR lease_expires_at <= now())`
+
+// claimUrgent picks resources due regardless of schedule: a deletion, a
+// manual request, or a new generation whose retry time (if any) has come.
+// The first three disjuncts repeat resources_urgent_idx's predicate so that
+// the scan walks that small partial index in id order.
+const claimUrgent = `SELECT id, phase FROM resources
+	WHERE (generation > observed_generation OR deletion_requested_at IS NOT NULL OR reconcile_requested_at IS NOT NULL)
+	  AND (reconcile_requested_at IS NOT NULL OR next_reconcile_at IS NULL OR next_reconcile_at <= now())
+	  AND ` + leaseFree + `
+	ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`
+
+// claimScheduled picks resources whose retry or drift check has come,
+// earliest first.
+const claimScheduled = `SELECT id, phase FROM resources
+	WHERE next_reconcile_at <= now() AND ` + leaseFree + `
+	ORDER BY next_reconcile_at LIMIT $3 FOR UPDATE SKIP LOCKED`
+
+// claimSQL leases the rows picked by one of the queries above. The picked
+// CTE's phase is read before the update, so it is the prior phase.
+func claimSQL(pick string) string {
+	return `WITH picked AS (` + pick + `)
+UPDATE resources r SET lease_owner = $1, lease_token = r.lease_token + 1,
+	lease_expires_at = now() + $2 * interval '1 millisecond',
+	phase = CASE WHEN r.deletion_requested_at IS NOT NULL THEN 'deleting' ELSE 'reconciling' END
+FROM picked WHERE r.id = picked.id
+RETURNING ` + prefixed("r.", resourceCols) + `, picked.phase,
+	coalesce((SELECT t.drift_interval_ms FROM resource_types t WHERE t.name = r.kind AND t.version = r.type_version), 0)`
+}
+
+// ClaimResources leases up to p.Limit due resources to p.Owner: urgent ones
+// first, then scheduled ones. Each query is one statement, so its locks and
+// leases commit together and no transaction is held open.
+func (s *Store) ClaimResources(ctx context.Context, p store.ClaimParams) ([]*store.Claim, error) {
+	if p.Owner == "" || p.Limit <= 0 || p.Duration <= 0 {
+		return nil, invalid("claim resources: owner, a positive limit and a positive duration are required")
+	}
+	var out []*store.Claim
+	for _, pick := range []string{claimUrgent, claimScheduled} {
+		left := p.Limit - len(out)
+		if left == 0 {
+			break
+		}
+		rows, err := s.q.Query(ctx, claimSQL(pick), p.Owner, millis(p.Duration), left)
+		if err != nil {
+			return nil, mapErr(err, "claim resources")
+		}
+		claims, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Claim, error) {
+			var (
+				prior string
+				drift int64
+			)
+			r, err := scanResource(row, &prior, &drift)
+			if err != nil {
+				return nil, err
+			}
+			return &store.Claim{
+				Resource:      r,
+				Lease:         store.Lease{Owner: p.Owner, Token: r.LeaseToken},
+				PriorPhase:    manifest.Phase(prior),
+				DriftInterval: fromMillis(drift),
+			}, nil
+		})
+		if err != nil {
+			return nil, mapErr(err, "claim resources")
+		}
+		out = append(out, claims...)
+	}
+	return out, nil
+}
+
+// leaseLost tells, after a fenced write matched no row, whether the row is
+// gone or its lease moved on.
+func (s *Store) leaseLost(ctx context.Context, c *store.Claim, what string) error {
+	var token int64
+	err := s.q.QueryRow(ctx, `SELECT lease_token FROM resources WHERE id = $1`, c.ID).Scan(&token)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s resource %d: %w", what, c.ID, store.ErrNotFound)
+	}
+	if err != nil {
+		return mapErr(err, fmt.Sprintf("%s resource %d", what, c.ID))
+	}
+	return fmt.Errorf("%s resource %d: lease %d of %s is no longer current: %w",
+		what, c.ID, c.Lease.Token, c.Lease.Owner, store.ErrLeaseLost)
+}
+
+// Heartbeat extends the lease and writes the progress, fenced by the token.
+func (s *Store) Heartbeat(ctx context.Context, c *store.Claim, d time.Duration, p *store.Progress) error {
+	if d <= 0 {
+		return invalid("heartbeat: duration must be positive")
+	}
+	var (
+		tag interface{ RowsAffected() int64 }
+		err error
+	)
+	if p == nil {
+		tag, err = s.q.Exec(ctx, `UPDATE resources SET lease_expires_at = now() + $4 * interval '1 millisecond'
+			WHERE id = $1 AND lease_owner = $2 AND lease_token = $3`, c.ID, c.Lease.Owner, c.Lease.Token, millis(d))
+	} else {
+		conds, cerr := jsonValue(p.Conditions, len(p.Conditions) == 0, "[]")
+		if cerr != nil {
+			return cerr
+		}
+		tag, err = s.q.Exec(ctx, `UPDATE resources SET lease_expires_at = now() + $4 * interval '1 millisecond',
+				status_message = $5, conditions = $6, updated_at = now()
+			WHERE id = $1 AND lease_owner = $2 AND lease_token = $3`,
+			c.ID, c.Lease.Owner, c.Lease.Token, millis(d), p.Message, conds)
+	}
+	if err != nil {
+		return mapErr(err, fmt.Sprintf("heartbeat resource %d", c.ID))
+	}
+	if tag.RowsAffected() == 0 {
+		return s.leaseLost(ctx, c, "heartbeat")
+	}
+	return nil
+}
+
+// CompleteReconcile writes the outcome of a claim; see store.Store.
+func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done store.Completion) (*store.Resource, error) {
+	u := done.Status
+	if !u.Phase.Valid() {
+		return nil, invalid("complete reconcile of resource %d: unknown phase %q", c.ID, u.Phase)
+	}
+	if u.ObservedGeneration < 0 || u.RetryCount < 0 || done.RequeueAfter < 0 {
+		return nil, invalid("complete reconcile of resource %d: negative observed generation, retry count or requeue", c.ID)
+	}
+	conds, err := jsonValue(u.Conditions, len(u.Conditions) == 0, "[]")
+	if err != nil {
+		return nil, err
+	}
+	claimedDeletion := c.DeletionRequestedAt != nil
+	var out *store.Resource
+	err = s.withTx(ctx, func(s *Store) error {
+		deleted := false
+		if done.Delete {
+			// Only the destruction that was claimed removes the row: a
+			// resource brought back meanwhile has a new generation and no
+			// deletion request.
+			tag, err := s.q.Exec(ctx, `DELETE FROM resources WHERE id = $1 AND lease_owner = $2 AND lease_token = $3
+				AND generation = $4 AND deletion_requested_at IS NOT NULL`, c.ID, c.Lease.Owner, c.Lease.Token, c.Generation)
+			if err != nil {
+				return err
+			}
+			deleted = tag.RowsAffected() == 1
+		}
+		if !deleted {
+			var next any
+			if done.Requeue {
+				next = millis(done.RequeueAfter)
+			}
+			r, err := scanResource(s.q.QueryRow(ctx, `UPDATE resources SET
+					phase = CASE WHEN deletion_requested_at IS NOT NULL AND NOT $6 THEN 'deleting'
+						WHEN deletion_requested_at IS NULL AND $6 THEN 'pending' ELSE $7 END,
+					status_message = $8, conditions = $9, observed_generation = $10, outputs = $11,
+					retry_count = CASE WHEN generation <> $4 THEN 0 ELSE $12 END,
+					last_reconcile_time = $13,
+					next_reconcile_at = CASE
+						WHEN generation <> $4 OR (deletion_requested_at IS NOT NULL) <> $6 THEN NULL
+						WHEN $14::bigint IS NULL THEN NULL
+						ELSE now() + $14::bigint * interval '1 millisecond' END,
+					reconcile_requested_at = CASE WHEN reconcile_requested_at IS NOT DISTINCT FROM $5 THEN NULL
+						ELSE reconcile_requested_at END,
+					waiting = $15, lease_owner = '', lease_expires_at = NULL, updated_at = now()
+				WHERE id = $1 AND lease_owner = $2 AND lease_token = $3
+				RETURNING `+resourceCols,
+				c.ID, c.Lease.Owner, c.Lease.Token, c.Generation, c.ReconcileRequestedAt, claimedDeletion,
+				string(u.Phase), u.Message, conds, u.ObservedGeneration, jsonDoc(u.Outputs),
+				u.RetryCount, u.LastReconcileTime, next, done.Waiting))
+			if errors.Is(err, pgx.ErrNoRows) {
+				return s.leaseLost(ctx, c, "complete reconcile of")
+			}
+			if err != nil {
+				return err
+			}
+			out = r
+		}
+		if done.Record != nil {
+			if _, err := s.AddReconcileRecord(ctx, done.Record); err != nil {
+				return err
+			}
+		}
+		return s.wakeWaiters(ctx, c, deleted, out)
+	})
+	if err != nil {
+		return nil, mapErr(err, fmt.Sprintf("complete reconcile of resource %d", c.ID))
+	}
+	return out, nil
+}
+
+// wakeWaiters makes due at once the resources that wait on c: after it was
+// destroyed, the dependencies it kept from being destroyed; after it became
+// Ready, the resources that depend on it. Agents are told so through
+// TopicResources.
+func (s *Store) wakeWaiters(ctx context.Context, c *store.Claim, deleted bool, now *store.Resource) error {
+	var (
+		tag interface{ RowsAffected() int64 }
+		err error
+	)
+	switch {
+	case deleted && len(c.DependsOn) > 0:
+		kinds, names := make([]string, len(c.DependsOn)), make([]string, len(c.DependsOn))
+		for i, d := range c.DependsOn {
+			kinds[i], names[i] = d.Kind, d.Name
+		}
+		tag, err = s.q.Exec(ctx, `UPDATE resources SET next_reconcile_at = now()
+			WHERE waiting AND next_reconcile_at > now()
+			  AND (kind, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, kinds, names)
+	case !deleted && now != nil && isReady(now):
+		ref, merr := json.Marshal([]manifest.ObjectRef{c.Ref()})
+		if merr != nil {
+			return merr
+		}
+		tag, err = s.q.Exec(ctx, `UPDATE resources SET next_reconcile_at = now()
+			WHERE depends_on @> $1::jsonb AND waiting AND next_reconcile_at > now()`, ref)
+	default:
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return nil
+	}
+	return s.Notify(ctx, store.TopicResources, c.Ref().String())
+}
+
+// isReady is what a dependent waits for: the current generation reconciled
+// and Ready.
+func isReady(r *store.Resource) bool {
+	ready := manifest.FindCondition(r.Conditions, manifest.ConditionReady)
+	return ready != nil && ready.Status == manifest.ConditionTrue &&
+		r.ObservedGeneration == r.Generation && r.DeletionRequestedAt == nil
+}
+
+// RequestReconcile records a manual request and notifies reconcilers.
+func (s *Store) RequestReconcile(ctx context.Context, id int64) (*store.Resource, error) {
+	var out *store.Resource
+	err := s.withTx(ctx, func(s *Store) error {
+		r, err := scanResource(s.q.QueryRow(ctx, `UPDATE resources SET reconcile_requested_at = now(), updated_at = now()
+			WHERE id = $1 RETURNING `+resourceCols, id))
+		if err != nil {
+			return err
+		}
+		out = r
+		return s.Notify(ctx, store.TopicResources, r.Ref().String())
+	})
+	if err != nil {
+		return nil, mapErr(err, fmt.Sprintf("request reconcile of resource %d", id))
+	}
+	return out, nil
+}
+
+// NextDue returns the time until the earliest scheduled reconcile or lease
+// expiry that lies in the future.
+func (s *Store) NextDue(ctx context.Context) (time.Duration, bool, error) {
+	var ms *float64
+	err := s.q.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM least(
+			(SELECT min(next_reconcile_at) FROM resources WHERE next_reconcile_at > now()),
+			(SELECT min(lease_expires_at) FROM resources WHERE lease_expires_at > now())) - now()) * 1000`).Scan(&ms)
+	if err != nil {
+		return 0, false, mapErr(err, "next due reconcile")
+	}
+	if ms == nil {
+		return 0, false, nil
+	}
+	return time.Duration(*ms * float64(time.Millisecond)), true, nil
+}
