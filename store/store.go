@@ -169,7 +169,9 @@ func (d ResourceDigest) Ref() manifest.ObjectRef {
 	return manifest.ObjectRef{Kind: d.Kind, Name: d.Name}
 }
 
-// Topics of Notify.
+// Topics of Notify. Writes that make resources due (creations, new
+// generations, deletion and reconcile requests, and waking waiters) notify
+// TopicResources themselves, in their transaction.
 const (
 	// TopicResources announces that resources changed and may be due.
 	TopicResources = "no8s_resources"
@@ -266,10 +268,15 @@ type Completion struct {
 	// changed while it was claimed, in which case it is due at once.
 	Requeue      bool
 	RequeueAfter time.Duration
-	// Waiting marks a resource that waits on other resources (dependencies to
-	// become Ready, dependents to be destroyed). Completing such a resource
-	// makes its waiters due at once.
-	Waiting bool
+	// Waiting marks a resource that waits on other resources: WaitForReady
+	// to be Ready (reconciled at their current generation), WaitForGone to
+	// be destroyed; the worker lists those not there yet. When one of them
+	// becomes Ready or is destroyed, the waiting resource is due at once,
+	// also when that happened after the worker looked and before the
+	// completion was written.
+	Waiting      bool
+	WaitForReady []manifest.ObjectRef
+	WaitForGone  []manifest.ObjectRef
 	// Delete removes the row: the destroy succeeded or was skipped. A
 	// resource brought back while it was being destroyed is kept and due again.
 	Delete bool

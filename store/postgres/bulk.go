@@ -137,8 +137,11 @@ ON CONFLICT (kind, name) DO UPDATE SET
 	deletion_requested_at = NULL,
 	-- A new generation is due at once, whatever retry or drift schedule the
 	-- previous one had, and its retries start from the first backoff step.
+	-- A resource waiting on others looks again when its dependsOn may have changed.
 	next_reconcile_at = CASE WHEN resources.spec_hash <> EXCLUDED.spec_hash OR resources.action <> EXCLUDED.action
-		OR resources.deletion_requested_at IS NOT NULL THEN NULL ELSE resources.next_reconcile_at END,
+		OR resources.deletion_requested_at IS NOT NULL THEN NULL
+		WHEN resources.waiting AND resources.meta_hash <> EXCLUDED.meta_hash THEN now()
+		ELSE resources.next_reconcile_at END,
 	retry_count = CASE WHEN resources.spec_hash <> EXCLUDED.spec_hash OR resources.action <> EXCLUDED.action
 		OR resources.deletion_requested_at IS NOT NULL THEN 0 ELSE resources.retry_count END,
 	updated_at = now()
@@ -177,6 +180,11 @@ RETURNING id, kind, name, generation`, input, src.Name, string(src.Revision))
 				return &store.OwnerConflictError{What: r.Ref().String(), Owner: owners[r.Ref()]}
 			}
 		}
+		for _, a := range applied {
+			if a.Outcome != store.Unchanged {
+				return s.Notify(ctx, store.TopicResources, src.Name)
+			}
+		}
 		return nil
 	})
 	var oc *store.OwnerConflictError
@@ -199,11 +207,17 @@ func (s *Store) RequestDeletions(ctx context.Context, ids []int64) error {
 		return nil
 	}
 	// A first request is due at once; repeating it keeps the destroy's retry schedule.
-	_, err := s.q.Exec(ctx, `UPDATE resources SET
+	err := s.withTx(ctx, func(s *Store) error {
+		tag, err := s.q.Exec(ctx, `UPDATE resources SET
 		next_reconcile_at = CASE WHEN deletion_requested_at IS NULL THEN NULL ELSE next_reconcile_at END,
 		retry_count = CASE WHEN deletion_requested_at IS NULL THEN 0 ELSE retry_count END,
 		deletion_requested_at = COALESCE(deletion_requested_at, now()),
 		phase = 'deleting', updated_at = now() WHERE id = ANY($1)`, ids)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		return s.Notify(ctx, store.TopicResources, "")
+	})
 	return mapErr(err, "request deletion of resources")
 }
 

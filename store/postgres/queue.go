@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
@@ -147,7 +148,7 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 	}
 	claimedDeletion := c.DeletionRequestedAt != nil
 	var out *store.Resource
-	err = s.withTx(ctx, func(s *Store) error {
+	err = s.retryDeadlock(ctx, func(s *Store) error {
 		deleted := false
 		if done.Delete {
 			// Only the destruction that was claimed removes the row: a
@@ -161,9 +162,21 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 			deleted = tag.RowsAffected() == 1
 		}
 		if !deleted {
-			var next any
+			var (
+				next    any
+				wakeNow bool
+			)
 			if done.Requeue {
 				next = millis(done.RequeueAfter)
+			}
+			if done.Waiting {
+				over, err := s.waitIsOver(ctx, done.WaitForReady, done.WaitForGone)
+				if err != nil {
+					return err
+				}
+				if over {
+					next, wakeNow = int64(0), true
+				}
 			}
 			r, err := scanResource(s.q.QueryRow(ctx, `UPDATE resources SET
 					phase = CASE WHEN deletion_requested_at IS NOT NULL AND NOT $6 THEN 'deleting'
@@ -190,6 +203,12 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 				return err
 			}
 			out = r
+			if wakeNow || stillDue(r) {
+				// It changed while claimed; any agent may take it now.
+				if err := s.Notify(ctx, store.TopicResources, r.Ref().String()); err != nil {
+					return err
+				}
+			}
 		}
 		if done.Record != nil {
 			if _, err := s.AddReconcileRecord(ctx, done.Record); err != nil {
@@ -202,6 +221,20 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 		return nil, mapErr(err, fmt.Sprintf("complete reconcile of resource %d", c.ID))
 	}
 	return out, nil
+}
+
+// retryDeadlock is withTx that runs fn again, up to three times, when
+// PostgreSQL aborted it to break a deadlock: completions lock rows other
+// than their own (awaited resources, waiters), so two of them can meet in
+// the wrong order. Inside an outer transaction it cannot retry.
+func (s *Store) retryDeadlock(ctx context.Context, fn func(s *Store) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.withTx(ctx, fn)
+		var pgErr *pgconn.PgError
+		if s.tx != nil || attempt == 3 || !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+			return err
+		}
+	}
 }
 
 // wakeWaiters makes due at once the resources that wait on c: after it was
@@ -239,6 +272,54 @@ func (s *Store) wakeWaiters(ctx context.Context, c *store.Claim, deleted bool, n
 		return nil
 	}
 	return s.Notify(ctx, store.TopicResources, c.Ref().String())
+}
+
+// waitIsOver tells whether any of the resources a waiter waits on got where
+// it needs them since the worker looked. It share-locks them before the waiter's own row is written:
+// a resource completing at the same moment either committed before (and is
+// seen here) or waits for this transaction and then wakes the waiter. Both
+// kinds of transaction lock the awaited row first, so they cannot deadlock.
+func (s *Store) waitIsOver(ctx context.Context, ready, gone []manifest.ObjectRef) (bool, error) {
+	refs := append(append([]manifest.ObjectRef(nil), ready...), gone...)
+	if len(refs) == 0 {
+		return false, nil
+	}
+	kinds, names := make([]string, len(refs)), make([]string, len(refs))
+	for i, r := range refs {
+		kinds[i], names[i] = r.Kind, r.Name
+	}
+	rows, err := s.q.Query(ctx, `SELECT `+resourceCols+` FROM resources
+		WHERE (kind, name) IN (SELECT * FROM unnest($1::text[], $2::text[])) ORDER BY id FOR SHARE`, kinds, names)
+	if err != nil {
+		return false, err
+	}
+	found, err := collectResources(rows)
+	if err != nil {
+		return false, err
+	}
+	byRef := make(map[manifest.ObjectRef]*store.Resource, len(found))
+	for _, r := range found {
+		byRef[r.Ref()] = r
+	}
+	// Any one of them getting there is worth another look: that is when
+	// the waiter would have been woken.
+	for _, ref := range ready {
+		if r, ok := byRef[ref]; ok && isReady(r) {
+			return true, nil
+		}
+	}
+	for _, ref := range gone {
+		if _, ok := byRef[ref]; !ok {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// stillDue tells whether a resource just completed is due at once.
+func stillDue(r *store.Resource) bool {
+	return r.ReconcileRequestedAt != nil ||
+		(r.NextReconcileAt == nil && (r.Generation > r.ObservedGeneration || r.DeletionRequestedAt != nil))
 }
 
 // isReady is what a dependent waits for: the current generation reconciled

@@ -127,7 +127,13 @@ func (s *Store) CreateResource(ctx context.Context, r *manifest.Resource, src st
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.insertResource(ctx, r, src, d, false)
+	var out *store.Resource
+	err = s.withTx(ctx, func(s *Store) error {
+		if out, err = s.insertResource(ctx, r, src, d, false); err != nil {
+			return err
+		}
+		return s.Notify(ctx, store.TopicResources, r.Ref().String())
+	})
 	if err != nil {
 		return nil, mapErr(err, "create "+resourceWhat(r.Kind, r.Name))
 	}
@@ -169,8 +175,11 @@ func (s *Store) ApplyResource(ctx context.Context, r *manifest.Resource, src sto
 				if errors.Is(err, pgx.ErrNoRows) {
 					continue
 				}
+				if err != nil {
+					return err
+				}
 				outcome = store.Created
-				return err
+				return s.Notify(ctx, store.TopicResources, r.Ref().String())
 			}
 			if err != nil {
 				return err
@@ -192,7 +201,9 @@ func (s *Store) ApplyResource(ctx context.Context, r *manifest.Resource, src sto
 					phase = CASE WHEN $15 THEN 'pending' ELSE phase END,
 					deletion_requested_at = CASE WHEN $15 THEN NULL ELSE deletion_requested_at END,
 					-- A new generation is due at once and its retries start afresh.
-					next_reconcile_at = CASE WHEN $14 THEN NULL ELSE next_reconcile_at END,
+					-- A resource waiting on others looks again when its dependsOn may have changed.
+					next_reconcile_at = CASE WHEN $14 THEN NULL
+						WHEN waiting AND meta_hash <> $16 THEN now() ELSE next_reconcile_at END,
 					retry_count = CASE WHEN $14 THEN 0 ELSE retry_count END,
 					meta_hash = $16, updated_at = now()
 				WHERE id = $1
@@ -200,7 +211,10 @@ func (s *Store) ApplyResource(ctx context.Context, r *manifest.Resource, src sto
 				id, r.Group, r.Version, d.labels, d.annotations, jsonDoc(r.Spec), r.SpecHash,
 				r.Action, d.deps, r.Origin.Document, r.Origin.Line, d.path, string(src.Revision),
 				bump, deleting, r.MetaHash()))
-			return err
+			if err != nil || !bump {
+				return err
+			}
+			return s.Notify(ctx, store.TopicResources, r.Ref().String())
 		}
 		return fmt.Errorf("%s kept appearing and disappearing; gave up", what)
 	})
@@ -334,12 +348,20 @@ func (s *Store) SetResourceStatus(ctx context.Context, id int64, u store.StatusU
 // RequestDeletion marks the resource for destruction: phase deleting, and
 // the time of the first request kept.
 func (s *Store) RequestDeletion(ctx context.Context, id int64) (*store.Resource, error) {
-	r, err := scanResource(s.q.QueryRow(ctx, `UPDATE resources SET
-			next_reconcile_at = CASE WHEN deletion_requested_at IS NULL THEN NULL ELSE next_reconcile_at END,
-			retry_count = CASE WHEN deletion_requested_at IS NULL THEN 0 ELSE retry_count END,
-			phase = 'deleting', deletion_requested_at = coalesce(deletion_requested_at, now()), updated_at = now()
-		WHERE id = $1
-		RETURNING `+resourceCols, id))
+	var r *store.Resource
+	err := s.withTx(ctx, func(s *Store) error {
+		var err error
+		r, err = scanResource(s.q.QueryRow(ctx, `UPDATE resources SET
+				next_reconcile_at = CASE WHEN deletion_requested_at IS NULL THEN NULL ELSE next_reconcile_at END,
+				retry_count = CASE WHEN deletion_requested_at IS NULL THEN 0 ELSE retry_count END,
+				phase = 'deleting', deletion_requested_at = coalesce(deletion_requested_at, now()), updated_at = now()
+			WHERE id = $1
+			RETURNING `+resourceCols, id))
+		if err != nil {
+			return err
+		}
+		return s.Notify(ctx, store.TopicResources, r.Ref().String())
+	})
 	if err != nil {
 		return nil, mapErr(err, fmt.Sprintf("request deletion of resource %d", id))
 	}

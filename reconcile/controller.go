@@ -1,0 +1,254 @@
+// Package reconcile is the controller that makes the world match the stored
+// desired state. It claims due resources from the store's work queue with a
+// lease, runs their action (Apply, Destroy, or Plan for drift checks), and
+// writes the outcome: status, conditions, outputs and one history record per
+// attempt.
+//
+// The queue lives in the store, so several agents on one database share the
+// work: a resource is leased to one worker at a time, a worker extends its
+// lease while its action runs, and a worker that loses its lease has its
+// action cancelled and its result discarded. The controller sleeps until the
+// store notifies it of a change, its earliest scheduled retry or drift check
+// comes, or a fallback poll; a commit is reconciled as soon as it is synced.
+package reconcile
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	gosync "sync"
+	"time"
+
+	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultWorkers           = 8
+	DefaultLeaseDuration     = 30 * time.Second
+	DefaultBackoffInitial    = time.Minute
+	DefaultBackoffMax        = 1024 * time.Minute
+	DefaultDependencyRecheck = 30 * time.Second
+)
+
+// NoopInstance is the action instance of resources that name none.
+const NoopInstance = "noop"
+
+// Actions resolves action instances by name.
+type Actions interface {
+	Get(name string) (action.Instance, bool)
+	Names() []string
+}
+
+// Options tune a Controller. Zero values take the defaults.
+type Options struct {
+	// AgentID identifies this agent as lease owner and in history records;
+	// default: host name, process id and a random suffix.
+	AgentID string
+	// Workers is how many resources are reconciled at once.
+	Workers int
+	// LeaseDuration is how long a claim holds without a heartbeat. A crashed
+	// agent's resources are taken over after it; heartbeats come three times
+	// per duration.
+	LeaseDuration time.Duration
+	// BackoffInitial and BackoffMax bound the retry delay of failures:
+	// initial x 2^(n-1) after the n-th consecutive failure, ±10%, capped.
+	BackoffInitial, BackoffMax time.Duration
+	// DependencyRecheck is how often a resource waiting on others looks
+	// again, in case it missed the wake-up of the one it waits on.
+	DependencyRecheck time.Duration
+	// PollInterval is the longest the controller sleeps without looking at
+	// the queue; default the lease duration, so that the leases of a crashed
+	// agent are taken over promptly even when notifications are lost.
+	PollInterval time.Duration
+	// Logger receives the controller's logs; default slog.Default().
+	Logger *slog.Logger
+	// OnAttempt, when set, is called with every history record written.
+	OnAttempt func(rec *store.ReconcileRecord)
+}
+
+func (o *Options) setDefaults() {
+	if o.AgentID == "" {
+		o.AgentID = newAgentID()
+	}
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = DefaultLeaseDuration
+	}
+	if o.BackoffInitial <= 0 {
+		o.BackoffInitial = DefaultBackoffInitial
+	}
+	if o.BackoffMax <= 0 {
+		o.BackoffMax = DefaultBackoffMax
+	}
+	if o.BackoffMax < o.BackoffInitial {
+		o.BackoffMax = o.BackoffInitial
+	}
+	if o.DependencyRecheck <= 0 {
+		o.DependencyRecheck = DefaultDependencyRecheck
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = o.LeaseDuration
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// newAgentID returns host-pid-random: readable in the dashboard, unique
+// across restarts on one host.
+func newAgentID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "agent"
+	}
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// Controller reconciles resources from a store's work queue.
+type Controller struct {
+	store   store.Store
+	actions Actions
+	opts    Options
+	log     *slog.Logger
+	wake    chan struct{}
+}
+
+// New returns a controller over st that runs the instances of actions.
+func New(st store.Store, actions Actions, opts Options) *Controller {
+	opts.setDefaults()
+	return &Controller{
+		store:   st,
+		actions: actions,
+		opts:    opts,
+		log:     opts.Logger.With("agent", opts.AgentID),
+		wake:    make(chan struct{}, 1),
+	}
+}
+
+// AgentID returns the lease owner name of this controller.
+func (c *Controller) AgentID() string { return c.opts.AgentID }
+
+// Wake makes the controller look at the queue now. Notifications from the
+// store do the same; Wake is for in-process callers.
+func (c *Controller) Wake() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run reconciles until ctx is done. Then it cancels the running actions,
+// hands their resources back to the queue, and returns once every worker has
+// stopped. It returns nil after a cancellation; other errors do not stop it,
+// they are logged and retried.
+func (c *Controller) Run(ctx context.Context) error {
+	notes, err := c.store.Listen(ctx, store.TopicResources)
+	if err != nil {
+		// Polling still finds the work, only later.
+		c.log.Warn("no store notifications; falling back to polling", "every", c.opts.PollInterval, "error", err)
+	}
+	var (
+		workers gosync.WaitGroup
+		// done carries each finished worker's requested requeue delay; it
+		// has room for every worker, so a worker never blocks on it.
+		done    = make(chan time.Duration, c.opts.Workers)
+		busy    int
+		drained bool // the last claim found less than it asked for
+		nextAt  time.Time
+		timer   = time.NewTimer(0)
+		errWait = 100 * time.Millisecond
+	)
+	defer timer.Stop()
+	// Claim in batches: once drained or when a quarter of the workers are free.
+	batch := max(1, c.opts.Workers/4)
+	for ctx.Err() == nil {
+		free := c.opts.Workers - busy
+		if !drained && (free >= batch || (free > 0 && busy == 0)) {
+			claims, err := c.store.ClaimResources(ctx, store.ClaimParams{
+				Owner: c.opts.AgentID, Limit: free, Duration: c.opts.LeaseDuration,
+			})
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				c.log.Error("claiming due resources failed; retrying", "in", errWait, "error", err)
+				nextAt = time.Now().Add(errWait)
+				errWait = min(2*errWait, c.opts.PollInterval)
+				drained = true
+			} else {
+				errWait = 100 * time.Millisecond
+				for _, cl := range claims {
+					busy++
+					workers.Add(1)
+					go func() {
+						defer workers.Done()
+						done <- c.work(ctx, cl)
+					}()
+				}
+				if len(claims) < free {
+					drained = true
+					nextAt = c.nextDue(ctx)
+				}
+				continue
+			}
+		}
+		wait := time.Until(nextAt)
+		if !drained || wait > c.opts.PollInterval {
+			wait = c.opts.PollInterval
+		}
+		timer.Reset(max(wait, 0))
+		select {
+		case <-ctx.Done():
+		case d := <-done:
+			busy--
+			if d > 0 {
+				if at := time.Now().Add(d); nextAt.IsZero() || at.Before(nextAt) {
+					nextAt = at
+				}
+			}
+		case n, ok := <-notes:
+			if !ok {
+				notes = nil
+			}
+			if n.Resync {
+				c.log.Info("store notifications resumed; looking at the queue")
+			}
+			drained = false
+		case <-c.wake:
+			drained = false
+		case <-timer.C:
+			drained = false
+		}
+		// Since Go 1.23 a stopped or reset timer never delivers a stale tick.
+		timer.Stop()
+	}
+	workers.Wait()
+	return nil
+}
+
+// nextDue asks the store when the next scheduled work comes; without any,
+// the poll interval from now.
+func (c *Controller) nextDue(ctx context.Context) time.Time {
+	now := time.Now()
+	d, ok, err := c.store.NextDue(ctx)
+	if err != nil || !ok || d > c.opts.PollInterval {
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("reading the next due time failed", "error", err)
+		}
+		return now.Add(c.opts.PollInterval)
+	}
+	return now.Add(d)
+}
+
+// errLeaseLost is the cancellation cause of an action whose lease is gone.
+var errLeaseLost = errors.New("lease lost")
