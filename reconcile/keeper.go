@@ -68,6 +68,8 @@ func (k *keeper) run(ctx context.Context) {
 	// the store's clock started the new lease, and ends early, so the action
 	// is cancelled while the lease surely still holds.
 	deadline := time.Now().Add(k.d * 5 / 6)
+	expiry := time.NewTimer(time.Until(deadline))
+	defer expiry.Stop()
 	var lastProgress time.Time
 	var throttle <-chan time.Time
 	for {
@@ -76,6 +78,10 @@ func (k *keeper) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-k.quit:
+			return
+		case <-expiry.C:
+			k.log.Error("lease could not be renewed in time; cancelling the action")
+			k.cancel(errLeaseLost)
 			return
 		case <-beat.C:
 			send = true
@@ -101,6 +107,7 @@ func (k *keeper) run(ctx context.Context) {
 		switch {
 		case err == nil:
 			deadline = sent.Add(k.d * 5 / 6)
+			expiry.Reset(time.Until(deadline))
 		case errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound):
 			k.cancel(errLeaseLost)
 			return
@@ -111,11 +118,6 @@ func (k *keeper) run(ctx context.Context) {
 				k.markDirty()
 			}
 			k.log.Warn("lease heartbeat failed", "error", err, "lease valid for", time.Until(deadline).Round(time.Millisecond))
-		}
-		if time.Now().After(deadline) {
-			k.log.Error("lease could not be renewed in time; cancelling the action")
-			k.cancel(errLeaseLost)
-			return
 		}
 	}
 }
