@@ -1,0 +1,32 @@
+// Package builtin assembles the action plugins compiled into the agent. It
+// is separate from package action because the plugins import action: the
+// registry cannot import them itself.
+package builtin
+
+import (
+	"fmt"
+
+	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/action/exec"
+	httpaction "github.com/no8s/no8s-agent/action/http"
+)
+
+// Registry returns a registry holding the plugins compiled into the agent:
+// noop, exec and http.
+func Registry() *action.Registry {
+	r := action.NewRegistry()
+	for _, p := range []struct {
+		name    string
+		factory action.Factory
+	}{
+		{exec.Plugin, exec.New},
+		{httpaction.Plugin, httpaction.New},
+	} {
+		if err := r.Register(p.name, p.factory); err != nil {
+			// Only two built-in plugins sharing a name can cause this: a bug
+			// that every test run catches.
+			panic(fmt.Sprintf("builtin: %v", err))
+		}
+	}
+	return r
+}
