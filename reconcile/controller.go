@@ -169,8 +169,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		errWait = 100 * time.Millisecond
 	)
 	defer timer.Stop()
-	// Claim in batches: once drained or when a quarter of the workers are free.
-	batch := max(1, c.opts.Workers/4)
+	// Claim in batches, when half the workers are free (or all are idle):
+	// one claim serves several resources.
+	batch := max(1, c.opts.Workers/2)
 	for ctx.Err() == nil {
 		free := c.opts.Workers - busy
 		if !drained && (free >= batch || (free > 0 && busy == 0)) {
@@ -239,8 +240,10 @@ func (c *Controller) Run(ctx context.Context) error {
 // nextDue asks the store when the next scheduled work comes; without any,
 // the poll interval from now.
 func (c *Controller) nextDue(ctx context.Context) time.Time {
-	now := time.Now()
 	d, ok, err := c.store.NextDue(ctx)
+	// The store measured from before it answered: counting from now errs
+	// late, never early.
+	now := time.Now()
 	if err != nil || !ok || d > c.opts.PollInterval {
 		if err != nil && ctx.Err() == nil {
 			c.log.Warn("reading the next due time failed", "error", err)

@@ -414,7 +414,7 @@ func TestDriftChecks(t *testing.T) {
 		}
 	}}
 	blind := &scripted{}
-	start(t, st, actionSet{"observer": observer, "blind": blind}, options("agent-a"))
+	start(t, st, actionSet{"observer": observer, "blind": blind}, options("agent-drift"))
 	o := apply(t, st, widget("o", `{}`, "observer"))
 	b := apply(t, st, widget("b", `{}`, "blind"))
 

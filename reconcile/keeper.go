@@ -21,6 +21,9 @@ const progressEvery = time.Second
 // the lease is gone or when no heartbeat succeeded for most of a lease
 // duration, so that the action stops before another worker may take over.
 // It is the action's Reporter.
+//
+// Progress is written at most once a second, the first time a second after
+// the action started.
 type keeper struct {
 	st     store.Store
 	cl     *store.Claim
@@ -70,7 +73,9 @@ func (k *keeper) run(ctx context.Context) {
 	deadline := time.Now().Add(k.d * 5 / 6)
 	expiry := time.NewTimer(time.Until(deadline))
 	defer expiry.Stop()
-	var lastProgress time.Time
+	// Progress is first written a second in: an action that is done by then
+	// costs no write beyond its completion.
+	lastProgress := time.Now()
 	var throttle <-chan time.Time
 	for {
 		send := false

@@ -481,8 +481,9 @@ type Store interface {
 	// RequestReconcile asks for a reconcile of the resource as soon as a
 	// worker is free, even when nothing changed, and notifies TopicResources.
 	RequestReconcile(ctx context.Context, id int64) (*Resource, error)
-	// NextDue returns how long until the earliest scheduled reconcile or
-	// lease expiry, measured by the store's clock; false when none exists.
+	// NextDue returns how long until the earliest scheduled reconcile of a
+	// resource no one holds, or the earliest lease expiry, measured by the
+	// store's clock; zero when one is due already, false when none exists.
 	// Reconcilers sleep until then unless notified earlier.
 	NextDue(ctx context.Context) (time.Duration, bool, error)
 	// Listen subscribes to topics and delivers their notifications, from

@@ -5,13 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	gosync "sync"
 
+	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/action/builtin"
 	"github.com/no8s/no8s-agent/config"
+	"github.com/no8s/no8s-agent/reconcile"
 	"github.com/no8s/no8s-agent/sync"
 )
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("run", "run [--config FILE] [flags]\n\nRuns the agent: fetches every source, syncs it into the database, and keeps it in sync\nuntil SIGINT or SIGTERM. Flags override the configuration file.", stderr)
+	fs := newFlags("run", "run [--config FILE] [flags]\n\nRuns the agent: fetches every source, syncs it into the database, reconciles every\nresource through its action, and keeps at it until SIGINT or SIGTERM. Flags override the configuration file.", stderr)
 	configPath := fs.String("config", "", "agent configuration file (YAML)")
 	var flags config.Flags
 	var sources repeated
@@ -39,6 +45,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 
+	instances, err := actionInstances(cfg, log)
+	if err != nil {
+		return fail(stderr, "run", err)
+	}
 	var jobs []sync.Job
 	for _, s := range cfg.Sources {
 		src, err := newSource(s, *cacheDir, log)
@@ -55,9 +65,37 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := st.Migrate(ctx); err != nil {
 		return fail(stderr, "run", err)
 	}
+	controller := reconcile.New(st, instances, reconcile.Options{
+		Workers:        cfg.Reconcile.Workers,
+		LeaseDuration:  cfg.Reconcile.LeaseDuration.Duration,
+		BackoffInitial: cfg.Reconcile.Backoff.Initial.Duration,
+		BackoffMax:     cfg.Reconcile.Backoff.Max.Duration,
+		Logger:         log,
+	})
 	runner := sync.NewRunner(sync.New(st, log), jobs, log)
-	log.Info("agent started", "sources", len(jobs), "version", versionString())
-	runner.Run(ctx)
+	log.Info("agent started", "agent", controller.AgentID(), "sources", len(jobs), "actions", instances.Names(),
+		"workers", cfg.Reconcile.Workers, "version", versionString())
+	// Sync and reconcile run side by side and stop together: on SIGINT or
+	// SIGTERM the controller cancels its running actions and hands their
+	// resources back before run returns.
+	var wg gosync.WaitGroup
+	wg.Go(func() { runner.Run(ctx) })
+	wg.Go(func() {
+		if err := controller.Run(ctx); err != nil {
+			log.Error("reconciler stopped", "error", err)
+		}
+	})
+	wg.Wait()
 	log.Info("agent stopped")
 	return exitOK
+}
+
+// actionInstances builds the configured action instances with the plugins
+// compiled into the agent.
+func actionInstances(cfg *config.Config, log *slog.Logger) (*action.Instances, error) {
+	specs := make(map[string]action.Spec, len(cfg.Actions))
+	for name, a := range cfg.Actions {
+		specs[name] = action.Spec{Plugin: a.Plugin, Config: a.Config}
+	}
+	return builtin.Registry().Build(specs, os.LookupEnv, log)
 }

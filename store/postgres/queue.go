@@ -133,6 +133,46 @@ func (s *Store) Heartbeat(ctx context.Context, c *store.Claim, d time.Duration, 
 	return nil
 }
 
+// completeSQL writes a claim's outcome in one statement: the status (fenced
+// by the lease) and the history record when there is one. One statement is
+// one round trip and its own transaction, which keeps the common completion
+// cheap. It also tells whether the resource became Ready ($16) and has
+// dependents, which must then be woken by a statement of their own: a
+// statement sees the rows as they were when it started, and a dependent
+// may have started waiting since.
+//
+// The status columns take the claim into account: a resource whose
+// generation, deletion request or manual request changed while it was
+// claimed keeps that change and is due at once.
+const completeSQL = `WITH upd AS (
+	UPDATE resources SET
+		phase = CASE WHEN deletion_requested_at IS NOT NULL AND NOT $6 THEN 'deleting'
+			WHEN deletion_requested_at IS NULL AND $6 THEN 'pending' ELSE $7 END,
+		status_message = $8, conditions = $9, observed_generation = $10, outputs = $11,
+		retry_count = CASE WHEN generation <> $4 THEN 0 ELSE $12 END,
+		last_reconcile_time = $13,
+		next_reconcile_at = CASE
+			WHEN generation <> $4 OR (deletion_requested_at IS NOT NULL) <> $6 THEN NULL
+			WHEN $14::bigint IS NULL THEN NULL
+			ELSE now() + $14::bigint * interval '1 millisecond' END,
+		reconcile_requested_at = CASE WHEN reconcile_requested_at IS NOT DISTINCT FROM $5 THEN NULL
+			ELSE reconcile_requested_at END,
+		waiting = $15, lease_owner = '', lease_expires_at = NULL, updated_at = now()
+	WHERE id = $1 AND lease_owner = $2 AND lease_token = $3
+	RETURNING *
+), hist AS (
+	INSERT INTO reconcile_history (resource_id, kind, name, generation, source_revision,
+		trigger, phase, success, error, created_count, updated_count, deleted_count, outputs, plan_output,
+		duration_ms, agent_id, started_at, finished_at)
+	SELECT $1, upd.kind, upd.name, $4, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31
+	FROM upd WHERE $17
+	RETURNING id
+)
+SELECT ` + resourceCols + `, $16 AND EXISTS (SELECT 1 FROM resources d
+	WHERE d.depends_on @> jsonb_build_array(jsonb_build_object('kind', upd.kind, 'name', upd.name))),
+	(SELECT count(*) FROM hist)
+FROM upd`
+
 // CompleteReconcile writes the outcome of a claim; see store.Store.
 func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done store.Completion) (*store.Resource, error) {
 	u := done.Status
@@ -146,28 +186,80 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 	if err != nil {
 		return nil, err
 	}
-	claimedDeletion := c.DeletionRequestedAt != nil
-	var out *store.Resource
-	err = s.retryDeadlock(ctx, func(s *Store) error {
-		deleted := false
-		if done.Delete {
-			// Only the destruction that was claimed removes the row: a
-			// resource brought back meanwhile has a new generation and no
-			// deletion request.
-			tag, err := s.q.Exec(ctx, `DELETE FROM resources WHERE id = $1 AND lease_owner = $2 AND lease_token = $3
-				AND generation = $4 AND deletion_requested_at IS NOT NULL`, c.ID, c.Lease.Owner, c.Lease.Token, c.Generation)
-			if err != nil {
-				return err
-			}
-			deleted = tag.RowsAffected() == 1
+	var next any
+	if done.Requeue {
+		next = millis(done.RequeueAfter)
+	}
+	// A completion that writes Ready for the claimed generation wakes the
+	// resources waiting for it.
+	readyCond := manifest.FindCondition(u.Conditions, manifest.ConditionReady)
+	nowReady := readyCond != nil && readyCond.Status == manifest.ConditionTrue && u.ObservedGeneration == c.Generation
+	rec := done.Record
+	if rec == nil {
+		rec = &store.ReconcileRecord{}
+	}
+	args := []any{c.ID, c.Lease.Owner, c.Lease.Token, c.Generation, c.ReconcileRequestedAt, c.DeletionRequestedAt != nil,
+		string(u.Phase), u.Message, conds, u.ObservedGeneration, jsonDoc(u.Outputs),
+		u.RetryCount, u.LastReconcileTime, next, done.Waiting, nowReady && !done.Delete, done.Record != nil,
+		string(rec.SourceRevision), string(rec.Trigger), rec.Phase, rec.Success, rec.Error,
+		rec.Created, rec.Updated, rec.Deleted, jsonDoc(rec.Outputs), rec.PlanOutput,
+		millis(rec.Duration), rec.AgentID, rec.StartedAt, rec.FinishedAt}
+	if done.Record != nil && (rec.StartedAt.IsZero() || rec.FinishedAt.IsZero()) {
+		return nil, invalid("complete reconcile of resource %d: the record needs its start and finish times", c.ID)
+	}
+
+	var (
+		out    *store.Resource
+		notify bool
+	)
+	write := func(s *Store) error {
+		var (
+			wake     bool
+			recorded int64
+		)
+		r, err := scanResource(s.q.QueryRow(ctx, completeSQL, args...), &wake, &recorded)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return s.leaseLost(ctx, c, "complete reconcile of")
 		}
-		if !deleted {
-			var (
-				next    any
-				wakeNow bool
-			)
-			if done.Requeue {
-				next = millis(done.RequeueAfter)
+		if err != nil {
+			return err
+		}
+		out = r
+		// It may have changed while claimed; then any agent may take it now.
+		notify = notify || stillDue(r)
+		if wake && isReady(r) {
+			woken, err := s.wakeDependents(ctx, r.Ref())
+			notify = notify || woken
+			return err
+		}
+		return nil
+	}
+	if !done.Delete && !done.Waiting {
+		err = write(s)
+	} else {
+		// Destroys and waits read and lock other rows first: a transaction.
+		err = s.retryDeadlock(ctx, func(s *Store) error {
+			notify = false
+			if done.Delete {
+				// Only the destruction that was claimed removes the row: a
+				// resource brought back meanwhile has a new generation and
+				// no deletion request.
+				tag, err := s.q.Exec(ctx, `DELETE FROM resources WHERE id = $1 AND lease_owner = $2 AND lease_token = $3
+					AND generation = $4 AND deletion_requested_at IS NOT NULL`, c.ID, c.Lease.Owner, c.Lease.Token, c.Generation)
+				if err != nil {
+					return err
+				}
+				if tag.RowsAffected() == 1 {
+					out = nil
+					if done.Record != nil {
+						if _, err := s.AddReconcileRecord(ctx, done.Record); err != nil {
+							return err
+						}
+					}
+					woken, err := s.wakeDependencies(ctx, c)
+					notify = woken
+					return err
+				}
 			}
 			if done.Waiting {
 				over, err := s.waitIsOver(ctx, done.WaitForReady, done.WaitForGone)
@@ -175,48 +267,16 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 					return err
 				}
 				if over {
-					next, wakeNow = int64(0), true
+					args[13], notify = int64(0), true
 				}
 			}
-			r, err := scanResource(s.q.QueryRow(ctx, `UPDATE resources SET
-					phase = CASE WHEN deletion_requested_at IS NOT NULL AND NOT $6 THEN 'deleting'
-						WHEN deletion_requested_at IS NULL AND $6 THEN 'pending' ELSE $7 END,
-					status_message = $8, conditions = $9, observed_generation = $10, outputs = $11,
-					retry_count = CASE WHEN generation <> $4 THEN 0 ELSE $12 END,
-					last_reconcile_time = $13,
-					next_reconcile_at = CASE
-						WHEN generation <> $4 OR (deletion_requested_at IS NOT NULL) <> $6 THEN NULL
-						WHEN $14::bigint IS NULL THEN NULL
-						ELSE now() + $14::bigint * interval '1 millisecond' END,
-					reconcile_requested_at = CASE WHEN reconcile_requested_at IS NOT DISTINCT FROM $5 THEN NULL
-						ELSE reconcile_requested_at END,
-					waiting = $15, lease_owner = '', lease_expires_at = NULL, updated_at = now()
-				WHERE id = $1 AND lease_owner = $2 AND lease_token = $3
-				RETURNING `+resourceCols,
-				c.ID, c.Lease.Owner, c.Lease.Token, c.Generation, c.ReconcileRequestedAt, claimedDeletion,
-				string(u.Phase), u.Message, conds, u.ObservedGeneration, jsonDoc(u.Outputs),
-				u.RetryCount, u.LastReconcileTime, next, done.Waiting))
-			if errors.Is(err, pgx.ErrNoRows) {
-				return s.leaseLost(ctx, c, "complete reconcile of")
-			}
-			if err != nil {
-				return err
-			}
-			out = r
-			if wakeNow || stillDue(r) {
-				// It changed while claimed; any agent may take it now.
-				if err := s.Notify(ctx, store.TopicResources, r.Ref().String()); err != nil {
-					return err
-				}
-			}
-		}
-		if done.Record != nil {
-			if _, err := s.AddReconcileRecord(ctx, done.Record); err != nil {
-				return err
-			}
-		}
-		return s.wakeWaiters(ctx, c, deleted, out)
-	})
+			return write(s)
+		})
+	}
+	if err == nil && notify {
+		ref := c.Ref().String()
+		err = s.Notify(ctx, store.TopicResources, ref)
+	}
 	if err != nil {
 		return nil, mapErr(err, fmt.Sprintf("complete reconcile of resource %d", c.ID))
 	}
@@ -237,41 +297,38 @@ func (s *Store) retryDeadlock(ctx context.Context, fn func(s *Store) error) erro
 	}
 }
 
-// wakeWaiters makes due at once the resources that wait on c: after it was
-// destroyed, the dependencies it kept from being destroyed; after it became
-// Ready, the resources that depend on it. Agents are told so through
-// TopicResources.
-func (s *Store) wakeWaiters(ctx context.Context, c *store.Claim, deleted bool, now *store.Resource) error {
-	var (
-		tag interface{ RowsAffected() int64 }
-		err error
-	)
-	switch {
-	case deleted && len(c.DependsOn) > 0:
-		kinds, names := make([]string, len(c.DependsOn)), make([]string, len(c.DependsOn))
-		for i, d := range c.DependsOn {
-			kinds[i], names[i] = d.Kind, d.Name
-		}
-		tag, err = s.q.Exec(ctx, `UPDATE resources SET next_reconcile_at = now()
-			WHERE waiting AND next_reconcile_at > now()
-			  AND (kind, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, kinds, names)
-	case !deleted && now != nil && isReady(now):
-		ref, merr := json.Marshal([]manifest.ObjectRef{c.Ref()})
-		if merr != nil {
-			return merr
-		}
-		tag, err = s.q.Exec(ctx, `UPDATE resources SET next_reconcile_at = now()
-			WHERE depends_on @> $1::jsonb AND waiting AND next_reconcile_at > now()`, ref)
-	default:
-		return nil
-	}
+// wakeDependents makes due at once the resources that wait for ref to be
+// Ready. It reports whether it woke any.
+func (s *Store) wakeDependents(ctx context.Context, ref manifest.ObjectRef) (bool, error) {
+	b, err := json.Marshal([]manifest.ObjectRef{ref})
 	if err != nil {
-		return err
+		return false, err
 	}
-	if tag.RowsAffected() == 0 {
-		return nil
+	tag, err := s.q.Exec(ctx, `UPDATE resources SET next_reconcile_at = now()
+		WHERE depends_on @> $1::jsonb AND waiting AND next_reconcile_at > now()`, b)
+	if err != nil {
+		return false, err
 	}
-	return s.Notify(ctx, store.TopicResources, c.Ref().String())
+	return tag.RowsAffected() > 0, nil
+}
+
+// wakeDependencies makes due at once, after c was destroyed, the resources
+// it depends on that waited for it to go. It reports whether it woke any.
+func (s *Store) wakeDependencies(ctx context.Context, c *store.Claim) (bool, error) {
+	if len(c.DependsOn) == 0 {
+		return false, nil
+	}
+	kinds, names := make([]string, len(c.DependsOn)), make([]string, len(c.DependsOn))
+	for i, d := range c.DependsOn {
+		kinds[i], names[i] = d.Kind, d.Name
+	}
+	tag, err := s.q.Exec(ctx, `UPDATE resources SET next_reconcile_at = now()
+		WHERE waiting AND next_reconcile_at > now()
+		  AND (kind, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, kinds, names)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() > 0, nil
 }
 
 // waitIsOver tells whether any of the resources a waiter waits on got where
@@ -348,12 +405,14 @@ func (s *Store) RequestReconcile(ctx context.Context, id int64) (*store.Resource
 	return out, nil
 }
 
-// NextDue returns the time until the earliest scheduled reconcile or lease
-// expiry that lies in the future.
+// NextDue returns the time until the earliest scheduled reconcile of a free
+// resource, or lease expiry; zero when one is due already.
 func (s *Store) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	var ms *float64
+	// A scheduled resource that is due already but unclaimed (a claim raced
+	// with the clock) counts, as zero: the caller should claim now.
 	err := s.q.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM least(
-			(SELECT min(next_reconcile_at) FROM resources WHERE next_reconcile_at > now()),
+			(SELECT min(next_reconcile_at) FROM resources WHERE next_reconcile_at IS NOT NULL AND `+leaseFree+`),
 			(SELECT min(lease_expires_at) FROM resources WHERE lease_expires_at > now())) - now()) * 1000`).Scan(&ms)
 	if err != nil {
 		return 0, false, mapErr(err, "next due reconcile")
@@ -361,5 +420,5 @@ func (s *Store) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	if ms == nil {
 		return 0, false, nil
 	}
-	return time.Duration(*ms * float64(time.Millisecond)), true, nil
+	return max(0, time.Duration(*ms*float64(time.Millisecond))), true, nil
 }
