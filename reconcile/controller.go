@@ -175,9 +175,17 @@ func (c *Controller) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		free := c.opts.Workers - busy
 		if !drained && (free >= batch || (free > 0 && busy == 0)) {
-			claims, err := c.store.ClaimResources(ctx, store.ClaimParams{
-				Owner: c.opts.AgentID, Limit: free, Duration: c.opts.LeaseDuration,
-			})
+			claims, err := c.claim(ctx, free)
+			// Claims come back even with an error, and even when the agent
+			// began to stop meanwhile: the workers hand those back.
+			for _, cl := range claims {
+				busy++
+				workers.Add(1)
+				go func() {
+					defer workers.Done()
+					done <- c.work(ctx, cl)
+				}()
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					break
@@ -188,14 +196,6 @@ func (c *Controller) Run(ctx context.Context) error {
 				drained = true
 			} else {
 				errWait = 100 * time.Millisecond
-				for _, cl := range claims {
-					busy++
-					workers.Add(1)
-					go func() {
-						defer workers.Done()
-						done <- c.work(ctx, cl)
-					}()
-				}
 				if len(claims) < free {
 					drained = true
 					nextAt = c.nextDue(ctx)
@@ -235,6 +235,17 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	workers.Wait()
 	return nil
+}
+
+// claim claims up to limit due resources. The claim is not cut short by
+// ctx: a claim the database committed but the agent never heard of would
+// hold its resources until the lease expired.
+func (c *Controller) claim(ctx context.Context, limit int) ([]*store.Claim, error) {
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.LeaseDuration)
+	defer cancel()
+	return c.store.ClaimResources(claimCtx, store.ClaimParams{
+		Owner: c.opts.AgentID, Limit: limit, Duration: c.opts.LeaseDuration,
+	})
 }
 
 // nextDue asks the store when the next scheduled work comes; without any,

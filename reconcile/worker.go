@@ -28,7 +28,6 @@ const (
 	ReasonDependentsExist    = "DependentsExist"
 	ReasonRetryScheduled     = "RetryScheduled"
 	ReasonInterrupted        = "Interrupted"
-	ReasonDriftDetected      = "DriftDetected"
 )
 
 // History phases: how far an attempt got.
@@ -72,6 +71,8 @@ type attempt struct {
 	k       *keeper
 	// conds starts as the claimed conditions and collects the outcome's.
 	conds []manifest.Condition
+	// drift is the summary of the drift a plan found, when it found some.
+	drift string
 }
 
 // work reconciles one claim and returns after its outcome is written or
@@ -87,6 +88,17 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim) time.Duration {
 			SourceRevision: cl.Source.Revision, Trigger: trigger, Phase: stageInitializing,
 			AgentID: c.opts.AgentID, StartedAt: time.Now().UTC(),
 		},
+	}
+	if ctx.Err() != nil {
+		// Claimed as the agent began to stop: handed back untouched.
+		done := a.release()
+		done.Record, done.Status.Conditions = nil, cl.Conditions
+		writeCtx, cancelWrite := context.WithTimeout(context.WithoutCancel(ctx), completionWriteTimeout)
+		defer cancelWrite()
+		if _, err := c.store.CompleteReconcile(writeCtx, cl, done); err != nil {
+			a.log.Warn("handing back a resource claimed while stopping failed", "error", err)
+		}
+		return 0
 	}
 	leaseCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -250,6 +262,10 @@ func (a *attempt) plan(ctx context.Context, k *keeper, inst action.Instance, pla
 	a.rec.PlanOutput = plan.Output
 	if plan.Changes {
 		a.log.Info("drift detected; applying", "summary", plan.Summary)
+		a.drift = plan.Summary
+		if a.drift == "" {
+			a.drift = "changes"
+		}
 		return outcome{}, true
 	}
 	msg := "no drift"
@@ -265,7 +281,11 @@ func (a *attempt) plan(ctx context.Context, k *keeper, inst action.Instance, pla
 func (a *attempt) succeeded(inst action.Instance, res *action.Result) outcome {
 	cl := a.cl
 	msg := res.Message
-	if msg == "" {
+	switch {
+	case msg != "":
+	case a.drift != "":
+		msg = fmt.Sprintf("corrected drift (%s) with action %s", a.drift, inst.Name)
+	default:
 		msg = fmt.Sprintf("applied generation %d with action %s", cl.Generation, inst.Name)
 	}
 	now := time.Now().UTC()

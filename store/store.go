@@ -465,7 +465,9 @@ type Store interface {
 	// or its scheduled reconcile (retry, drift check) has come. Deletions,
 	// new generations and manual requests are claimed before scheduled
 	// ones. Resources locked by concurrent claims are skipped, never waited
-	// for, and no resource is leased to two workers at once.
+	// for, and no resource is leased to two workers at once. Claims may
+	// come back with an error: they are held all the same, and the caller
+	// must complete or hand them back.
 	ClaimResources(ctx context.Context, p ClaimParams) ([]*Claim, error)
 	// Heartbeat extends a lease to d from now and, when p is not nil, writes
 	// the progress (message and conditions). It fails with ErrLeaseLost when

@@ -48,7 +48,8 @@ RETURNING ` + prefixed("r.", resourceCols) + `, picked.phase,
 
 // ClaimResources leases up to p.Limit due resources to p.Owner: urgent ones
 // first, then scheduled ones. Each query is one statement, so its locks and
-// leases commit together and no transaction is held open.
+// leases commit together and no transaction is held open; when the second
+// fails, the claims of the first are returned with the error.
 func (s *Store) ClaimResources(ctx context.Context, p store.ClaimParams) ([]*store.Claim, error) {
 	if p.Owner == "" || p.Limit <= 0 || p.Duration <= 0 {
 		return nil, invalid("claim resources: owner, a positive limit and a positive duration are required")
@@ -61,7 +62,7 @@ func (s *Store) ClaimResources(ctx context.Context, p store.ClaimParams) ([]*sto
 		}
 		rows, err := s.q.Query(ctx, claimSQL(pick), p.Owner, millis(p.Duration), left)
 		if err != nil {
-			return nil, mapErr(err, "claim resources")
+			return out, mapErr(err, "claim resources")
 		}
 		claims, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Claim, error) {
 			var (
@@ -80,7 +81,7 @@ func (s *Store) ClaimResources(ctx context.Context, p store.ClaimParams) ([]*sto
 			}, nil
 		})
 		if err != nil {
-			return nil, mapErr(err, "claim resources")
+			return out, mapErr(err, "claim resources")
 		}
 		out = append(out, claims...)
 	}
