@@ -169,8 +169,10 @@ const completeSQL = `WITH upd AS (
 	FROM upd WHERE $17
 	RETURNING id
 )
-SELECT ` + resourceCols + `, $16 AND EXISTS (SELECT 1 FROM resources d
-	WHERE d.depends_on @> jsonb_build_array(jsonb_build_object('kind', upd.kind, 'name', upd.name))),
+SELECT ` + resourceCols + `,
+	-- count rather than EXISTS: with EXISTS the planner, hoping for an early
+	-- match, may scan the table instead of the depends_on index.
+	$16 AND (SELECT count(*) FROM resources d WHERE d.depends_on @> $32::jsonb AND d.depends_on <> '[]'::jsonb) > 0,
 	(SELECT count(*) FROM hist)
 FROM upd`
 
@@ -195,6 +197,12 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 	// resources waiting for it.
 	readyCond := manifest.FindCondition(u.Conditions, manifest.ConditionReady)
 	nowReady := readyCond != nil && readyCond.Status == manifest.ConditionTrue && u.ObservedGeneration == c.Generation
+	// A constant containment argument lets the dependents lookup use the
+	// depends_on index.
+	dependsOnRef, err := json.Marshal([]manifest.ObjectRef{c.Ref()})
+	if err != nil {
+		return nil, err
+	}
 	rec := done.Record
 	if rec == nil {
 		rec = &store.ReconcileRecord{}
@@ -204,7 +212,7 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 		u.RetryCount, u.LastReconcileTime, next, done.Waiting, nowReady && !done.Delete, done.Record != nil,
 		string(rec.SourceRevision), string(rec.Trigger), rec.Phase, rec.Success, rec.Error,
 		rec.Created, rec.Updated, rec.Deleted, jsonDoc(rec.Outputs), rec.PlanOutput,
-		millis(rec.Duration), rec.AgentID, rec.StartedAt, rec.FinishedAt}
+		millis(rec.Duration), rec.AgentID, rec.StartedAt, rec.FinishedAt, dependsOnRef}
 	if done.Record != nil && (rec.StartedAt.IsZero() || rec.FinishedAt.IsZero()) {
 		return nil, invalid("complete reconcile of resource %d: the record needs its start and finish times", c.ID)
 	}
@@ -306,7 +314,7 @@ func (s *Store) wakeDependents(ctx context.Context, ref manifest.ObjectRef) (boo
 		return false, err
 	}
 	tag, err := s.q.Exec(ctx, `UPDATE resources SET next_reconcile_at = now()
-		WHERE depends_on @> $1::jsonb AND waiting AND next_reconcile_at > now()`, b)
+		WHERE depends_on @> $1::jsonb AND depends_on <> '[]'::jsonb AND waiting AND next_reconcile_at > now()`, b)
 	if err != nil {
 		return false, err
 	}

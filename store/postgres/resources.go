@@ -295,7 +295,7 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*s
 		if err != nil {
 			return nil, err
 		}
-		add("depends_on @> $%d::jsonb", b)
+		add("depends_on @> $%d::jsonb AND depends_on <> '[]'::jsonb", b)
 	}
 	sql := `SELECT ` + resourceCols + ` FROM resources`
 	if len(where) > 0 {
