@@ -371,7 +371,17 @@ func TestDependencyCycle(t *testing.T) {
 func TestDependentsAreDestroyedFirst(t *testing.T) {
 	t.Parallel()
 	st, _ := openStore(t)
-	act := &scripted{started: make(chan call, 16)}
+	releaseApp := make(chan struct{})
+	act := &scripted{started: make(chan call, 16), destroy: func(ctx context.Context, req *action.Request) (*action.Result, error) {
+		if req.Resource.Name == "app" {
+			select {
+			case <-releaseApp:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return &action.Result{}, nil
+	}}
 	start(t, st, actionSet{"widgets": act}, options("agent-a"))
 	db := apply(t, st, widget("db", `{}`, "widgets"))
 	app := apply(t, st, widget("app", `{}`, "widgets", "db"))
@@ -379,20 +389,27 @@ func TestDependentsAreDestroyedFirst(t *testing.T) {
 	if err := st.RequestDeletions(t.Context(), []int64{db.ID, app.ID}); err != nil {
 		t.Fatal(err)
 	}
-	var order []string
-	for len(order) < 2 {
-		select {
-		case c := <-act.started:
-			if c.op == action.OperationDestroy {
-				order = append(order, c.name)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("destroys seen: %v", order)
+	// While app's destroy runs, db waits for it, and says so.
+	waitFor(t, 20*time.Second, "db to wait for its dependent", func() (bool, string) {
+		r, err := st.GetResource(t.Context(), db.ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		c := manifest.FindCondition(r.Conditions, manifest.ConditionReconciling)
+		return c != nil && c.Reason == reconcile.ReasonDependentsExist && strings.Contains(c.Message, "Widget/app"),
+			fmt.Sprintf("%+v", r.Conditions)
+	})
+	for _, c := range act.callsOf("db") {
+		if c.op == action.OperationDestroy {
+			t.Fatal("db was destroyed while app, which depends on it, still existed")
 		}
 	}
-	if order[0] != "app" || order[1] != "db" {
-		t.Fatalf("destroy order %v, want app before db", order)
-	}
+	close(releaseApp)
+	// Once app is gone, db is woken and destroyed (the recheck is an hour).
+	waitFor(t, 20*time.Second, "db to be destroyed", func() (bool, string) {
+		_, err := st.GetResource(t.Context(), db.ID)
+		return errors.Is(err, store.ErrNotFound), fmt.Sprint(err)
+	})
 }
 
 func TestDriftChecks(t *testing.T) {
