@@ -8,6 +8,7 @@ package manifest
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -187,13 +188,14 @@ const (
 	PhaseDeleting    Phase = "deleting"
 )
 
+// Phases returns every phase, in lifecycle order.
+func Phases() []Phase {
+	return []Phase{PhasePending, PhaseReconciling, PhaseReady, PhaseFailed, PhaseDeleting}
+}
+
 // Valid reports whether p is one of the known phases.
 func (p Phase) Valid() bool {
-	switch p {
-	case PhasePending, PhaseReconciling, PhaseReady, PhaseFailed, PhaseDeleting:
-		return true
-	}
-	return false
+	return slices.Contains(Phases(), p)
 }
 
 // Resource is one declared resource: its desired state as decoded and

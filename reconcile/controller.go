@@ -68,8 +68,19 @@ type Options struct {
 	PollInterval time.Duration
 	// Logger receives the controller's logs; default slog.Default().
 	Logger *slog.Logger
-	// OnAttempt, when set, is called with every history record written.
-	OnAttempt func(rec *store.ReconcileRecord)
+	// OnAttempt, when set, is called after every attempt whose history
+	// record was written (metrics hook here). It must not block.
+	OnAttempt func(Attempt)
+}
+
+// Attempt describes one finished reconcile attempt.
+type Attempt struct {
+	// Record is the history record written for it.
+	Record *store.ReconcileRecord
+	// Action is the action instance the resource is bound to ("noop" when none).
+	Action string
+	// Drift is true when a drift check found changes (and they were applied).
+	Drift bool
 }
 
 func (o *Options) setDefaults() {

@@ -126,7 +126,11 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim) time.Duration {
 		return 0
 	}
 	if done.Record != nil && c.opts.OnAttempt != nil {
-		c.opts.OnAttempt(done.Record)
+		name := cl.Action
+		if name == "" {
+			name = NoopInstance
+		}
+		c.opts.OnAttempt(Attempt{Record: done.Record, Action: name, Drift: a.drift != ""})
 	}
 	if done.Requeue {
 		return max(done.RequeueAfter, time.Millisecond)

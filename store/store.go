@@ -175,9 +175,56 @@ func (d ResourceDigest) Ref() manifest.ObjectRef {
 const (
 	// TopicResources announces that resources changed and may be due.
 	TopicResources = "no8s_resources"
-	// TopicSources announces that a source's state changed.
+	// TopicSources announces that a source's state changed. The payload
+	// is the source's name.
 	TopicSources = "no8s_sources"
+	// TopicStatus announces that a resource was created or removed, or that
+	// its phase, message, conditions or generations changed. Backends send
+	// it themselves for every such write, whoever makes it; the payload is
+	// a StatusEvent in JSON.
+	TopicStatus = "no8s_status"
 )
+
+// StatusEvent is the payload of TopicStatus: enough of a resource to show
+// or filter a change without reading the row.
+type StatusEvent struct {
+	ID                 int64          `json:"id"`
+	Kind               string         `json:"kind"`
+	Name               string         `json:"name"`
+	Source             string         `json:"source"`
+	Phase              manifest.Phase `json:"status"`
+	Message            string         `json:"status_message"`
+	Generation         int64          `json:"generation"`
+	ObservedGeneration int64          `json:"observed_generation"`
+	// Deleted is true when the row was removed.
+	Deleted bool `json:"deleted"`
+}
+
+// MaxStatusMessage is the longest status message a StatusEvent carries;
+// longer ones are cut, because notification payloads are small.
+const MaxStatusMessage = 1000
+
+// ParseStatusEvent decodes a TopicStatus payload.
+func ParseStatusEvent(payload string) (StatusEvent, error) {
+	var ev StatusEvent
+	if err := json.Unmarshal([]byte(payload), &ev); err != nil {
+		return ev, fmt.Errorf("status event %q: %w", payload, err)
+	}
+	return ev, nil
+}
+
+// Stats counts resources for metrics and the dashboard.
+type Stats struct {
+	// ByPhase counts resources in each phase; every phase is present.
+	ByPhase map[manifest.Phase]int
+	// Due counts resources due for a reconcile now that no worker holds:
+	// the queue's depth.
+	Due int
+	// Leased counts resources a worker holds now.
+	Leased int
+	// Waiting counts resources waiting on others (dependencies or dependents).
+	Waiting int
+}
 
 // ResourceFilter selects resources in ListResources. Zero fields match all.
 type ResourceFilter struct {
@@ -369,6 +416,8 @@ type Source struct {
 	// ApprovedRevision is a revision an operator approved past the prune guard.
 	ApprovedRevision manifest.Revision
 	LastSyncTime     *time.Time
+	// LastAppliedTime is when LastAppliedRevision was applied.
+	LastAppliedTime *time.Time
 	// Errors are the problems of the last attempted revision.
 	Errors    []manifest.Problem
 	CreatedAt time.Time
@@ -512,6 +561,8 @@ type Store interface {
 	// InTx runs fn in one transaction: everything fn does through tx commits
 	// together or not at all. fn must not use the outer Store.
 	InTx(ctx context.Context, fn func(ctx context.Context, tx Store) error) error
+	// Stats counts resources by phase and the queue's state.
+	Stats(ctx context.Context) (*Stats, error)
 	// Ping reports whether the backend is reachable and its schema current.
 	Ping(ctx context.Context) error
 	// Close releases the backend's resources.

@@ -397,6 +397,7 @@ func (s *Syncer) recordSuccess(ctx context.Context, tx store.Store, t Target, sn
 	cur.LastCommit = snap.Commit
 	cur.Errors = nil
 	cur.LastSyncTime = &now
+	cur.LastAppliedTime = &now
 	if _, err := tx.PutSource(ctx, cur); err != nil {
 		return err
 	}

@@ -431,3 +431,41 @@ func (s *Store) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	}
 	return max(0, time.Duration(*ms*float64(time.Millisecond))), true, nil
 }
+
+// Stats counts resources by phase, and those due, leased and waiting, in
+// one scan.
+func (s *Store) Stats(ctx context.Context) (*store.Stats, error) {
+	rows, err := s.q.Query(ctx, `SELECT phase, count(*),
+			count(*) FILTER (WHERE `+leaseFree+` AND (
+				(generation > observed_generation OR deletion_requested_at IS NOT NULL OR reconcile_requested_at IS NOT NULL)
+					AND (reconcile_requested_at IS NOT NULL OR next_reconcile_at IS NULL OR next_reconcile_at <= now())
+				OR next_reconcile_at <= now())),
+			count(*) FILTER (WHERE lease_expires_at > now()),
+			count(*) FILTER (WHERE waiting)
+		FROM resources GROUP BY phase`)
+	if err != nil {
+		return nil, mapErr(err, "count resources")
+	}
+	defer rows.Close()
+	out := &store.Stats{ByPhase: map[manifest.Phase]int{}}
+	for _, p := range manifest.Phases() {
+		out.ByPhase[p] = 0
+	}
+	for rows.Next() {
+		var (
+			phase                   string
+			n, due, leased, waiting int
+		)
+		if err := rows.Scan(&phase, &n, &due, &leased, &waiting); err != nil {
+			return nil, mapErr(err, "count resources")
+		}
+		out.ByPhase[manifest.Phase(phase)] = n
+		out.Due += due
+		out.Leased += leased
+		out.Waiting += waiting
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(err, "count resources")
+	}
+	return out, nil
+}

@@ -12,7 +12,7 @@ import (
 )
 
 const sourceCols = `name, kind, url, path, phase, message, last_applied_revision, last_attempted_revision,
-	last_commit_author, last_commit_message, last_commit_time, approved_revision, last_sync_time, errors,
+	last_commit_author, last_commit_message, last_commit_time, approved_revision, last_sync_time, last_applied_time, errors,
 	created_at, updated_at`
 
 func scanSource(row pgx.Row) (*store.Source, error) {
@@ -23,7 +23,7 @@ func scanSource(row pgx.Row) (*store.Source, error) {
 	)
 	err := row.Scan(&src.Name, &src.Kind, &src.URL, &src.Path, &src.Phase, &src.Message,
 		&src.LastAppliedRevision, &src.LastAttemptedRevision, &src.LastCommit.Author, &src.LastCommit.Message,
-		&commitTime, &src.ApprovedRevision, &src.LastSyncTime, &errs, &src.CreatedAt, &src.UpdatedAt)
+		&commitTime, &src.ApprovedRevision, &src.LastSyncTime, &src.LastAppliedTime, &errs, &src.CreatedAt, &src.UpdatedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -32,6 +32,7 @@ func scanSource(row pgx.Row) (*store.Source, error) {
 	}
 	src.LastCommit.Time = timeOrZero(commitTime)
 	src.LastSyncTime = utcPtr(src.LastSyncTime)
+	src.LastAppliedTime = utcPtr(src.LastAppliedTime)
 	src.CreatedAt, src.UpdatedAt = utc(src.CreatedAt), utc(src.UpdatedAt)
 	return &src, nil
 }
@@ -52,19 +53,20 @@ func (s *Store) PutSource(ctx context.Context, src *store.Source) (*store.Source
 	}
 	out, err := scanSource(s.q.QueryRow(ctx, `INSERT INTO sources (name, kind, url, path, phase, message,
 			last_applied_revision, last_attempted_revision, last_commit_author, last_commit_message,
-			last_commit_time, approved_revision, last_sync_time, errors)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+			last_commit_time, approved_revision, last_sync_time, last_applied_time, errors)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 		ON CONFLICT (name) DO UPDATE SET
 			kind = excluded.kind, url = excluded.url, path = excluded.path, phase = excluded.phase,
 			message = excluded.message, last_applied_revision = excluded.last_applied_revision,
 			last_attempted_revision = excluded.last_attempted_revision,
 			last_commit_author = excluded.last_commit_author, last_commit_message = excluded.last_commit_message,
 			last_commit_time = excluded.last_commit_time, approved_revision = excluded.approved_revision,
-			last_sync_time = excluded.last_sync_time, errors = excluded.errors, updated_at = now()
+			last_sync_time = excluded.last_sync_time, last_applied_time = excluded.last_applied_time,
+			errors = excluded.errors, updated_at = now()
 		RETURNING `+sourceCols,
 		src.Name, string(src.Kind), src.URL, src.Path, string(phase), src.Message,
 		string(src.LastAppliedRevision), string(src.LastAttemptedRevision), src.LastCommit.Author,
-		src.LastCommit.Message, nullTime(src.LastCommit.Time), string(src.ApprovedRevision), src.LastSyncTime, errs))
+		src.LastCommit.Message, nullTime(src.LastCommit.Time), string(src.ApprovedRevision), src.LastSyncTime, src.LastAppliedTime, errs))
 	if err != nil {
 		return nil, mapErr(err, fmt.Sprintf("put source %q", src.Name))
 	}

@@ -105,12 +105,14 @@ func problems() []manifest.Problem {
 func testSources(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	synced := now().Add(-time.Minute)
+	applied := synced.Add(-time.Hour)
 	commit := manifest.Commit{Author: "Ada <ada@example.com>", Message: "Grow the widgets", Time: now().Add(-time.Hour).In(time.FixedZone("X", -5*3600))}
 	src := &store.Source{
 		Name: "infra", Kind: store.SourceGit, URL: "https://git.example.com/infra.git", Path: "deploy",
 		Phase: store.SourceFailed, Message: "3 problems",
 		LastAppliedRevision: "main@sha1:1111", LastAttemptedRevision: "main@sha1:2222",
-		LastCommit: commit, ApprovedRevision: "main@sha1:0000", LastSyncTime: &synced, Errors: problems(),
+		LastCommit: commit, ApprovedRevision: "main@sha1:0000", LastSyncTime: &synced, LastAppliedTime: &applied,
+		Errors: problems(),
 	}
 	first, err := s.PutSource(ctx, src)
 	if err != nil {
@@ -128,6 +130,9 @@ func testSources(t *testing.T, s store.Store) {
 		checkUTC(t, "LastCommit.Time", got.LastCommit.Time)
 		if !sameTime(got.LastSyncTime, &synced) {
 			t.Errorf("LastSyncTime = %v, want %v", got.LastSyncTime, synced)
+		}
+		if !sameTime(got.LastAppliedTime, &applied) {
+			t.Errorf("LastAppliedTime = %v, want %v", got.LastAppliedTime, applied)
 		}
 		if !reflect.DeepEqual(got.Errors, problems()) {
 			t.Errorf("Errors = %+v, want %+v", got.Errors, problems())

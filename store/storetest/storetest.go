@@ -62,6 +62,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"CompleteDeletion", testCompleteDeletion},
 		{"WakeWaiters", testWakeWaiters},
 		{"Listen", testListen},
+		{"StatusEvents", testStatusEvents},
+		{"Stats", testStats},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
