@@ -86,8 +86,12 @@ func (p *Plan) Changes() int {
 
 // Summary is one line for status messages and logs.
 func (p *Plan) Summary() string {
-	return fmt.Sprintf("%d created, %d updated, %d deleted, %d forgotten, %d unchanged",
+	s := fmt.Sprintf("%d created, %d updated, %d deleted, %d forgotten, %d unchanged",
 		len(p.Creates), len(p.Updates), len(p.Deletes), len(p.Forgets), p.Unchanged)
+	if len(p.Types) > 0 {
+		s += fmt.Sprintf("; %d resource type version(s) changed", len(p.Types))
+	}
+	return s
 }
 
 // makePlan diffs the validated set against the store's state for the source,

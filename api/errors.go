@@ -1,0 +1,162 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/sync"
+)
+
+// ErrorBody is every error response: a message people read, and the
+// individual problems when there are several or they point at fields.
+type ErrorBody struct {
+	Error   string   `json:"error"`
+	Details []Detail `json:"details"`
+}
+
+// Detail is one problem with a request: the request field it is about (as
+// a dotted path, e.g. spec.storage_gb, and as a JSON pointer) and what is
+// wrong with it. File and Line are set for problems of a source's manifests.
+type Detail struct {
+	Field   string `json:"field,omitempty"`
+	Pointer string `json:"pointer,omitempty"`
+	File    string `json:"file,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
+
+// Error is an error with the HTTP status to answer it with. Handlers return
+// it for problems they find themselves; errors from the store and sync are
+// classified by statusOf.
+type Error struct {
+	Status  int
+	Message string
+	Details []Detail
+}
+
+// Error implements error.
+func (e *Error) Error() string { return e.Message }
+
+func errorf(status int, format string, args ...any) *Error {
+	return &Error{Status: status, Message: fmt.Sprintf(format, args...)}
+}
+
+// statuses maps domain errors to HTTP statuses, in one place. The first
+// match wins.
+var statuses = []struct {
+	target error
+	status int
+}{
+	{store.ErrNotFound, http.StatusNotFound},
+	{store.ErrConflict, http.StatusConflict},
+	{store.ErrInUse, http.StatusConflict},
+	{store.ErrInvalid, http.StatusBadRequest},
+	{context.DeadlineExceeded, http.StatusServiceUnavailable},
+}
+
+// syncStatuses maps the reasons a sync refuses a write.
+var syncStatuses = map[string]int{
+	sync.ReasonValidationFailed: http.StatusBadRequest,
+	sync.ReasonConflict:         http.StatusConflict,
+	sync.ReasonTypeInUse:        http.StatusConflict,
+}
+
+// statusOf classifies err. Unknown errors are 500s, whose message is not
+// shown to clients (it may name internals) but logged.
+func statusOf(err error) (int, bool) {
+	var apiErr *Error
+	var maxErr *http.MaxBytesError
+	var serr *sync.Error
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr.Status, true
+	case errors.As(err, &maxErr):
+		return http.StatusRequestEntityTooLarge, true
+	case errors.As(err, &serr):
+		if st, ok := syncStatuses[serr.Reason]; ok {
+			return st, true
+		}
+		return http.StatusUnprocessableEntity, true
+	}
+	for _, s := range statuses {
+		if errors.Is(err, s.target) {
+			return s.status, true
+		}
+	}
+	return http.StatusInternalServerError, false
+}
+
+// writeError answers with err as JSON. fields rewrites the pointers of
+// manifest problems into the request's own field names.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, fields fieldMapper) {
+	status, known := statusOf(err)
+	body := ErrorBody{Error: err.Error(), Details: []Detail{}}
+	var apiErr *Error
+	var maxErr *http.MaxBytesError
+	var serr *sync.Error
+	switch {
+	case !known:
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+		body.Error = "internal error; the agent's log has the details"
+	case errors.As(err, &apiErr):
+		body.Error = apiErr.Message
+		if apiErr.Details != nil {
+			body.Details = apiErr.Details
+		}
+	case errors.As(err, &maxErr):
+		body.Error = fmt.Sprintf("request body is larger than %d bytes", maxErr.Limit)
+	case errors.As(err, &serr):
+		body.Error = serr.Message
+		for _, p := range serr.Problems {
+			body.Details = append(body.Details, detailOf(p, fields))
+		}
+		if len(body.Details) > 0 {
+			body.Error = body.Details[0].Message
+			if len(body.Details) > 1 {
+				body.Error = fmt.Sprintf("%s (and %d more problems)", body.Error, len(body.Details)-1)
+			}
+		}
+	}
+	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="no8s"`)
+	}
+	writeJSON(w, status, body)
+}
+
+// fieldMapper turns a manifest document's JSON pointer into the pointer of
+// the request field it came from; nil keeps pointers as they are.
+type fieldMapper func(pointer string) string
+
+// detailOf describes a manifest problem in the request's terms.
+func detailOf(p manifest.Problem, fields fieldMapper) Detail {
+	d := Detail{Pointer: p.Pointer, Message: p.Message}
+	if fields != nil && p.Pointer != "" {
+		d.Pointer = fields(p.Pointer)
+		// Messages start with the manifest's field path; name the request's.
+		if old := manifest.FieldPath(p.Pointer) + ": "; strings.HasPrefix(d.Message, old) {
+			d.Message = manifest.FieldPath(d.Pointer) + ": " + strings.TrimPrefix(d.Message, old)
+		}
+	} else {
+		d.File, d.Line = p.File, p.Line
+	}
+	d.Field = manifest.FieldPath(d.Pointer)
+	return d
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	if err := enc.Encode(v); err != nil {
+		slog.Debug("writing a response failed", "error", err)
+	}
+}

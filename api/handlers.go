@@ -1,0 +1,498 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// List limits: a list answers DefaultLimit items unless asked for up to MaxLimit.
+const (
+	DefaultLimit = 500
+	MaxLimit     = 1000
+)
+
+// historyLimit caps history lists unless ?limit= asks for fewer or more.
+const historyLimit = 100
+
+func pathID(r *http.Request) (int64, error) {
+	raw := r.PathValue("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, errorf(http.StatusBadRequest, "id: %q is not a positive integer", raw)
+	}
+	return id, nil
+}
+
+// intParam reads an optional non-negative integer query parameter.
+func intParam(q url.Values, name string, def, maxVal int) (int, error) {
+	raw := q.Get(name)
+	if raw == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 0 {
+		return 0, errorf(http.StatusBadRequest, "%s: %q is not a non-negative integer", name, raw)
+	}
+	if maxVal > 0 && n > maxVal {
+		return 0, errorf(http.StatusBadRequest, "%s: at most %d", name, maxVal)
+	}
+	return n, nil
+}
+
+// --- resource types ---
+
+func (s *Server) listTypes(w http.ResponseWriter, r *http.Request) error {
+	rows, err := s.store.ListResourceTypes(r.Context(), store.TypeFilter{Name: r.URL.Query().Get("name"), Source: r.URL.Query().Get("source")})
+	if err != nil {
+		return err
+	}
+	out := make([]ResourceType, len(rows))
+	for i, t := range rows {
+		out[i] = NewResourceType(t)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getType(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	t, err := s.store.GetResourceType(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, NewResourceType(t))
+	return nil
+}
+
+func (s *Server) getTypeByName(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.store.GetResourceTypeByName(r.Context(), r.PathValue("name"), r.PathValue("version"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, NewResourceType(t))
+	return nil
+}
+
+func (s *Server) createType(w http.ResponseWriter, r *http.Request) error {
+	var req ResourceTypeRequest
+	if err := decodeBody(r, &req, readOnlyTypeFields); err != nil {
+		return err
+	}
+	if req.Version == "" {
+		return &Error{Status: http.StatusBadRequest, Message: "version: required (e.g. v1)",
+			Details: []Detail{{Field: "version", Pointer: "/version", Message: "required"}}}
+	}
+	doc, err := typeDocument(&req)
+	if err != nil {
+		return err
+	}
+	written, err := s.syncer.ApplyDocument(r.Context(), doc)
+	if err != nil {
+		return &fieldError{err: err, fields: typeFields}
+	}
+	status := http.StatusOK
+	if written.Outcome == store.Created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, NewResourceType(written.Type))
+	return nil
+}
+
+// --- resources ---
+
+func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := store.ResourceFilter{Kind: q.Get("kind"), Source: q.Get("source")}
+	if st := q.Get("status"); st != "" {
+		f.Phase = manifest.Phase(st)
+		if !f.Phase.Valid() {
+			return errorf(http.StatusBadRequest, "status: %q is not one of %v", st, manifest.Phases())
+		}
+	}
+	var err error
+	if f.Labels, err = parseLabels(q["label"]); err != nil {
+		return err
+	}
+	if f.Limit, err = intParam(q, "limit", DefaultLimit, MaxLimit); err != nil {
+		return err
+	}
+	if f.Limit == 0 {
+		f.Limit = DefaultLimit
+	}
+	after, err := intParam(q, "after", 0, 0)
+	if err != nil {
+		return err
+	}
+	f.After = int64(after)
+	rows, err := s.store.ListResources(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	out := make([]Resource, len(rows))
+	for i, row := range rows {
+		out[i] = NewResource(row)
+	}
+	// The body stays a plain array, as the predecessor's; the next page is
+	// announced in headers.
+	if len(rows) == f.Limit {
+		next := *r.URL
+		nq := next.Query()
+		nq.Set("after", strconv.FormatInt(rows[len(rows)-1].ID, 10))
+		nq.Set("limit", strconv.Itoa(f.Limit))
+		next.RawQuery = nq.Encode()
+		w.Header().Set("Link", fmt.Sprintf("<%s>; rel=\"next\"", next.RequestURI()))
+		w.Header().Set("X-Next-After", strconv.FormatInt(rows[len(rows)-1].ID, 10))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	row, err := s.store.GetResource(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, NewResource(row))
+	return nil
+}
+
+func (s *Server) getResourceByName(w http.ResponseWriter, r *http.Request) error {
+	row, err := s.store.GetResourceByName(r.Context(), r.PathValue("kind"), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	if row.Version != r.PathValue("version") {
+		return errorf(http.StatusNotFound, "%s is stored at version %s, not %s", row.Ref(), row.Version, r.PathValue("version"))
+	}
+	writeJSON(w, http.StatusOK, NewResource(row))
+	return nil
+}
+
+func (s *Server) createResource(w http.ResponseWriter, r *http.Request) error {
+	var req ResourceRequest
+	if err := decodeBody(r, &req, readOnlyResourceFields); err != nil {
+		return err
+	}
+	for field, v := range map[string]*string{"name": req.Name, "resource_type_name": req.ResourceTypeName} {
+		if v == nil || *v == "" {
+			return &Error{Status: http.StatusBadRequest, Message: field + ": required",
+				Details: []Detail{{Field: field, Pointer: "/" + field, Message: "required"}}}
+		}
+	}
+	return s.writeResource(w, r, &req, nil)
+}
+
+func (s *Server) updateResource(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	var req ResourceRequest
+	if err := decodeBody(r, &req, readOnlyResourceFields); err != nil {
+		return err
+	}
+	cur, err := s.store.GetResource(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	for field, v := range map[string]*string{"name": req.Name, "resource_type_name": req.ResourceTypeName, "resource_type_version": req.ResourceTypeVersion} {
+		have := map[string]string{"name": cur.Name, "resource_type_name": cur.Kind, "resource_type_version": cur.Version}[field]
+		if v != nil && *v != have {
+			return &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("%s: cannot change from %q to %q; create a new resource instead", field, have, *v),
+				Details: []Detail{{Field: field, Pointer: "/" + field, Message: "immutable"}}}
+		}
+	}
+	return s.writeResource(w, r, &req, cur)
+}
+
+// writeResource turns the request, over cur when updating, into a manifest
+// and applies it through the sync code as the API's own source.
+func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *ResourceRequest, cur *store.Resource) error {
+	var (
+		kind, name, version, action string
+		spec                        []byte
+		labels, annotations         map[string]string
+		deps                        []manifest.ObjectRef
+	)
+	if cur != nil {
+		if cur.Source.Name != store.APISource {
+			return ownedElsewhere(cur)
+		}
+		kind, name, version, action, spec = cur.Kind, cur.Name, cur.Version, cur.Action, cur.Spec
+		labels, annotations, deps = cur.Labels, cur.Annotations, cur.DependsOn
+	} else {
+		kind, name = *req.ResourceTypeName, *req.Name
+	}
+	if req.ResourceTypeVersion != nil {
+		version = *req.ResourceTypeVersion
+	}
+	if req.ActionPlugin != nil {
+		action = *req.ActionPlugin
+	}
+	if req.Spec != nil {
+		spec = req.Spec
+	}
+	if req.Labels != nil {
+		labels = *req.Labels
+	}
+	if req.Annotations != nil {
+		annotations = *req.Annotations
+	}
+	if req.DependsOn != nil {
+		deps = *req.DependsOn
+	}
+	t, err := s.resourceType(r, kind, version)
+	if err != nil {
+		return err
+	}
+	doc, err := resourceDocument(t.Group, t.Version, kind, name, action, spec, labels, annotations, deps)
+	if err != nil {
+		return err
+	}
+	written, err := s.syncer.ApplyDocument(r.Context(), doc)
+	var owned *store.OwnerConflictError
+	switch {
+	case errors.As(err, &owned):
+		return &Error{Status: http.StatusConflict, Message: ownedMessage(owned.What, owned.Owner)}
+	case err != nil:
+		return &fieldError{err: err, fields: resourceFields}
+	}
+	status := http.StatusOK
+	if written.Outcome == store.Created {
+		status = http.StatusCreated
+		w.Header().Set("Location", fmt.Sprintf("/api/v1/resources/%d", written.Resource.ID))
+	}
+	writeJSON(w, status, NewResource(written.Resource))
+	return nil
+}
+
+// resourceType finds the type version a request names. Without a version,
+// a type with exactly one version is meant.
+func (s *Server) resourceType(r *http.Request, kind, version string) (*store.ResourceType, error) {
+	if version != "" {
+		t, err := s.store.GetResourceTypeByName(r.Context(), kind, version)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("resource_type_version: resource type %s has no version %q; create it first (POST /api/v1/resource-types)", kind, version),
+				Details: []Detail{{Field: "resource_type_version", Pointer: "/resource_type_version", Message: "unknown resource type version"}}}
+		}
+		return t, err
+	}
+	rows, err := s.store.ListResourceTypes(r.Context(), store.TypeFilter{Name: kind})
+	if err != nil {
+		return nil, err
+	}
+	switch len(rows) {
+	case 0:
+		return nil, &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("resource_type_name: no resource type %q; create it first (POST /api/v1/resource-types)", kind),
+			Details: []Detail{{Field: "resource_type_name", Pointer: "/resource_type_name", Message: "unknown resource type"}}}
+	case 1:
+		return rows[0], nil
+	}
+	return nil, &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("resource_type_version: required, resource type %s has %d versions", kind, len(rows)),
+		Details: []Detail{{Field: "resource_type_version", Pointer: "/resource_type_version", Message: "required"}}}
+}
+
+// ownedElsewhere is the answer to a write to a resource a source owns: the
+// change belongs in that source.
+func ownedElsewhere(r *store.Resource) error {
+	return &Error{Status: http.StatusConflict, Message: ownedMessage(r.Ref().String(), r.Source)}
+}
+
+func ownedMessage(what string, owner store.SourceRef) string {
+	msg := fmt.Sprintf("%s is owned by source %q", what, owner.Name)
+	if owner.Path != "" {
+		msg += fmt.Sprintf(", declared in %s", owner.Path)
+	}
+	if owner.Revision != "" {
+		msg += fmt.Sprintf(" at revision %s", owner.Revision)
+	}
+	return msg + "; change it there, the API only writes what it created"
+}
+
+func (s *Server) deleteResource(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	row, err := s.syncer.DeleteResource(r.Context(), id)
+	var owned *store.OwnerConflictError
+	switch {
+	case errors.As(err, &owned):
+		return &Error{Status: http.StatusConflict, Message: ownedMessage(owned.What, owned.Owner)}
+	case err != nil:
+		return err
+	case row == nil:
+		// Annotated no8s.io/prune: disabled: forgotten, not destroyed.
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	writeJSON(w, http.StatusAccepted, NewResource(row))
+	return nil
+}
+
+func (s *Server) reconcileResource(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	row, err := s.store.RequestReconcile(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, NewResource(row))
+	return nil
+}
+
+func (s *Server) resourceHistory(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(r.URL.Query(), "limit", historyLimit, MaxLimit)
+	if err != nil {
+		return err
+	}
+	// History outlives its resource, but a missing resource is a 404 here:
+	// the predecessor's clients read history of resources that exist.
+	if _, err := s.store.GetResource(r.Context(), id); err != nil {
+		return err
+	}
+	rows, err := s.store.ListReconcileRecords(r.Context(), id, limit)
+	if err != nil {
+		return err
+	}
+	out := make([]ReconcileRecord, len(rows))
+	for i, h := range rows {
+		out[i] = NewReconcileRecord(h)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) resourceOutputs(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	row, err := s.store.GetResource(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": row.ID, "generation": row.ObservedGeneration, "outputs": NewResource(row).Outputs})
+	return nil
+}
+
+// --- sources ---
+
+func (s *Server) listSources(w http.ResponseWriter, r *http.Request) error {
+	rows, err := s.store.ListSources(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]Source, len(rows))
+	for i, src := range rows {
+		out[i] = NewSource(src)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getSource(w http.ResponseWriter, r *http.Request) error {
+	src, err := s.store.GetSource(r.Context(), r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, NewSource(src))
+	return nil
+}
+
+func (s *Server) sourceHistory(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	limit, err := intParam(r.URL.Query(), "limit", historyLimit, MaxLimit)
+	if err != nil {
+		return err
+	}
+	if _, err := s.store.GetSource(r.Context(), name); err != nil {
+		return err
+	}
+	rows, err := s.store.ListSyncRecords(r.Context(), name, limit)
+	if err != nil {
+		return err
+	}
+	out := make([]SyncRecord, len(rows))
+	for i, h := range rows {
+		out[i] = NewSyncRecord(h)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// trigger asks the runner for a sync of a source this agent syncs.
+func (s *Server) trigger(name string, force bool) error {
+	if name == store.APISource {
+		return errorf(http.StatusBadRequest, "source %q is the API itself: there is nothing to fetch", name)
+	}
+	if s.opts.Sources == nil {
+		return errorf(http.StatusServiceUnavailable, "this agent runs no sources")
+	}
+	if !s.opts.Sources.Trigger(name, force) {
+		return errorf(http.StatusNotFound, "source %q is not configured on this agent", name)
+	}
+	return nil
+}
+
+func (s *Server) syncSource(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	if err := s.trigger(name, true); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"source": name, "sync": "requested"})
+	return nil
+}
+
+// approveSource lets a revision past the prune guard: the revision given
+// (?revision= or {"revision": ...}), or the one the source is stalled on.
+func (s *Server) approveSource(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	rev := r.URL.Query().Get("revision")
+	if rev == "" && r.ContentLength != 0 {
+		var body struct {
+			Revision string `json:"revision"`
+		}
+		if err := decodeBody(r, &body, nil); err != nil {
+			return err
+		}
+		rev = body.Revision
+	}
+	src, err := s.store.GetSource(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	if rev == "" {
+		if src.Phase != store.SourceStalled {
+			return errorf(http.StatusBadRequest, "revision: required; source %q is %s, not stalled on a revision", name, src.Phase)
+		}
+		rev = string(src.LastAttemptedRevision)
+	}
+	if err := s.syncer.Approve(r.Context(), name, manifest.Revision(rev)); err != nil {
+		return err
+	}
+	if err := s.trigger(name, false); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"source": name, "approved_revision": rev})
+	return nil
+}

@@ -1,0 +1,25 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// healthz answers while the process serves requests.
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 when the store is reachable and its schema current,
+// 503 otherwise. /health, the predecessor's check, is the same.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		s.log.Warn("not ready", "error", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "store": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "healthy", "store": "ok"})
+}

@@ -1,0 +1,219 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/no8s/no8s-agent/manifest"
+)
+
+// ResourceRequest is the body of POST /api/v1/resources and PUT
+// /api/v1/resources/{id}, in the predecessor's shape. On PUT, fields left
+// out keep their values; name, kind and version cannot change.
+type ResourceRequest struct {
+	Name                *string               `json:"name"`
+	ResourceTypeName    *string               `json:"resource_type_name"`
+	ResourceTypeVersion *string               `json:"resource_type_version"`
+	ActionPlugin        *string               `json:"action_plugin"`
+	Spec                json.RawMessage       `json:"spec"`
+	Labels              *map[string]string    `json:"labels"`
+	Annotations         *map[string]string    `json:"annotations"`
+	DependsOn           *[]manifest.ObjectRef `json:"depends_on"`
+}
+
+// ResourceTypeRequest is the body of POST /api/v1/resource-types: one
+// version of a type.
+type ResourceTypeRequest struct {
+	Name          string          `json:"name"`
+	Version       string          `json:"version"`
+	Group         string          `json:"group"`
+	Description   string          `json:"description"`
+	Action        string          `json:"action"`
+	DriftInterval string          `json:"drift_interval"`
+	Schema        json.RawMessage `json:"schema"`
+}
+
+// readOnlyResourceFields are fields of the Resource object a client may send
+// back (read, modify, write) and that a write ignores.
+var readOnlyResourceFields = []string{"id", "kind", "api_version", "spec_hash", "status", "status_message",
+	"generation", "observed_generation", "conditions", "outputs", "source", "retry_count",
+	"next_reconcile_time", "deletion_requested_at", "created_at", "updated_at", "last_reconcile_time"}
+
+var readOnlyTypeFields = []string{"id", "source", "created_at", "updated_at"}
+
+// decodeBody decodes a JSON object into v, refusing unknown fields other
+// than the read-only ones listed, trailing data, and non-objects.
+func decodeBody(r *http.Request, v any, ignored []string) error {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		var maxErr *http.MaxBytesError
+		if errors.As(err, &maxErr) {
+			return err
+		}
+		return errorf(http.StatusBadRequest, "reading the request body: %v", err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
+		return errorf(http.StatusBadRequest, "the request body must be a JSON object: %s", jsonProblem(data, err))
+	}
+	for _, k := range ignored {
+		delete(fields, k)
+	}
+	clean, err := json.Marshal(fields)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(clean))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &typeErr):
+			return &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("%s: must be %s, not %s", typeErr.Field, describeType(typeErr.Type.String()), typeErr.Value),
+				Details: []Detail{{Field: typeErr.Field, Pointer: "/" + strings.ReplaceAll(typeErr.Field, ".", "/"), Message: "wrong type"}}}
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("%s: unknown field", name),
+				Details: []Detail{{Field: name, Pointer: "/" + name, Message: "unknown field"}}}
+		}
+		return errorf(http.StatusBadRequest, "the request body is not valid: %v", err)
+	}
+	return nil
+}
+
+func describeType(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "map["), strings.HasPrefix(goType, "*map["):
+		return "an object"
+	case strings.Contains(goType, "[]"):
+		return "an array"
+	case strings.Contains(goType, "string"):
+		return "a string"
+	}
+	return goType
+}
+
+// jsonProblem says where a body stops being JSON.
+func jsonProblem(data []byte, err error) string {
+	var syn *json.SyntaxError
+	switch {
+	case len(bytes.TrimSpace(data)) == 0:
+		return "the body is empty"
+	case errors.As(err, &syn):
+		line := bytes.Count(data[:min(int(syn.Offset), len(data))], []byte("\n")) + 1
+		return fmt.Sprintf("%v (line %d, byte %d)", syn, line, syn.Offset)
+	case err != nil:
+		return err.Error()
+	}
+	return "null is not an object"
+}
+
+// resourceDocument is the manifest a resource request stands for.
+func resourceDocument(group, version, kind, name, action string, spec json.RawMessage, labels, annotations map[string]string,
+	dependsOn []manifest.ObjectRef) ([]byte, error) {
+	meta := map[string]any{"name": name}
+	if len(labels) > 0 {
+		meta["labels"] = labels
+	}
+	if len(annotations) > 0 {
+		meta["annotations"] = annotations
+	}
+	doc := map[string]any{"apiVersion": group + "/" + version, "kind": kind, "metadata": meta}
+	if len(spec) > 0 {
+		doc["spec"] = spec
+	}
+	if action != "" {
+		doc["action"] = action
+	}
+	if len(dependsOn) > 0 {
+		doc["dependsOn"] = dependsOn
+	}
+	return json.Marshal(doc)
+}
+
+// resourceFields maps the pointers of a resource manifest to the request's fields.
+func resourceFields(pointer string) string {
+	return mapPointer(pointer, []pointerRule{
+		{"/metadata/name", "/name"},
+		{"/metadata/labels", "/labels"},
+		{"/metadata/annotations", "/annotations"},
+		{"/apiVersion", "/resource_type_version"},
+		{"/kind", "/resource_type_name"},
+		{"/action", "/action_plugin"},
+		{"/dependsOn", "/depends_on"},
+	})
+}
+
+// typeDocument is the manifest of one type version.
+func typeDocument(req *ResourceTypeRequest) ([]byte, error) {
+	spec := map[string]any{"versions": []any{map[string]any{"name": req.Version, "schema": req.Schema}}}
+	if req.Group != "" {
+		spec["group"] = req.Group
+	}
+	if req.Description != "" {
+		spec["description"] = req.Description
+	}
+	if req.Action != "" {
+		spec["action"] = req.Action
+	}
+	if req.DriftInterval != "" {
+		spec["driftInterval"] = req.DriftInterval
+	}
+	if len(req.Schema) == 0 {
+		spec["versions"] = []any{map[string]any{"name": req.Version}}
+	}
+	return json.Marshal(map[string]any{"apiVersion": manifest.APIVersion, "kind": "ResourceType",
+		"metadata": map[string]any{"name": req.Name}, "spec": spec})
+}
+
+// typeFields maps the pointers of a type manifest to the request's fields.
+func typeFields(pointer string) string {
+	return mapPointer(pointer, []pointerRule{
+		{"/metadata/name", "/name"},
+		{"/spec/versions/0/schema", "/schema"},
+		{"/spec/versions/0/name", "/version"},
+		{"/spec/versions", "/version"},
+		{"/spec/group", "/group"},
+		{"/spec/description", "/description"},
+		{"/spec/action", "/action"},
+		{"/spec/driftInterval", "/drift_interval"},
+	})
+}
+
+type pointerRule struct{ from, to string }
+
+// mapPointer rewrites the first rule whose prefix matches a whole segment.
+func mapPointer(pointer string, rules []pointerRule) string {
+	for _, r := range rules {
+		if pointer == r.from || strings.HasPrefix(pointer, r.from+"/") {
+			return r.to + strings.TrimPrefix(pointer, r.from)
+		}
+	}
+	return pointer
+}
+
+var labelSelectorRE = regexp.MustCompile(`^([^=,]+)=([^=,]*)$`)
+
+// parseLabels reads label=k=v query values (repeatable, or comma-separated).
+func parseLabels(values []string) (map[string]string, error) {
+	if len(values) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			m := labelSelectorRE.FindStringSubmatch(strings.TrimSpace(part))
+			if m == nil {
+				return nil, errorf(http.StatusBadRequest, "label: %q is not key=value", part)
+			}
+			out[m[1]] = m[2]
+		}
+	}
+	return out, nil
+}

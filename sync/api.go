@@ -1,0 +1,210 @@
+package sync
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/source"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// apiTarget is the pseudo-source of objects written through the HTTP API.
+// It is never synced from a snapshot, so it never prunes: what the API
+// writes stays until the API deletes it.
+var apiTarget = Target{Name: store.APISource, Kind: store.SourceAPI}
+
+// Written is what ApplyDocument did.
+type Written struct {
+	// Type is set when the document was a ResourceType: the version written.
+	Type *store.ResourceType
+	// Resource is set when the document was a resource: the row as written.
+	Resource *store.Resource
+	// Outcome says whether the object was created, updated or unchanged.
+	Outcome store.ApplyOutcome
+	// Revision is the pseudo-revision the write is recorded under.
+	Revision manifest.Revision
+}
+
+// ApplyDocument applies one manifest document written through the API, as
+// the pseudo-source store.APISource: it is decoded, validated against the
+// stored types, checked for ownership and written with a sync history row
+// and notifications, the way a snapshot of a Git source is. A ResourceType
+// document carries the versions to write; versions of the type the API wrote
+// before and the document leaves out are kept.
+//
+// A document that does not validate returns an *Error with reason
+// ValidationFailed; an object another source owns returns an
+// *store.OwnerConflictError naming that source, its file and revision.
+// Either way nothing changes.
+func (s *Syncer) ApplyDocument(ctx context.Context, data []byte) (*Written, error) {
+	start := s.now()
+	sum := sha256.Sum256(data)
+	rev := manifest.Revision("api@sha256:" + hex.EncodeToString(sum[:]))
+	docs, problems := manifest.DecodeFile("api", data, manifest.DecodeOptions{})
+	if len(problems) == 0 && len(docs) != 1 {
+		problems = append(problems, manifest.Problem{File: "api", Message: fmt.Sprintf("want one document, got %d", len(docs))})
+	}
+	if len(problems) > 0 {
+		return nil, invalidDocument(problems)
+	}
+	known, err := s.otherTypes(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	set, err := manifest.Validate(docs, known)
+	var verr *manifest.ValidationError
+	switch {
+	case errors.As(err, &verr):
+		return nil, invalidDocument(verr.Problems)
+	case err != nil:
+		return nil, err
+	}
+	snap := &source.Snapshot{Revision: rev}
+	out := &Written{Revision: rev}
+	err = s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+		if err := tx.LockSource(ctx, apiTarget.Name); err != nil {
+			return err
+		}
+		cur, err := s.sourceState(ctx, tx, apiTarget)
+		if err != nil {
+			return err
+		}
+		p := &Plan{Source: apiTarget.Name, Revision: rev}
+		switch {
+		case len(set.Types) == 1:
+			if err := s.writeType(ctx, tx, set.Types[0], rev, p, out); err != nil {
+				return err
+			}
+		case len(set.Resources) == 1:
+			if err := writeResource(ctx, tx, set.Resources[0], rev, p, out); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("api write: %w: the document declares nothing", store.ErrInvalid)
+		}
+		return s.recordSuccess(ctx, tx, apiTarget, snap, cur, p, start)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("applied through the API", "revision", string(rev), "outcome", string(out.Outcome))
+	return out, nil
+}
+
+// writeType writes the versions a ResourceType document declares. A type
+// name belongs to one source: if another source declares any version of
+// it, the API may not add versions.
+func (s *Syncer) writeType(ctx context.Context, tx store.Store, ty *manifest.ResourceType, rev manifest.Revision, p *Plan, out *Written) error {
+	rows, err := tx.ListResourceTypes(ctx, store.TypeFilter{Name: ty.Name})
+	if err != nil {
+		return err
+	}
+	mine := map[string]*store.ResourceType{}
+	for _, r := range rows {
+		if r.Source.Name != apiTarget.Name {
+			return &store.OwnerConflictError{What: "ResourceType " + ty.Name, Owner: r.Source}
+		}
+		mine[r.Version] = r
+	}
+	for _, v := range ty.Versions {
+		row := &store.ResourceType{Name: ty.Name, Version: v.Name, Group: ty.Group, Description: ty.Description,
+			Action: ty.Action, DriftInterval: ty.DriftInterval, Schema: v.Schema,
+			Source: store.SourceRef{Name: apiTarget.Name, Revision: rev}}
+		switch old := mine[v.Name]; {
+		case old == nil:
+			out.Outcome = store.Created
+		case typeChanged(old, row):
+			out.Outcome = store.Updated
+		default:
+			out.Outcome, out.Type = store.Unchanged, old
+			continue
+		}
+		written, err := tx.PutResourceType(ctx, row)
+		if err != nil {
+			return err
+		}
+		p.Types = append(p.Types, TypeChange{Action: Action(out.Outcome), Name: ty.Name, Version: v.Name})
+		out.Type = written
+	}
+	return nil
+}
+
+// writeResource creates or updates one resource the API owns.
+func writeResource(ctx context.Context, tx store.Store, r *manifest.Resource, rev manifest.Revision, p *Plan, out *Written) error {
+	row, outcome, err := tx.ApplyResource(ctx, r, store.SourceRef{Name: apiTarget.Name, Revision: rev})
+	if err != nil {
+		return err
+	}
+	c := Change{Kind: r.Kind, Name: r.Name, ID: row.ID, After: r.Spec, Labels: r.Labels, Generation: row.Generation}
+	switch outcome {
+	case store.Created:
+		c.Action = Create
+		p.Creates = append(p.Creates, c)
+	case store.Updated:
+		c.Action = Update
+		p.Updates = append(p.Updates, c)
+	default:
+		p.Unchanged++
+	}
+	out.Resource, out.Outcome = row, outcome
+	return nil
+}
+
+// DeleteResource requests the destruction of a resource the API owns, as
+// removing it from a Git source would: its action's Destroy runs, unless it
+// is annotated no8s.io/prune: disabled, in which case it is forgotten. It
+// returns the resource as it is now, or nil when it was forgotten. A
+// resource another source owns returns an *store.OwnerConflictError and is
+// left alone.
+func (s *Syncer) DeleteResource(ctx context.Context, id int64) (*store.Resource, error) {
+	start := s.now()
+	var out *store.Resource
+	err := s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+		if err := tx.LockSource(ctx, apiTarget.Name); err != nil {
+			return err
+		}
+		r, err := tx.GetResource(ctx, id)
+		if err != nil {
+			return err
+		}
+		if r.Source.Name != apiTarget.Name {
+			return &store.OwnerConflictError{What: r.Ref().String(), Owner: r.Source}
+		}
+		cur, err := s.sourceState(ctx, tx, apiTarget)
+		if err != nil {
+			return err
+		}
+		rev := manifest.Revision("api@delete:" + r.Ref().String())
+		p := &Plan{Source: apiTarget.Name, Revision: rev}
+		c := Change{Kind: r.Kind, Name: r.Name, ID: r.ID}
+		if r.PruneDisabled() {
+			c.Action = Forget
+			p.Forgets = append(p.Forgets, c)
+			if err := tx.DeleteResource(ctx, id); err != nil {
+				return err
+			}
+		} else {
+			c.Action = Delete
+			p.Deletes = append(p.Deletes, c)
+			if out, err = tx.RequestDeletion(ctx, id); err != nil {
+				return err
+			}
+		}
+		return s.recordSuccess(ctx, tx, apiTarget, &source.Snapshot{Revision: rev}, cur, p, start)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// invalidDocument is the refusal of a document that does not validate.
+func invalidDocument(problems []manifest.Problem) *Error {
+	manifest.SortProblems(problems)
+	return &Error{Reason: ReasonValidationFailed, Problems: problems,
+		Message: fmt.Sprintf("%d problem(s); first: %s", len(problems), problems[0])}
+}
