@@ -6,14 +6,14 @@ BIN       ?= bin/no8s-agent
 TESTFLAGS ?= -race -count=1 -timeout 8m
 FUZZTIME  ?= 30s
 
-.PHONY: all build test lint bench fuzz postgres clean
+.PHONY: all build test lint bench fuzz postgres chromium clean
 
 all: lint test build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/no8s-agent
 
-test: postgres
+test: postgres chromium
 	$(GO) test $(TESTFLAGS) ./...
 
 lint:
@@ -38,6 +38,23 @@ postgres:
 	  else \
 	    echo "PostgreSQL server binaries (initdb, postgres) not found: install them (apt-get install postgresql)" >&2; \
 	    echo "or set NO8S_TEST_DATABASE_URL to a server the tests may create databases on." >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+
+# The dashboard's browser test drives a headless Chromium: the one NO8S_CHROMIUM
+# names, or chromium, chromium-browser or google-chrome on PATH. Install
+# Debian's chromium when none is there and we may (root on Debian); otherwise
+# say how.
+chromium:
+	@if [ -z "$$NO8S_CHROMIUM" ] && ! command -v chromium >/dev/null 2>&1 \
+	    && ! command -v chromium-browser >/dev/null 2>&1 && ! command -v google-chrome >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Chromium for the dashboard's browser test (Debian package chromium)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "Chromium not found: the dashboard's browser test needs it. Install it (Debian: apt-get install chromium)" >&2; \
+	    echo "or set NO8S_CHROMIUM to a Chrome or Chromium binary." >&2; \
 	    exit 1; \
 	  fi; \
 	fi
