@@ -365,14 +365,16 @@ func (s *Server) resourceHistory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// History outlives its resource, but a missing resource is a 404 here:
-	// the predecessor's clients read history of resources that exist.
-	if _, err := s.store.GetResource(r.Context(), id); err != nil {
-		return err
-	}
 	rows, err := s.store.ListReconcileRecords(r.Context(), id, limit)
 	if err != nil {
 		return err
+	}
+	// History outlives its resource, so that a destroyed resource's last
+	// attempts can still be read; an id never seen is a 404.
+	if len(rows) == 0 {
+		if _, err := s.store.GetResource(r.Context(), id); err != nil {
+			return err
+		}
 	}
 	out := make([]ReconcileRecord, len(rows))
 	for i, h := range rows {

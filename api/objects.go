@@ -6,6 +6,8 @@ package api
 
 import (
 	"encoding/json"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -167,10 +169,29 @@ type Source struct {
 
 // NewSource converts a stored source.
 func NewSource(s *store.Source) Source {
-	return Source{Name: s.Name, Kind: string(s.Kind), URL: s.URL, Path: s.Path, Phase: string(s.Phase), Message: s.Message,
+	return Source{Name: s.Name, Kind: string(s.Kind), URL: redactURL(s.URL), Path: s.Path, Phase: string(s.Phase), Message: s.Message,
 		LastAppliedRevision: string(s.LastAppliedRevision), LastAttemptedRevision: string(s.LastAttemptedRevision),
 		ApprovedRevision: string(s.ApprovedRevision), LastCommit: commit(s.LastCommit), LastSyncTime: s.LastSyncTime,
 		Errors: problems(s.Errors)}
+}
+
+// redactURL hides a password or token written into a URL's user info.
+// Credentials belong in environment variables, but a URL that holds one
+// anyway must not leak through the API.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, has := u.User.Password(); has {
+		return u.Redacted()
+	}
+	// Over HTTP a token alone is often given as the user name
+	// (https://TOKEN@host/); over SSH the user name is just "git".
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return raw
+	}
+	return strings.Replace(u.String(), u.User.Username()+"@", "xxxxx@", 1)
 }
 
 // SyncRecord is one sync attempt of a source.

@@ -76,3 +76,19 @@ func TestSourceAndHistoryShapes(t *testing.T) {
 		t.Errorf("failed attempt: %s", failed)
 	}
 }
+
+func TestRedactURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"https://github.com/acme/infra.git":            "https://github.com/acme/infra.git",
+		"https://bot:s3cr3t@github.com/acme/infra.git": "https://bot:xxxxx@github.com/acme/infra.git",
+		"https://ghp_t0ken@github.com/acme/infra.git":  "https://xxxxx@github.com/acme/infra.git",
+		"ssh://git@github.com/acme/infra.git":          "ssh://xxxxx@github.com/acme/infra.git",
+		"git@github.com:acme/infra.git":                "git@github.com:acme/infra.git",
+		"/srv/manifests":                               "/srv/manifests",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -185,7 +185,7 @@ func (a *attempt) destroy(ctx context.Context, k *keeper, inst action.Instance, 
 	}
 	now = time.Now().UTC()
 	a.rec.Phase, a.rec.Success = stageCompleted, true
-	a.rec.Created, a.rec.Updated, a.rec.Deleted = res.Created, res.Updated, res.Deleted
+	a.countChanges(res, action.OperationDestroy)
 	a.rec.Outputs = res.Outputs
 	a.log.Info("destroyed", "action", inst.Name)
 	return outcome{Completion: store.Completion{Delete: true, Record: a.finish(now),

@@ -302,7 +302,7 @@ func (a *attempt) succeeded(inst action.Instance, res *action.Result) outcome {
 		a.rec.Phase = stageCompleted
 	}
 	a.rec.Success = true
-	a.rec.Created, a.rec.Updated, a.rec.Deleted = res.Created, res.Updated, res.Deleted
+	a.countChanges(res, action.OperationApply)
 	a.rec.Outputs = res.Outputs
 	done := store.Completion{
 		Status: store.StatusUpdate{
@@ -321,6 +321,27 @@ func (a *attempt) succeeded(inst action.Instance, res *action.Result) outcome {
 	}
 	a.log.Debug("reconciled", "action", inst.Name, "duration", a.rec.Duration)
 	return outcome{Completion: done}
+}
+
+// countChanges records what the operation changed: the action's counts,
+// or, when it reports none, the resource itself, as the history has always
+// shown: created by its first successful apply, updated by the apply of a
+// new generation, deleted by its destroy. Other runs (a manual reconcile,
+// a retry at the same generation) record no change the action did not report.
+func (a *attempt) countChanges(res *action.Result, op action.Operation) {
+	r := a.rec
+	r.Created, r.Updated, r.Deleted = res.Created, res.Updated, res.Deleted
+	if r.Created+r.Updated+r.Deleted > 0 {
+		return
+	}
+	switch {
+	case op == action.OperationDestroy:
+		r.Deleted = 1
+	case a.cl.ObservedGeneration == 0:
+		r.Created = 1
+	case a.cl.Generation > a.cl.ObservedGeneration:
+		r.Updated = 1
+	}
 }
 
 // actionFailed is the outcome of an action that returned an error: a

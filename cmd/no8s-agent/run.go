@@ -40,8 +40,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
-	if len(cfg.Sources) == 0 {
-		return fail(stderr, "run", errors.New("no sources: list them in --config or give --source"))
+	// Without sources, only the API can declare resources: that needs its
+	// write token.
+	if len(cfg.Sources) == 0 && cfg.API.WriteToken() == "" {
+		return fail(stderr, "run", errors.New("no sources: list them in --config or give --source (or set api.writeTokenEnv to declare resources through the API only)"))
 	}
 	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 
@@ -72,14 +74,20 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		BackoffMax:     cfg.Reconcile.Backoff.Max.Duration,
 		Logger:         log,
 	})
-	runner := sync.NewRunner(sync.New(st, log), jobs, log)
+	syncer := sync.New(st, log)
+	runner := sync.NewRunner(syncer, jobs, log)
+	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, log)
+	if err != nil {
+		return fail(stderr, "run", err)
+	}
 	log.Info("agent started", "agent", controller.AgentID(), "sources", len(jobs), "actions", instances.Names(),
 		"workers", cfg.Reconcile.Workers, "version", versionString())
-	// Sync and reconcile run side by side and stop together: on SIGINT or
+	// Sync, reconcile and HTTP run side by side and stop together: on SIGINT or
 	// SIGTERM the controller cancels its running actions and hands their
 	// resources back before run returns.
 	var wg gosync.WaitGroup
 	wg.Go(func() { runner.Run(ctx) })
+	wg.Go(func() { httpSrv.serve(ctx) })
 	wg.Go(func() {
 		if err := controller.Run(ctx); err != nil {
 			log.Error("reconciler stopped", "error", err)

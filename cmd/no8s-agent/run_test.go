@@ -61,7 +61,7 @@ func runAgent(t *testing.T, url string, args ...string) (log *lockedWriter, stop
 	stderr := &lockedWriter{w: &bytes.Buffer{}}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, append([]string{"run", "--database", url, "--cache-dir", t.TempDir()}, args...), &bytes.Buffer{}, stderr)
+		done <- run(ctx, append([]string{"run", "--database", url, "--cache-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, args...), &bytes.Buffer{}, stderr)
 	}()
 	var once gosync.Once
 	stop = func() {

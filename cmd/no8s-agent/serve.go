@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+
+	"github.com/no8s/no8s-agent/api"
+	"github.com/no8s/no8s-agent/config"
+	"github.com/no8s/no8s-agent/source/git"
+	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/sync"
+	"github.com/no8s/no8s-agent/webhook"
+)
+
+// httpServer is the agent's HTTP side, listening before anything else
+// starts so that a taken address fails the start, not a goroutine.
+type httpServer struct {
+	ln  net.Listener
+	srv *api.Server
+	log *slog.Logger
+}
+
+// newHTTPServer listens on cfg.Listen and builds the API with the
+// dashboard, metrics and webhook receiver.
+func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runner *sync.Runner, log *slog.Logger) (*httpServer, error) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	hook := webhook.NewGitHub(webhook.GitHubOptions{
+		Secret:  cfg.Webhooks.GitHubSecret(),
+		Sources: webhookSources(cfg),
+		Trigger: func(name string) bool { return runner.Trigger(name, false) },
+		Logger:  log,
+	})
+	srv := api.New(api.Options{
+		Store: st, Syncer: syncer, Sources: runner,
+		ReadToken: cfg.API.ReadToken(), WriteToken: cfg.API.WriteToken(),
+		GitHubWebhook: hook,
+		Logger:        log,
+	})
+	return &httpServer{ln: ln, srv: srv, log: log}, nil
+}
+
+// Addr is the address the server listens on (the port chosen when the
+// configuration said :0).
+func (h *httpServer) Addr() string { return h.ln.Addr().String() }
+
+// serve runs until ctx is done.
+func (h *httpServer) serve(ctx context.Context) {
+	h.log.Info("serving HTTP", "addr", h.Addr(), "dashboard", "http://"+h.Addr()+"/")
+	if err := h.srv.Serve(ctx, h.ln); err != nil {
+		h.log.Error("HTTP server stopped", "error", err)
+	}
+}
+
+// webhookSources lists the Git sources a push may concern, with the ref
+// each follows as the Git source resolves it.
+func webhookSources(cfg *config.Config) []webhook.Source {
+	var out []webhook.Source
+	for _, s := range cfg.Sources {
+		if s.Git == nil {
+			continue
+		}
+		g := s.Git
+		ws := webhook.Source{Name: s.Name, URL: g.URL, Branch: g.Branch, Tag: g.Tag, SemVer: g.SemVer, Commit: g.Commit}
+		if ws.Branch == "" && ws.Tag == "" && ws.SemVer == "" && ws.Commit == "" {
+			ws.Branch = git.DefaultBranch
+		}
+		out = append(out, ws)
+	}
+	return out
+}

@@ -1,0 +1,117 @@
+package metrics
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/no8s/no8s-agent/manifest"
+)
+
+// storeCollector reads the store at every scrape and reports what it found.
+// When the store cannot be read within the timeout it reports
+// no8s_store_up 0 and leaves out the gauges it could not read, rather than
+// failing the scrape or reporting made-up values.
+type storeCollector struct {
+	src     Source
+	timeout time.Duration
+	log     *slog.Logger
+
+	up          *prometheus.Desc
+	resources   *prometheus.Desc
+	queueDepth  *prometheus.Desc
+	inProgress  *prometheus.Desc
+	waiting     *prometheus.Desc
+	lastApplied *prometheus.Desc
+}
+
+func newStoreCollector(src Source, timeout time.Duration, log *slog.Logger) *storeCollector {
+	name := func(n string) string { return prometheus.BuildFQName(Namespace, "", n) }
+	return &storeCollector{
+		src:     src,
+		timeout: timeout,
+		log:     log,
+		up: prometheus.NewDesc(name("store_up"),
+			"Whether the store could be read during this scrape: 1 if it answered within the scrape timeout, "+
+				"0 if not (the gauges read from it are then missing).", nil, nil),
+		resources: prometheus.NewDesc(name("resources"),
+			"Resources in the store by status; every status is reported, 0 when no resource has it.",
+			[]string{"status"}, nil),
+		queueDepth: prometheus.NewDesc(name("queue_depth"),
+			"Resources due for a reconcile that no worker holds yet: the reconcile queue's depth.", nil, nil),
+		inProgress: prometheus.NewDesc(name("reconciles_in_progress"),
+			"Resources a worker of any agent sharing the store holds a lease on: reconciles in progress.", nil, nil),
+		waiting: prometheus.NewDesc(name("resources_waiting"),
+			"Resources waiting on other resources: dependencies to become ready, or dependents to be destroyed.",
+			nil, nil),
+		lastApplied: prometheus.NewDesc(name("source_last_applied_timestamp_seconds"),
+			"Unix time at which the source's last applied revision was applied; absent until a revision is applied.",
+			[]string{"source"}, nil),
+	}
+}
+
+// errNoStats reports a Source that returned neither counts nor an error.
+var errNoStats = errors.New("no counts returned")
+
+// unixSeconds is t as seconds since the Unix epoch, with its fraction.
+func unixSeconds(t time.Time) float64 {
+	return float64(t.Unix()) + float64(t.Nanosecond())/1e9
+}
+
+// Describe implements prometheus.Collector.
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.up, c.resources, c.queueDepth, c.inProgress, c.waiting, c.lastApplied} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+
+	up := 1.0
+	fail := func(read string, err error) {
+		up = 0
+		c.log.Warn("metrics cannot read the store", "read", read, "error", err, "timeout", c.timeout)
+	}
+	if stats, err := c.src.Stats(ctx); err != nil || stats == nil {
+		fail("stats", cmp.Or(err, errNoStats))
+	} else {
+		c.collectStats(ch, stats.ByPhase, stats.Due, stats.Leased, stats.Waiting)
+	}
+	if sources, err := c.src.ListSources(ctx); err != nil {
+		fail("sources", err)
+	} else {
+		for _, s := range sources {
+			if s.LastAppliedTime == nil || s.LastAppliedTime.IsZero() {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(c.lastApplied, prometheus.GaugeValue,
+				unixSeconds(*s.LastAppliedTime), s.Name)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
+}
+
+// collectStats reports the resource counts. Every known phase is reported,
+// and any other phase the store counts as well.
+func (c *storeCollector) collectStats(ch chan<- prometheus.Metric, byPhase map[manifest.Phase]int, due, leased, waiting int) {
+	phases := manifest.Phases()
+	for p := range byPhase {
+		if !slices.Contains(phases, p) {
+			phases = append(phases, p)
+		}
+	}
+	for _, p := range phases {
+		ch <- prometheus.MustNewConstMetric(c.resources, prometheus.GaugeValue, float64(byPhase[p]), string(p))
+	}
+	ch <- prometheus.MustNewConstMetric(c.queueDepth, prometheus.GaugeValue, float64(due))
+	ch <- prometheus.MustNewConstMetric(c.inProgress, prometheus.GaugeValue, float64(leased))
+	ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(waiting))
+}

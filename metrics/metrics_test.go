@@ -1,0 +1,505 @@
+package metrics_test
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	gosync "sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/metrics"
+	"github.com/no8s/no8s-agent/store"
+)
+
+func TestStoreGauges(t *testing.T) {
+	t.Parallel()
+	applied := time.Date(2025, 3, 14, 15, 9, 26, 500_000_000, time.UTC)
+	tests := []struct {
+		name string
+		seed func(t *testing.T, st store.Store)
+		// phases are the expected resource counts; a phase left out must be 0.
+		phases                   map[manifest.Phase]float64
+		due, inProgress, waiting float64
+		lastApplied              map[string]float64
+	}{
+		{
+			name:        "empty store",
+			seed:        func(*testing.T, store.Store) {},
+			lastApplied: map[string]float64{},
+		},
+		{
+			name: "resources in every state",
+			seed: func(t *testing.T, st store.Store) {
+				putWidgetType(t, st)
+				create(t, st, "a", "b", "c", "d", "e", "f")
+				// a becomes ready; b stays leased (reconciling).
+				cs := claim(t, st, 2)
+				complete(t, st, cs[0], readyCompletion(cs[0]))
+				// c fails with a retry in an hour.
+				cc := claim(t, st, 1)
+				complete(t, st, cc[0], failedCompletion(cc[0]))
+				// d waits on a resource that does not exist yet.
+				cd := claim(t, st, 1)
+				complete(t, st, cd[0], store.Completion{
+					Status:  store.StatusUpdate{Phase: manifest.PhasePending, Message: "waiting for Widget/zz"},
+					Waiting: true, WaitForReady: []manifest.ObjectRef{{Kind: "Widget", Name: "zz"}},
+					Requeue: true, RequeueAfter: time.Hour})
+				// e is to be deleted and due; f stays due (pending).
+				e, err := st.GetResourceByName(t.Context(), "Widget", "e")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := st.RequestDeletion(t.Context(), e.ID); err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range []*store.Source{
+					{Name: "infra", Kind: store.SourceGit, URL: "https://example.com/infra.git", Phase: store.SourceReady,
+						LastAppliedRevision: src.Revision, LastAppliedTime: &applied},
+					{Name: "never-applied", Kind: store.SourceDir, Path: "/srv/manifests", Phase: store.SourceFailed,
+						Message: "ValidationFailed: bad"},
+				} {
+					if _, err := st.PutSource(t.Context(), s); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			phases: map[manifest.Phase]float64{manifest.PhaseReady: 1, manifest.PhaseReconciling: 1,
+				manifest.PhaseFailed: 1, manifest.PhasePending: 2, manifest.PhaseDeleting: 1},
+			due: 2, inProgress: 1, waiting: 1,
+			lastApplied: map[string]float64{"infra": float64(applied.Unix()) + 0.5},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			st := openStore(t)
+			tt.seed(t, st)
+			got := scrape(t, metrics.New(st, metrics.Options{}).Handler())
+
+			if v := got.value(t, "no8s_store_up", nil); v != 1 {
+				t.Errorf("no8s_store_up = %v, want 1", v)
+			}
+			if n := len(got["no8s_resources"].GetMetric()); n != len(manifest.Phases()) {
+				t.Errorf("no8s_resources has %d series, want one per phase (%d)", n, len(manifest.Phases()))
+			}
+			for _, p := range manifest.Phases() {
+				if v := got.value(t, "no8s_resources", map[string]string{"status": string(p)}); v != tt.phases[p] {
+					t.Errorf("no8s_resources{status=%q} = %v, want %v", p, v, tt.phases[p])
+				}
+			}
+			for name, want := range map[string]float64{"no8s_queue_depth": tt.due,
+				"no8s_reconciles_in_progress": tt.inProgress, "no8s_resources_waiting": tt.waiting} {
+				if v := got.value(t, name, nil); v != want {
+					t.Errorf("%s = %v, want %v", name, v, want)
+				}
+			}
+			series := got["no8s_source_last_applied_timestamp_seconds"].GetMetric()
+			if len(series) != len(tt.lastApplied) {
+				t.Errorf("no8s_source_last_applied_timestamp_seconds has %d series, want %d: %v",
+					len(series), len(tt.lastApplied), series)
+			}
+			for source, want := range tt.lastApplied {
+				v := got.value(t, "no8s_source_last_applied_timestamp_seconds", map[string]string{"source": source})
+				if v != want {
+					t.Errorf("no8s_source_last_applied_timestamp_seconds{source=%q} = %v, want %v", source, v, want)
+				}
+			}
+		})
+	}
+}
+
+func TestObserve(t *testing.T) {
+	t.Parallel()
+	type counter struct {
+		name   string
+		labels map[string]string
+		value  float64
+	}
+	type histogram struct {
+		name   string
+		labels map[string]string
+		count  uint64
+		sum    float64
+	}
+	tests := []struct {
+		name       string
+		observe    func(m *metrics.Metrics)
+		counters   []counter
+		histograms []histogram
+		// absent are families that must have no series.
+		absent []string
+	}{
+		{
+			name: "reconciles",
+			observe: func(m *metrics.Metrics) {
+				m.ObserveReconcile("Widget", "noop", "create", true, 2*time.Millisecond, false)
+				m.ObserveReconcile("Widget", "noop", "create", true, 3*time.Millisecond, false)
+				m.ObserveReconcile("Widget", "noop", "retry", false, 5*time.Second, false)
+				m.ObserveReconcile("Database", "terraform", "drift", true, 20*time.Minute, true)
+			},
+			counters: []counter{
+				{"no8s_reconciles_total", map[string]string{"kind": "Widget", "action": "noop", "trigger": "create", "result": "success"}, 2},
+				{"no8s_reconciles_total", map[string]string{"kind": "Widget", "action": "noop", "trigger": "retry", "result": "failure"}, 1},
+				{"no8s_reconciles_total", map[string]string{"kind": "Database", "action": "terraform", "trigger": "drift", "result": "success"}, 1},
+				{"no8s_drift_detected_total", map[string]string{"kind": "Database", "action": "terraform"}, 1},
+			},
+			histograms: []histogram{
+				{"no8s_reconcile_duration_seconds", map[string]string{"kind": "Widget", "action": "noop"}, 3, 5.005},
+				{"no8s_reconcile_duration_seconds", map[string]string{"kind": "Database", "action": "terraform"}, 1, 1200},
+			},
+			absent: []string{"no8s_sync_runs_total", "no8s_webhook_deliveries_total"},
+		},
+		{
+			name: "reconciles without drift",
+			observe: func(m *metrics.Metrics) {
+				m.ObserveReconcile("Widget", "http", "drift", true, time.Second, false)
+			},
+			counters: []counter{
+				{"no8s_reconciles_total", map[string]string{"kind": "Widget", "action": "http", "trigger": "drift", "result": "success"}, 1},
+			},
+			absent: []string{"no8s_drift_detected_total"},
+		},
+		{
+			name: "syncs",
+			observe: func(m *metrics.Metrics) {
+				m.ObserveSync("infra", metrics.SyncApplied, 1500*time.Millisecond)
+				m.ObserveSync("infra", metrics.SyncUnchanged, 10*time.Millisecond)
+				m.ObserveSync("infra", metrics.SyncUnchanged, 20*time.Millisecond)
+				m.ObserveSync("apps", metrics.SyncRefused, 250*time.Millisecond)
+				m.ObserveSync("apps", metrics.SyncFailed, 30*time.Second)
+			},
+			counters: []counter{
+				{"no8s_sync_runs_total", map[string]string{"source": "infra", "result": "applied"}, 1},
+				{"no8s_sync_runs_total", map[string]string{"source": "infra", "result": "unchanged"}, 2},
+				{"no8s_sync_runs_total", map[string]string{"source": "apps", "result": "refused"}, 1},
+				{"no8s_sync_runs_total", map[string]string{"source": "apps", "result": "failed"}, 1},
+			},
+			histograms: []histogram{
+				{"no8s_sync_duration_seconds", map[string]string{"source": "infra", "result": "applied"}, 1, 1.5},
+				{"no8s_sync_duration_seconds", map[string]string{"source": "infra", "result": "unchanged"}, 2, 0.03},
+				{"no8s_sync_duration_seconds", map[string]string{"source": "apps", "result": "failed"}, 1, 30},
+			},
+			absent: []string{"no8s_reconciles_total"},
+		},
+		{
+			name: "webhooks",
+			observe: func(m *metrics.Metrics) {
+				m.ObserveWebhook("push", "triggered")
+				m.ObserveWebhook("push", "triggered")
+				m.ObserveWebhook("", "unauthorized")
+				m.ObserveWebhook("ping", "pong")
+			},
+			counters: []counter{
+				{"no8s_webhook_deliveries_total", map[string]string{"event": "push", "result": "triggered"}, 2},
+				{"no8s_webhook_deliveries_total", map[string]string{"event": metrics.UnknownEvent, "result": "unauthorized"}, 1},
+				{"no8s_webhook_deliveries_total", map[string]string{"event": "ping", "result": "pong"}, 1},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := metrics.New(openStore(t), metrics.Options{})
+			tt.observe(m)
+			got := scrape(t, m.Handler())
+			for _, c := range tt.counters {
+				if v := got.value(t, c.name, c.labels); v != c.value {
+					t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.value)
+				}
+			}
+			for _, h := range tt.histograms {
+				n, sum := got.histogram(t, h.name, h.labels)
+				if n != h.count || !approx(sum, h.sum) {
+					t.Errorf("%s%v: count %d, sum %v; want %d, %v", h.name, h.labels, n, sum, h.count, h.sum)
+				}
+			}
+			for _, name := range tt.absent {
+				if mf, ok := got[name]; ok {
+					t.Errorf("%s has series, want none: %v", name, mf.GetMetric())
+				}
+			}
+		})
+	}
+}
+
+func approx(a, b float64) bool {
+	d := a - b
+	return d < 1e-9 && d > -1e-9
+}
+
+func TestStoreDown(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("connection refused")
+	tests := []struct {
+		name string
+		// source returns the Source to scrape, given a seeded healthy store.
+		source  func(st store.Store) metrics.Source
+		timeout time.Duration
+		// resources says whether the resource gauges are still reported.
+		resources bool
+		// lastApplied says whether the source timestamps are still reported.
+		lastApplied bool
+		logged      string
+	}{
+		{
+			name:   "closed store",
+			source: func(st store.Store) metrics.Source { st.Close(); return st },
+			logged: "closed",
+		},
+		{
+			name:   "both reads fail",
+			source: func(st store.Store) metrics.Source { return faultySource{Source: st, statsErr: boom, listErr: boom} },
+			logged: "connection refused",
+		},
+		{
+			name:        "counting fails",
+			source:      func(st store.Store) metrics.Source { return faultySource{Source: st, statsErr: boom} },
+			lastApplied: true,
+			logged:      "read=stats error=\"connection refused\"",
+		},
+		{
+			name:      "listing sources fails",
+			source:    func(st store.Store) metrics.Source { return faultySource{Source: st, listErr: boom} },
+			resources: true,
+			logged:    "read=sources error=\"connection refused\"",
+		},
+		{
+			name:    "store too slow",
+			source:  func(st store.Store) metrics.Source { return faultySource{Source: st, stall: true} },
+			timeout: 50 * time.Millisecond,
+			logged:  "deadline exceeded",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			st := openStore(t)
+			putWidgetType(t, st)
+			create(t, st, "a")
+			now := time.Now()
+			if _, err := st.PutSource(t.Context(), &store.Source{Name: "infra", Kind: store.SourceGit,
+				URL: "https://example.com/infra.git", LastAppliedRevision: src.Revision, LastAppliedTime: &now}); err != nil {
+				t.Fatal(err)
+			}
+			var logs logBuffer
+			m := metrics.New(tt.source(st), metrics.Options{ScrapeTimeout: tt.timeout,
+				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			m.ObserveReconcile("Widget", "noop", "create", true, time.Millisecond, false)
+
+			start := time.Now()
+			got := scrape(t, m.Handler())
+			if took := time.Since(start); took >= maxStall/2 {
+				t.Errorf("scrape took %v; the scrape timeout must bound it", took)
+			}
+			if v := got.value(t, "no8s_store_up", nil); v != 0 {
+				t.Errorf("no8s_store_up = %v, want 0", v)
+			}
+			// The rest of the scrape is served.
+			if v := got.value(t, "no8s_reconciles_total",
+				map[string]string{"kind": "Widget", "action": "noop", "trigger": "create", "result": "success"}); v != 1 {
+				t.Errorf("no8s_reconciles_total = %v, want 1", v)
+			}
+			if _, ok := got["go_goroutines"]; !ok {
+				t.Error("go_goroutines missing: the Go collector's metrics must be served")
+			}
+			for name, want := range map[string]bool{"no8s_resources": tt.resources, "no8s_queue_depth": tt.resources,
+				"no8s_source_last_applied_timestamp_seconds": tt.lastApplied} {
+				if _, ok := got[name]; ok != want {
+					t.Errorf("%s present = %v, want %v", name, ok, want)
+				}
+			}
+			if v := got.value(t, "promhttp_metric_handler_errors_total", map[string]string{"cause": "gathering"}); v != 0 {
+				t.Errorf("promhttp_metric_handler_errors_total{cause=gathering} = %v: the store failure failed the gathering", v)
+			}
+			if l := logs.String(); !strings.Contains(l, tt.logged) || !strings.Contains(l, "level=WARN") {
+				t.Errorf("log does not report %q as a warning:\n%s", tt.logged, l)
+			}
+		})
+	}
+}
+
+func TestInstrumentHandler(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(openStore(t), metrics.Options{})
+	mux := http.NewServeMux()
+	route := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, m.InstrumentHandler(pattern, h)) }
+	route("GET /api/v1/resources/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") == "404" {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		io.WriteString(w, `{"id":`+r.PathValue("id")+`}`)
+	})
+	route("POST /api/v1/resources/{id}/reconcile", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+	})
+	route("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
+		// Streams need the ResponseWriter's Flusher through the wrapper.
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			t.Errorf("Flush through the instrumented writer: %v", err)
+		}
+		if _, ok := w.(http.Flusher); !ok {
+			t.Error("the instrumented writer is not an http.Flusher")
+		}
+		io.WriteString(w, "data: {}\n\n")
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, req := range []struct{ method, path string }{
+		{"GET", "/api/v1/resources/1"}, {"GET", "/api/v1/resources/2"}, {"GET", "/api/v1/resources/3"},
+		{"GET", "/api/v1/resources/404"}, {"POST", "/api/v1/resources/7/reconcile"}, {"GET", "/api/v1/events"},
+	} {
+		r, err := http.NewRequest(req.method, srv.URL+req.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := srv.Client().Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+
+	got := scrape(t, m.Handler())
+	const byID = "GET /api/v1/resources/{id}"
+	tests := []struct {
+		route, method, code string
+		want                float64
+	}{
+		{byID, "get", "200", 3},
+		{byID, "get", "404", 1},
+		{"POST /api/v1/resources/{id}/reconcile", "post", "202", 1},
+		{"GET /api/v1/events", "get", "200", 1},
+	}
+	for _, tt := range tests {
+		labels := map[string]string{"route": tt.route, "method": tt.method, "code": tt.code}
+		if v := got.value(t, "no8s_http_requests_total", labels); v != tt.want {
+			t.Errorf("no8s_http_requests_total%v = %v, want %v", labels, v, tt.want)
+		}
+	}
+	if n, _ := got.histogram(t, "no8s_http_request_duration_seconds", map[string]string{"route": byID, "method": "get"}); n != 4 {
+		t.Errorf("no8s_http_request_duration_seconds count for %s = %d, want 4", byID, n)
+	}
+	// Only route patterns, never raw paths, become label values.
+	for _, name := range []string{"no8s_http_requests_total", "no8s_http_request_duration_seconds"} {
+		for _, s := range got[name].GetMetric() {
+			for _, lp := range s.GetLabel() {
+				if strings.Contains(lp.GetValue(), "/api/v1/resources/") && !strings.Contains(lp.GetValue(), "{id}") {
+					t.Errorf("%s has a raw path as label %s=%q", name, lp.GetName(), lp.GetValue())
+				}
+			}
+		}
+	}
+}
+
+func TestLint(t *testing.T) {
+	t.Parallel()
+	got := scrapeAll(t)
+	var mfs []*dto.MetricFamily
+	for _, name := range got.names() {
+		mfs = append(mfs, got[name])
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+	// Every family the agent defines is there, with the prefix and help.
+	var ours int
+	for name, mf := range got {
+		if !strings.HasPrefix(name, "no8s_") {
+			continue
+		}
+		ours++
+		if len(mf.GetHelp()) < 20 {
+			t.Errorf("%s: help %q is too short to explain it", name, mf.GetHelp())
+		}
+	}
+	if want := len(allFamilies); ours != want {
+		t.Errorf("%d no8s_ families, want %d: %v", ours, want, got.names())
+	}
+}
+
+// allFamilies are the families the package defines, with their types.
+var allFamilies = map[string]dto.MetricType{
+	"no8s_reconciles_total":                      dto.MetricType_COUNTER,
+	"no8s_reconcile_duration_seconds":            dto.MetricType_HISTOGRAM,
+	"no8s_drift_detected_total":                  dto.MetricType_COUNTER,
+	"no8s_resources":                             dto.MetricType_GAUGE,
+	"no8s_queue_depth":                           dto.MetricType_GAUGE,
+	"no8s_reconciles_in_progress":                dto.MetricType_GAUGE,
+	"no8s_resources_waiting":                     dto.MetricType_GAUGE,
+	"no8s_sync_runs_total":                       dto.MetricType_COUNTER,
+	"no8s_sync_duration_seconds":                 dto.MetricType_HISTOGRAM,
+	"no8s_source_last_applied_timestamp_seconds": dto.MetricType_GAUGE,
+	"no8s_webhook_deliveries_total":              dto.MetricType_COUNTER,
+	"no8s_http_requests_total":                   dto.MetricType_COUNTER,
+	"no8s_http_request_duration_seconds":         dto.MetricType_HISTOGRAM,
+	"no8s_store_up":                              dto.MetricType_GAUGE,
+}
+
+func TestFamilyTypes(t *testing.T) {
+	t.Parallel()
+	got := scrapeAll(t)
+	for name, typ := range allFamilies {
+		mf, ok := got[name]
+		if !ok {
+			t.Errorf("%s missing", name)
+			continue
+		}
+		if mf.GetType() != typ {
+			t.Errorf("%s is a %v, want a %v", name, mf.GetType(), typ)
+		}
+	}
+	// Reconcile durations span actions of a millisecond to an hour.
+	buckets := got["no8s_reconcile_duration_seconds"].GetMetric()[0].GetHistogram().GetBucket()
+	if len(buckets) < 2 || buckets[0].GetUpperBound() > 0.001 || buckets[len(buckets)-1].GetUpperBound() < 3600 {
+		t.Errorf("no8s_reconcile_duration_seconds buckets %v do not span 1ms to 1h", buckets)
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(openStore(t), metrics.Options{})
+	h := m.InstrumentHandler("GET /x", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	const workers, rounds = 8, 50
+	var wg gosync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			for range rounds {
+				m.ObserveReconcile("Widget", "noop", "create", i%2 == 0, time.Millisecond, i%3 == 0)
+				m.ObserveSync("infra", metrics.SyncUnchanged, time.Millisecond)
+				m.ObserveWebhook("push", "triggered")
+				h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/x", nil))
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 5 {
+			rec := httptest.NewRecorder()
+			m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			if rec.Code != http.StatusOK {
+				t.Errorf("scrape during updates: %d", rec.Code)
+			}
+		}
+	})
+	wg.Wait()
+	got := scrape(t, m.Handler())
+	if v := got.value(t, "no8s_sync_runs_total", map[string]string{"source": "infra", "result": "unchanged"}); v != workers*rounds {
+		t.Errorf("no8s_sync_runs_total = %v, want %d", v, workers*rounds)
+	}
+	if v := got.value(t, "no8s_http_requests_total", map[string]string{"route": "GET /x", "method": "get", "code": "200"}); v != workers*rounds {
+		t.Errorf("no8s_http_requests_total = %v, want %d", v, workers*rounds)
+	}
+}
