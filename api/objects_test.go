@@ -83,7 +83,7 @@ func TestRedactURL(t *testing.T) {
 		"https://github.com/acme/infra.git":            "https://github.com/acme/infra.git",
 		"https://bot:s3cr3t@github.com/acme/infra.git": "https://bot:xxxxx@github.com/acme/infra.git",
 		"https://ghp_t0ken@github.com/acme/infra.git":  "https://xxxxx@github.com/acme/infra.git",
-		"ssh://git@github.com/acme/infra.git":          "ssh://xxxxx@github.com/acme/infra.git",
+		"ssh://git@github.com/acme/infra.git":          "ssh://git@github.com/acme/infra.git",
 		"git@github.com:acme/infra.git":                "git@github.com:acme/infra.git",
 		"/srv/manifests":                               "/srv/manifests",
 	} {
