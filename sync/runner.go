@@ -33,8 +33,9 @@ type Runner struct {
 	// MinBackoff and MaxBackoff bound the wait after a failure; it doubles
 	// with each failure in a row.
 	MinBackoff, MaxBackoff time.Duration
-	// OnSync, when set, is called after every attempt (for metrics and tests).
-	OnSync func(source string, res *Result, err error)
+	// OnSync, when set, is called after every attempt (for metrics and
+	// tests), with how long the fetch and sync took.
+	OnSync func(source string, res *Result, err error, took time.Duration)
 
 	mu       gosync.Mutex
 	triggers map[string]chan bool
@@ -115,12 +116,13 @@ func (r *Runner) serve(ctx context.Context, j Job) {
 	failures := 0
 	force := false
 	for {
+		start := time.Now()
 		res, err := r.attempt(ctx, j, force)
 		if ctx.Err() != nil {
 			return
 		}
 		if r.OnSync != nil {
-			r.OnSync(name, res, err)
+			r.OnSync(name, res, err, time.Since(start))
 		}
 		var wait time.Duration
 		if err != nil {

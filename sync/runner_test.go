@@ -23,7 +23,7 @@ type attempt struct {
 func startRunner(t *testing.T, r *sync.Runner) <-chan attempt {
 	t.Helper()
 	attempts := make(chan attempt, 100)
-	r.OnSync = func(_ string, res *sync.Result, err error) { attempts <- attempt{res, err} }
+	r.OnSync = func(_ string, res *sync.Result, err error, _ time.Duration) { attempts <- attempt{res, err} }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()

@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"os"
 	gosync "sync"
+	"time"
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/action/builtin"
 	"github.com/no8s/no8s-agent/config"
+	"github.com/no8s/no8s-agent/metrics"
 	"github.com/no8s/no8s-agent/reconcile"
 	"github.com/no8s/no8s-agent/sync"
 )
@@ -67,16 +69,23 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := st.Migrate(ctx); err != nil {
 		return fail(stderr, "run", err)
 	}
+	m := metrics.New(st, metrics.Options{Logger: log})
 	controller := reconcile.New(st, instances, reconcile.Options{
 		Workers:        cfg.Reconcile.Workers,
 		LeaseDuration:  cfg.Reconcile.LeaseDuration.Duration,
 		BackoffInitial: cfg.Reconcile.Backoff.Initial.Duration,
 		BackoffMax:     cfg.Reconcile.Backoff.Max.Duration,
 		Logger:         log,
+		OnAttempt: func(a reconcile.Attempt) {
+			m.ObserveReconcile(a.Record.Kind, a.Action, string(a.Record.Trigger), a.Record.Success, a.Record.Duration, a.Drift)
+		},
 	})
 	syncer := sync.New(st, log)
 	runner := sync.NewRunner(syncer, jobs, log)
-	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, log)
+	runner.OnSync = func(source string, res *sync.Result, err error, took time.Duration) {
+		m.ObserveSync(source, syncResult(res, err), took)
+	}
+	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, m, log)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
@@ -96,6 +105,20 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	wg.Wait()
 	log.Info("agent stopped")
 	return exitOK
+}
+
+// syncResult classifies a sync attempt for metrics.
+func syncResult(res *sync.Result, err error) string {
+	var refused *sync.Error
+	switch {
+	case errors.As(err, &refused):
+		return metrics.SyncRefused
+	case err != nil:
+		return metrics.SyncFailed
+	case res.Skipped:
+		return metrics.SyncUnchanged
+	}
+	return metrics.SyncApplied
 }
 
 // actionInstances builds the configured action instances with the plugins
