@@ -19,8 +19,12 @@ import (
 // chromiumEnv names a Chrome or Chromium binary to use instead of the one on PATH.
 const chromiumEnv = "NO8S_CHROMIUM"
 
-// browserTimeout bounds the whole browser test, start-up included.
-const browserTimeout = 60 * time.Second
+// browserTimeout bounds the whole browser test, start-up included, and
+// stepTimeout each step, so that a missing element fails the test quickly.
+const (
+	browserTimeout = 60 * time.Second
+	stepTimeout    = 15 * time.Second
+)
 
 // phone is the viewport of a small phone, in CSS pixels.
 const phoneWidth, phoneHeight = 390, 844
@@ -91,21 +95,35 @@ func TestBrowser(t *testing.T) {
 		cancelBrowser()
 	}()
 
-	step := func(what string, err error) {
+	// The first run starts the browser and ties it to bctx; the steps
+	// after it each have their own deadline.
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start %s: %v", exe, err)
+	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err != nil {
+		sctx, cancel := context.WithTimeout(bctx, stepTimeout)
+		defer cancel()
+		if err := chromedp.Do(sctx, steps...); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	text := func(what string, sel chromedp.CSS) string {
+		t.Helper()
+		return run(bctx, t, what, chromedp.Text(sel))
+	}
+	count := func(what, sel string) int {
+		t.Helper()
+		return run(bctx, t, what, chromedp.Evaluate[int](fmt.Sprintf("document.querySelectorAll(%q).length", sel)))
+	}
 
 	// The overview shows the example source and every example resource.
-	step("open the overview", chromedp.Do(bctx,
+	do("open the overview",
 		chromedp.Navigate(srv.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS("#sources tr.source")),
 		chromedp.WaitVisible(chromedp.CSS("#resources tr.resource")),
-	))
-	main, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("main")))
-	step("read the overview", err)
+	)
+	main := text("read the overview", "main")
 	for _, want := range []string{sourceName, "ready", f.dir} {
 		if !strings.Contains(main, want) {
 			t.Errorf("the overview does not show %q", want)
@@ -116,91 +134,96 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("the overview does not show %s/%s", kind, name)
 		}
 	}
-	rows, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("#resources tr.resource").length`))
-	step("count resources", err)
-	if rows != len(exampleResources) {
-		t.Errorf("the overview lists %d resources, want %d", rows, len(exampleResources))
+	if n := count("count resources", "#resources tr.resource"); n != len(exampleResources) {
+		t.Errorf("the overview lists %d resources, want %d", n, len(exampleResources))
 	}
-	img, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-	step("screenshot the overview", err)
-	save("overview-desktop.png", img)
+	save("overview-desktop.png", run(bctx, t, "screenshot the overview", chromedp.FullScreenshot(100)))
 
 	// Click a resource and land on its page.
 	id := f.ids["production-pg"]
-	link := fmt.Sprintf(`#resources a.ref[href="/resources/%d"]`, id)
-	step("click production-pg", chromedp.Do(bctx,
-		chromedp.Click(chromedp.CSS(link)),
+	do("click production-pg",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#resources a.ref[href="/resources/%d"]`, id))),
 		chromedp.WaitVisible(chromedp.CSS("h1.resource-title")),
-	))
-	loc, err := chromedp.Run(bctx, chromedp.Location())
-	step("read the location", err)
-	if want := fmt.Sprintf("%s/resources/%d", srv.URL, id); loc != want {
+	)
+	if loc, want := run(bctx, t, "read the location", chromedp.Location()), fmt.Sprintf("%s/resources/%d", srv.URL, id); loc != want {
 		t.Fatalf("after the click the browser is at %s, want %s", loc, want)
 	}
-	title, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("h1.resource-title")))
-	step("read the title", err)
-	if !strings.Contains(title, "DatabaseCluster/production-pg") || !strings.Contains(title, "ready") {
+	if title := text("read the title", "h1.resource-title"); !strings.Contains(title, "DatabaseCluster/production-pg") ||
+		!strings.Contains(title, "ready") {
 		t.Errorf("the resource page's heading is %q", title)
 	}
 
 	// Follow the link to the history, which has the attempt that made it ready.
-	step("open the history", chromedp.Do(bctx,
+	do("open the history",
 		chromedp.Click(chromedp.CSS(`nav.jump a[href="#history"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#history tr.attempt")),
-	))
-	loc, err = chromedp.Run(bctx, chromedp.Location())
-	step("read the location", err)
-	if !strings.HasSuffix(loc, "#history") {
+	)
+	if loc := run(bctx, t, "read the location", chromedp.Location()); !strings.HasSuffix(loc, "#history") {
 		t.Errorf("after following the history link the browser is at %s", loc)
 	}
-	attempts, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("#history tr.attempt").length`))
-	step("count attempts", err)
-	if attempts < 1 {
-		t.Errorf("the history shows %d attempts, want at least one", attempts)
+	if n := count("count attempts", "#history tr.attempt"); n < 1 {
+		t.Errorf("the history shows %d attempts, want at least one", n)
 	}
-	history, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#history")))
-	step("read the history", err)
+	history := text("read the history", "#history")
 	for _, want := range []string{"succeeded", testAgentID} {
 		if !strings.Contains(history, want) {
 			t.Errorf("the history does not show %q:\n%s", want, history)
 		}
 	}
-	img, err = chromedp.Run(bctx, chromedp.FullScreenshot(100))
-	step("screenshot the resource", err)
-	save("resource-desktop.png", img)
+	save("resource-desktop.png", run(bctx, t, "screenshot the resource", chromedp.FullScreenshot(100)))
 
 	// At a phone's width no page scrolls sideways.
-	step("emulate a phone", chromedp.Do(bctx,
-		chromedp.EmulateViewport(phoneWidth, phoneHeight, chromedp.EmulateMobile, chromedp.EmulatePortrait)))
+	do("emulate a phone", chromedp.EmulateViewport(phoneWidth, phoneHeight, chromedp.EmulateMobile, chromedp.EmulatePortrait))
 	for _, page := range []struct{ name, path, ready string }{
 		{"overview", "/", "#resources tr.resource"},
 		{"resource", fmt.Sprintf("/resources/%d", id), "#history tr.attempt"},
 		{"source", "/sources/" + sourceName, "#resources tr.resource"},
 	} {
-		step("open the "+page.name+" on a phone", chromedp.Do(bctx,
+		do("open the "+page.name+" on a phone",
 			chromedp.Navigate(srv.URL+page.path),
 			chromedp.WaitVisible(chromedp.CSS(page.ready)),
-		))
-		widths, err := chromedp.Run(bctx, chromedp.Evaluate[[]int](
+		)
+		widths := run(bctx, t, "measure the "+page.name, chromedp.Evaluate[[]int](
 			`[document.documentElement.scrollWidth, window.innerWidth]`))
-		step("measure the "+page.name, err)
 		scrollWidth, innerWidth := widths[0], widths[1]
-		// Without a viewport meta tag a phone lays the page out 980 pixels wide.
+		// A phone lays out a page without a viewport meta tag 980 pixels
+		// wide, and zooms out of a page wider than the screen: either way
+		// the window is wider than the phone.
 		if innerWidth != phoneWidth {
-			t.Errorf("%s on a phone: the window is %dpx wide, want %d (is the viewport meta tag there?)",
+			t.Errorf("%s on a phone: the window is %dpx wide, want %d: the page lacks the viewport meta tag or is too wide",
 				page.name, innerWidth, phoneWidth)
 		}
 		if scrollWidth > innerWidth {
 			t.Errorf("%s on a phone: the page is %dpx wide in a %dpx window: it scrolls sideways",
 				page.name, scrollWidth, innerWidth)
 		}
-		img, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-		step("screenshot the "+page.name+" on a phone", err)
+		// Nor do the tables within the page: they become cards.
+		wide := run(bctx, t, "measure the tables of the "+page.name, chromedp.Evaluate[[]string](
+			`Array.from(document.querySelectorAll(".table-wrap")).filter(e => e.scrollWidth > e.clientWidth)
+				.map(e => e.querySelector("table").id || e.closest("section").id || "table")`))
+		if len(wide) > 0 {
+			t.Errorf("%s on a phone: these tables scroll sideways: %v", page.name, wide)
+		}
+		img := run(bctx, t, "screenshot the "+page.name+" on a phone", chromedp.FullScreenshot(100))
 		cfg, err := png.DecodeConfig(bytes.NewReader(img))
-		step("decode the screenshot", err)
+		if err != nil {
+			t.Fatalf("decode the screenshot: %v", err)
+		}
 		if cfg.Width != phoneWidth {
 			t.Errorf("%s on a phone: the full-page screenshot is %dpx wide, want %d", page.name, cfg.Width, phoneWidth)
 		}
 		save(page.name+"-phone.png", img)
 	}
+}
+
+// run runs one browser action with a step's deadline and returns its value.
+func run[T any](bctx context.Context, t *testing.T, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bctx, stepTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
 }
