@@ -141,7 +141,7 @@ func newEnv(t *testing.T, mutate func(*api.Options)) *env {
 }
 
 // serve starts a server and its event hub until the test ends.
-func serve(t *testing.T, opts api.Options) (*api.Server, *httptest.Server) {
+func serve(t testing.TB, opts api.Options) (*api.Server, *httptest.Server) {
 	t.Helper()
 	srv := api.New(opts)
 	hs := httptest.NewServer(srv.Handler())

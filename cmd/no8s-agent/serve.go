@@ -8,6 +8,7 @@ import (
 
 	"github.com/no8s/no8s-agent/api"
 	"github.com/no8s/no8s-agent/config"
+	"github.com/no8s/no8s-agent/dashboard"
 	"github.com/no8s/no8s-agent/metrics"
 	"github.com/no8s/no8s-agent/source/git"
 	"github.com/no8s/no8s-agent/store"
@@ -42,6 +43,7 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		ReadToken: cfg.API.ReadToken(), WriteToken: cfg.API.WriteToken(),
 		GitHubWebhook: hook,
 		Metrics:       m.Handler(),
+		Dashboard:     dashboard.New(st, dashboard.Options{Logger: log, Version: versionString()}),
 		Instrument:    m.InstrumentHandler,
 		Logger:        log,
 	})
