@@ -161,7 +161,7 @@ func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	row, err := s.store.GetResource(r.Context(), id)
+	row, err := s.loader.get(r.Context(), id)
 	if err != nil {
 		return err
 	}

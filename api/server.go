@@ -55,6 +55,7 @@ type Server struct {
 	syncer  *sync.Syncer
 	log     *slog.Logger
 	events  *hub
+	loader  *loader
 	handler http.Handler
 }
 
@@ -71,6 +72,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, store: opts.Store, syncer: opts.Syncer, log: opts.Logger}
 	s.events = newHub(opts.Store, opts.Logger)
+	s.loader = newLoader(opts.Store)
 	s.handler = s.routes()
 	return s
 }
