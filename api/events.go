@@ -74,15 +74,26 @@ func newHub(st store.Store, log *slog.Logger) *hub {
 	return &hub{store: st, log: log, subs: map[*subscriber]struct{}{}, ready: make(chan struct{})}
 }
 
-// run listens until ctx is done.
+// run listens until ctx is done. A first subscription that fails (the
+// database is down, or out of connections) is retried with backoff: the
+// store's listener reconnects by itself once it has started.
 func (h *hub) run(ctx context.Context) error {
-	notes, err := h.store.Listen(ctx, store.TopicStatus, store.TopicSources)
-	if err != nil {
-		h.stop()
+	defer h.stop()
+	var notes <-chan store.Notification
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 30*time.Second) {
+		var err error
+		if notes, err = h.store.Listen(ctx, store.TopicStatus, store.TopicSources); err == nil {
+			break
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("event stream: %w", err)
+		h.log.Warn("event stream cannot listen to the store; retrying", "error", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
 	}
 	h.readyOnce.Do(func() { close(h.ready) })
 	for n := range notes {
@@ -91,7 +102,6 @@ func (h *hub) run(ctx context.Context) error {
 			h.publish(ev)
 		}
 	}
-	h.stop()
 	return nil
 }
 

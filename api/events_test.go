@@ -151,6 +151,10 @@ func TestEvents(t *testing.T) {
 		ev := infra.next()
 		switch ev.name {
 		case api.EventResource:
+			// The filter holds: the API's resource never shows here.
+			if !strings.Contains(ev.data, `"source":"infra"`) {
+				t.Errorf("the infra stream got %s", ev.data)
+			}
 			gotRes = strings.Contains(ev.data, `"name":"prod-vpc"`) && strings.Contains(ev.data, `"generation":2`)
 		case api.EventSource:
 			var src api.Source

@@ -1,10 +1,13 @@
 package api
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -43,6 +46,15 @@ func intParam(q url.Values, name string, def, maxVal int) (int, error) {
 		return 0, errorf(http.StatusBadRequest, "%s: at most %d", name, maxVal)
 	}
 	return n, nil
+}
+
+// listLimit reads ?limit=: def when absent or 0, at most MaxLimit.
+func listLimit(r *http.Request, def int) (int, error) {
+	n, err := intParam(r.URL.Query(), "limit", def, MaxLimit)
+	if n == 0 {
+		n = def
+	}
+	return n, err
 }
 
 // --- resource types ---
@@ -91,12 +103,29 @@ func (s *Server) createType(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusBadRequest, Message: "version: required (e.g. v1)",
 			Details: []Detail{{Field: "version", Pointer: "/version", Message: "required"}}}
 	}
-	doc, err := typeDocument(&req)
-	if err != nil {
-		return err
-	}
-	written, err := s.syncer.ApplyDocument(r.Context(), doc)
-	if err != nil {
+	written, err := s.syncer.ApplyDocument(r.Context(), func(ctx context.Context, tx store.Store) ([]byte, error) {
+		// A new version of a type the API declared before keeps what the
+		// request leaves out, as one type shares group, description and action.
+		versions, err := tx.ListResourceTypes(ctx, store.TypeFilter{Name: req.Name, Source: store.APISource})
+		if err != nil {
+			return nil, err
+		}
+		if len(versions) > 0 {
+			v := versions[0]
+			req.Group = cmp.Or(req.Group, v.Group)
+			req.Description = cmp.Or(req.Description, v.Description)
+			req.Action = cmp.Or(req.Action, v.Action)
+			if req.DriftInterval == "" && v.DriftInterval > 0 {
+				req.DriftInterval = v.DriftInterval.String()
+			}
+		}
+		return typeDocument(&req)
+	})
+	var owned *store.OwnerConflictError
+	switch {
+	case errors.As(err, &owned):
+		return &Error{Status: http.StatusConflict, Message: ownedMessage(owned.What, owned.Owner)}
+	case err != nil:
 		return &fieldError{err: err, fields: typeFields}
 	}
 	status := http.StatusOK
@@ -122,11 +151,8 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 	if f.Labels, err = parseLabels(q["label"]); err != nil {
 		return err
 	}
-	if f.Limit, err = intParam(q, "limit", DefaultLimit, MaxLimit); err != nil {
+	if f.Limit, err = listLimit(r, DefaultLimit); err != nil {
 		return err
-	}
-	if f.Limit == 0 {
-		f.Limit = DefaultLimit
 	}
 	after, err := intParam(q, "after", 0, 0)
 	if err != nil {
@@ -186,13 +212,19 @@ func (s *Server) createResource(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &req, readOnlyResourceFields); err != nil {
 		return err
 	}
-	for field, v := range map[string]*string{"name": req.Name, "resource_type_name": req.ResourceTypeName} {
-		if v == nil || *v == "" {
-			return &Error{Status: http.StatusBadRequest, Message: field + ": required",
-				Details: []Detail{{Field: field, Pointer: "/" + field, Message: "required"}}}
+	var missing []Detail
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"name", req.Name}, {"resource_type_name", req.ResourceTypeName}} {
+		if f.v == nil || *f.v == "" {
+			missing = append(missing, Detail{Field: f.name, Pointer: "/" + f.name, Message: f.name + ": required"})
 		}
 	}
-	return s.writeResource(w, r, &req, nil)
+	if len(missing) > 0 {
+		return &Error{Status: http.StatusBadRequest, Message: missing[0].Message, Details: missing}
+	}
+	return s.writeResource(w, r, &req, 0)
 }
 
 func (s *Server) updateResource(w http.ResponseWriter, r *http.Request) error {
@@ -204,65 +236,39 @@ func (s *Server) updateResource(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &req, readOnlyResourceFields); err != nil {
 		return err
 	}
-	cur, err := s.store.GetResource(r.Context(), id)
-	if err != nil {
-		return err
-	}
-	for field, v := range map[string]*string{"name": req.Name, "resource_type_name": req.ResourceTypeName, "resource_type_version": req.ResourceTypeVersion} {
-		have := map[string]string{"name": cur.Name, "resource_type_name": cur.Kind, "resource_type_version": cur.Version}[field]
-		if v != nil && *v != have {
-			return &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("%s: cannot change from %q to %q; create a new resource instead", field, have, *v),
-				Details: []Detail{{Field: field, Pointer: "/" + field, Message: "immutable"}}}
-		}
-	}
-	return s.writeResource(w, r, &req, cur)
+	return s.writeResource(w, r, &req, id)
 }
 
-// writeResource turns the request, over cur when updating, into a manifest
-// and applies it through the sync code as the API's own source.
-func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *ResourceRequest, cur *store.Resource) error {
-	var (
-		kind, name, version, action string
-		spec                        []byte
-		labels, annotations         map[string]string
-		deps                        []manifest.ObjectRef
-	)
-	if cur != nil {
-		if cur.Source.Name != store.APISource {
-			return ownedElsewhere(cur)
+// writeResource turns the request into a manifest and applies it through
+// the sync code as the API's own source. With an id it updates that
+// resource: the request's fields over the stored ones, read under the API
+// source's lock so that concurrent updates each see the other's result.
+func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *ResourceRequest, id int64) error {
+	written, err := s.syncer.ApplyDocument(r.Context(), func(ctx context.Context, tx store.Store) ([]byte, error) {
+		var d resourceDraft
+		if id != 0 {
+			cur, err := tx.GetResource(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if cur.Source.Name != store.APISource {
+				return nil, ownedElsewhere(cur)
+			}
+			if err := immutable(req, cur); err != nil {
+				return nil, err
+			}
+			d = resourceDraft{kind: cur.Kind, name: cur.Name, version: cur.Version, action: cur.Action, spec: cur.Spec,
+				labels: cur.Labels, annotations: cur.Annotations, dependsOn: cur.DependsOn}
+		} else {
+			d.kind, d.name = *req.ResourceTypeName, *req.Name
 		}
-		kind, name, version, action, spec = cur.Kind, cur.Name, cur.Version, cur.Action, cur.Spec
-		labels, annotations, deps = cur.Labels, cur.Annotations, cur.DependsOn
-	} else {
-		kind, name = *req.ResourceTypeName, *req.Name
-	}
-	if req.ResourceTypeVersion != nil {
-		version = *req.ResourceTypeVersion
-	}
-	if req.ActionPlugin != nil {
-		action = *req.ActionPlugin
-	}
-	if req.Spec != nil {
-		spec = req.Spec
-	}
-	if req.Labels != nil {
-		labels = *req.Labels
-	}
-	if req.Annotations != nil {
-		annotations = *req.Annotations
-	}
-	if req.DependsOn != nil {
-		deps = *req.DependsOn
-	}
-	t, err := s.resourceType(r, kind, version)
-	if err != nil {
-		return err
-	}
-	doc, err := resourceDocument(t.Group, t.Version, kind, name, action, spec, labels, annotations, deps)
-	if err != nil {
-		return err
-	}
-	written, err := s.syncer.ApplyDocument(r.Context(), doc)
+		d.apply(req)
+		t, err := resourceType(ctx, tx, d.kind, d.version)
+		if err != nil {
+			return nil, err
+		}
+		return resourceDocument(t.Group, t.Version, d)
+	})
 	var owned *store.OwnerConflictError
 	switch {
 	case errors.As(err, &owned):
@@ -279,18 +285,34 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 	return nil
 }
 
+// immutable refuses an update that would rename a resource or move it to
+// another type or version.
+func immutable(req *ResourceRequest, cur *store.Resource) error {
+	for _, f := range []struct {
+		name string
+		v    *string
+		have string
+	}{{"name", req.Name, cur.Name}, {"resource_type_name", req.ResourceTypeName, cur.Kind}, {"resource_type_version", req.ResourceTypeVersion, cur.Version}} {
+		if f.v != nil && *f.v != f.have {
+			return &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("%s: cannot change from %q to %q; create a new resource instead", f.name, f.have, *f.v),
+				Details: []Detail{{Field: f.name, Pointer: "/" + f.name, Message: "immutable"}}}
+		}
+	}
+	return nil
+}
+
 // resourceType finds the type version a request names. Without a version,
 // a type with exactly one version is meant.
-func (s *Server) resourceType(r *http.Request, kind, version string) (*store.ResourceType, error) {
+func resourceType(ctx context.Context, st store.Store, kind, version string) (*store.ResourceType, error) {
 	if version != "" {
-		t, err := s.store.GetResourceTypeByName(r.Context(), kind, version)
+		t, err := st.GetResourceTypeByName(ctx, kind, version)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("resource_type_version: resource type %s has no version %q; create it first (POST /api/v1/resource-types)", kind, version),
 				Details: []Detail{{Field: "resource_type_version", Pointer: "/resource_type_version", Message: "unknown resource type version"}}}
 		}
 		return t, err
 	}
-	rows, err := s.store.ListResourceTypes(r.Context(), store.TypeFilter{Name: kind})
+	rows, err := st.ListResourceTypes(ctx, store.TypeFilter{Name: kind})
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +383,7 @@ func (s *Server) resourceHistory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := intParam(r.URL.Query(), "limit", historyLimit, MaxLimit)
+	limit, err := listLimit(r, historyLimit)
 	if err != nil {
 		return err
 	}
@@ -423,7 +445,7 @@ func (s *Server) getSource(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) sourceHistory(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
-	limit, err := intParam(r.URL.Query(), "limit", historyLimit, MaxLimit)
+	limit, err := listLimit(r, historyLimit)
 	if err != nil {
 		return err
 	}
@@ -442,13 +464,24 @@ func (s *Server) sourceHistory(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// trigger asks the runner for a sync of a source this agent syncs.
-func (s *Server) trigger(name string, force bool) error {
+// syncable checks that name is a source this agent syncs.
+func (s *Server) syncable(name string) error {
 	if name == store.APISource {
 		return errorf(http.StatusBadRequest, "source %q is the API itself: there is nothing to fetch", name)
 	}
 	if s.opts.Sources == nil {
 		return errorf(http.StatusServiceUnavailable, "this agent runs no sources")
+	}
+	if !slices.Contains(s.opts.Sources.Sources(), name) {
+		return errorf(http.StatusNotFound, "source %q is not configured on this agent", name)
+	}
+	return nil
+}
+
+// trigger asks the runner for a sync of a source this agent syncs.
+func (s *Server) trigger(name string, force bool) error {
+	if err := s.syncable(name); err != nil {
+		return err
 	}
 	if !s.opts.Sources.Trigger(name, force) {
 		return errorf(http.StatusNotFound, "source %q is not configured on this agent", name)
@@ -469,8 +502,12 @@ func (s *Server) syncSource(w http.ResponseWriter, r *http.Request) error {
 // (?revision= or {"revision": ...}), or the one the source is stalled on.
 func (s *Server) approveSource(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
+	// Checked first: an approval this agent cannot act on is not recorded.
+	if err := s.syncable(name); err != nil {
+		return err
+	}
 	rev := r.URL.Query().Get("revision")
-	if rev == "" && r.ContentLength != 0 {
+	if rev == "" && r.ContentLength > 0 {
 		var body struct {
 			Revision string `json:"revision"`
 		}

@@ -17,8 +17,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	if err := s.store.Ping(ctx); err != nil {
+		// The error may name the database's host and user: logged, not shown.
 		s.log.Warn("not ready", "error", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "store": err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable",
+			"store": "unreachable, or its schema is not current; the agent's log says which"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "healthy", "store": "ok"})

@@ -164,6 +164,7 @@ type Source struct {
 	ApprovedRevision      string     `json:"approved_revision,omitempty"`
 	LastCommit            *Commit    `json:"last_commit"`
 	LastSyncTime          *time.Time `json:"last_sync_time"`
+	LastAppliedTime       *time.Time `json:"last_applied_time"`
 	Errors                []Problem  `json:"errors"`
 }
 
@@ -172,7 +173,8 @@ func NewSource(s *store.Source) Source {
 	return Source{Name: s.Name, Kind: string(s.Kind), URL: redactURL(s.URL), Path: s.Path, Phase: string(s.Phase), Message: s.Message,
 		LastAppliedRevision: string(s.LastAppliedRevision), LastAttemptedRevision: string(s.LastAttemptedRevision),
 		ApprovedRevision: string(s.ApprovedRevision), LastCommit: commit(s.LastCommit), LastSyncTime: s.LastSyncTime,
-		Errors: problems(s.Errors)}
+		LastAppliedTime: s.LastAppliedTime,
+		Errors:          problems(s.Errors)}
 }
 
 // redactURL hides a password or token written into a URL's user info.

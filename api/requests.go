@@ -114,25 +114,54 @@ func jsonProblem(data []byte, err error) string {
 	return "null is not an object"
 }
 
-// resourceDocument is the manifest a resource request stands for.
-func resourceDocument(group, version, kind, name, action string, spec json.RawMessage, labels, annotations map[string]string,
-	dependsOn []manifest.ObjectRef) ([]byte, error) {
-	meta := map[string]any{"name": name}
-	if len(labels) > 0 {
-		meta["labels"] = labels
+// resourceDraft is a resource as a write will declare it.
+type resourceDraft struct {
+	kind, name, version, action string
+	spec                        json.RawMessage
+	labels, annotations         map[string]string
+	dependsOn                   []manifest.ObjectRef
+}
+
+// apply sets the fields the request gives.
+func (d *resourceDraft) apply(req *ResourceRequest) {
+	if req.ResourceTypeVersion != nil {
+		d.version = *req.ResourceTypeVersion
 	}
-	if len(annotations) > 0 {
-		meta["annotations"] = annotations
+	if req.ActionPlugin != nil {
+		d.action = *req.ActionPlugin
 	}
-	doc := map[string]any{"apiVersion": group + "/" + version, "kind": kind, "metadata": meta}
-	if len(spec) > 0 {
-		doc["spec"] = spec
+	if req.Spec != nil {
+		d.spec = req.Spec
 	}
-	if action != "" {
-		doc["action"] = action
+	if req.Labels != nil {
+		d.labels = *req.Labels
 	}
-	if len(dependsOn) > 0 {
-		doc["dependsOn"] = dependsOn
+	if req.Annotations != nil {
+		d.annotations = *req.Annotations
+	}
+	if req.DependsOn != nil {
+		d.dependsOn = *req.DependsOn
+	}
+}
+
+// resourceDocument is the manifest a draft stands for.
+func resourceDocument(group, version string, d resourceDraft) ([]byte, error) {
+	meta := map[string]any{"name": d.name}
+	if len(d.labels) > 0 {
+		meta["labels"] = d.labels
+	}
+	if len(d.annotations) > 0 {
+		meta["annotations"] = d.annotations
+	}
+	doc := map[string]any{"apiVersion": group + "/" + version, "kind": d.kind, "metadata": meta}
+	if len(d.spec) > 0 {
+		doc["spec"] = d.spec
+	}
+	if d.action != "" {
+		doc["action"] = d.action
+	}
+	if len(d.dependsOn) > 0 {
+		doc["dependsOn"] = d.dependsOn
 	}
 	return json.Marshal(doc)
 }
@@ -211,6 +240,9 @@ func parseLabels(values []string) (map[string]string, error) {
 			m := labelSelectorRE.FindStringSubmatch(strings.TrimSpace(part))
 			if m == nil {
 				return nil, errorf(http.StatusBadRequest, "label: %q is not key=value", part)
+			}
+			if have, seen := out[m[1]]; seen && have != m[2] {
+				return nil, errorf(http.StatusBadRequest, "label: %s=%s and %s=%s cannot both hold", m[1], have, m[1], m[2])
 			}
 			out[m[1]] = m[2]
 		}

@@ -103,9 +103,18 @@ func TestRoutes(t *testing.T) {
 		{"approve not stalled", "POST", "/api/v1/sources/infra/approve", writeToken, "", 400, []string{"not stalled"}},
 		{"approve revision", "POST", "/api/v1/sources/infra/approve?revision=main@sha1:1234", writeToken, "", 202, []string{`"approved_revision":"main@sha1:1234"`}},
 		{"approve missing", "POST", "/api/v1/sources/nope/approve?revision=x", writeToken, "", 404, nil},
+		{"approve api", "POST", "/api/v1/sources/api/approve?revision=zzz", writeToken, "", 400, []string{"nothing to fetch"}},
+		{"type version keeps the group", "POST", "/api/v1/resource-types", writeToken,
+			`{"name": "Queue", "version": "v1", "group": "mq.example.com", "schema": {"type": "object"}}`, 201, []string{`"group":"mq.example.com"`}},
+		{"type version inherits the group", "POST", "/api/v1/resource-types", writeToken,
+			`{"name": "Queue", "version": "v1beta1", "schema": {"type": "object"}}`, 201, []string{`"group":"mq.example.com"`}},
+		{"type version with another group", "POST", "/api/v1/resource-types", writeToken,
+			`{"name": "Queue", "version": "v2", "group": "other.example.com", "schema": {"type": "object"}}`, 400, []string{`"field":"group"`, "share one group"}},
 
 		{"unknown api path", "GET", "/api/v2/things", "", "", 404, []string{`"error":"no such endpoint"`}},
-		{"wrong method", "PATCH", "/api/v1/resources", writeToken, "{}", 405, nil},
+		{"wrong method", "PATCH", "/api/v1/resources", writeToken, "{}", 405, []string{"method PATCH is not allowed", "GET"}},
+		{"wrong method on an item", "POST", fmt.Sprintf("/api/v1/resources/%d", res.ID), writeToken, "{}", 405, []string{"not allowed"}},
+		{"conflicting labels", "GET", "/api/v1/resources?label=team=a&label=team=b", "", "", 400, []string{"cannot both hold"}},
 		{"healthz", "GET", "/healthz", "", "", 200, []string{`"ok"`}},
 		{"readyz", "GET", "/readyz", "", "", 200, []string{`"healthy"`}},
 		{"health", "GET", "/health", "", "", 200, []string{`"healthy"`}},
@@ -121,7 +130,7 @@ func TestRoutes(t *testing.T) {
 					t.Errorf("body %s does not contain %s", body, want)
 				}
 			}
-			if status >= 400 && status != 405 {
+			if status >= 400 {
 				var eb api.ErrorBody
 				if err := json.Unmarshal(body, &eb); err != nil || eb.Error == "" || eb.Details == nil {
 					t.Errorf("error body %s is not {error, details}", body)
@@ -135,6 +144,10 @@ func TestRoutes(t *testing.T) {
 	if got := e.runner.calls(); strings.Join(got, ",") != "infra,infra" {
 		t.Errorf("triggers = %v, want the sync and the approval of infra", got)
 	}
+	// The refused approval left no trace.
+	if src, err := e.store.GetSource(t.Context(), "api"); err != nil || src.ApprovedRevision != "" {
+		t.Errorf("api source after a refused approval: %+v %v", src, err)
+	}
 	// Nothing the refused writes sent reached the store.
 	rows, err := e.store.ListResources(t.Context(), store.ResourceFilter{})
 	if err != nil {
@@ -146,5 +159,42 @@ func TestRoutes(t *testing.T) {
 	vpc, err := e.store.GetResource(t.Context(), git)
 	if err != nil || string(vpc.Spec) != `{"cidr":"10.0.0.0/16"}` || vpc.Generation != 1 {
 		t.Errorf("git-owned resource changed: %+v %v", vpc, err)
+	}
+}
+
+// TestConcurrentUpdates sends updates of different fields of one resource at
+// once: each is applied over the others' results, none is lost.
+func TestConcurrentUpdates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.must("POST", "/api/v1/resource-types", writeToken, dbType, 201, nil)
+	var res api.Resource
+	e.must("POST", "/api/v1/resources", writeToken, dbResource, 201, &res)
+	path := fmt.Sprintf("/api/v1/resources/%d", res.ID)
+	bodies := []string{
+		`{"spec": {"engine": "mysql", "storage_gb": 500}}`,
+		`{"labels": {"team": "data"}}`,
+		`{"annotations": {"owner": "ada"}}`,
+		`{"action_plugin": "provision-db-v2"}`,
+		`{"depends_on": [{"kind": "Network", "name": "prod-vpc"}]}`,
+	}
+	done := make(chan struct{})
+	for _, b := range bodies {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			if st, body, _ := e.call("PUT", path, writeToken, b); st != 200 {
+				t.Errorf("PUT %s = %d %s", b, st, body)
+			}
+		}()
+	}
+	for range bodies {
+		<-done
+	}
+	var got api.Resource
+	e.must("GET", path, "", "", 200, &got)
+	if !strings.Contains(string(got.Spec), `"engine":"mysql"`) || got.Labels["team"] != "data" || got.Annotations["owner"] != "ada" ||
+		got.ActionPlugin != "provision-db-v2" || len(got.DependsOn) != 1 {
+		t.Errorf("after concurrent updates: spec %s labels %v annotations %v action %s dependsOn %v",
+			got.Spec, got.Labels, got.Annotations, got.ActionPlugin, got.DependsOn)
 	}
 }

@@ -2,8 +2,10 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +23,8 @@ const DefaultMaxBodyBytes = 1 << 20
 type Triggerer interface {
 	// Trigger reports whether the source is one the agent syncs.
 	Trigger(name string, force bool) bool
+	// Sources names the sources the agent syncs.
+	Sources() []string
 }
 
 // Options configure a Server. Store and Syncer are required.
@@ -99,8 +103,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	hubDone := make(chan error, 1)
-	go func() { hubDone <- s.Run(ctx) }()
+	hubDone := make(chan struct{})
+	go func() {
+		defer close(hubDone)
+		if err := s.Run(ctx); err != nil {
+			s.log.Error("event stream stopped", "error", err)
+		}
+	}()
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
 	var err error
@@ -140,6 +149,9 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, need access, h http.Handler) {
 		h = s.authorize(need, h)
+		if pattern != "GET /api/v1/events" {
+			h = readDeadline(h)
+		}
 		if s.opts.Instrument != nil {
 			h = s.opts.Instrument(pattern, h)
 		}
@@ -188,7 +200,64 @@ func (s *Server) routes() http.Handler {
 	if s.opts.Dashboard != nil {
 		handle("GET /", read, s.opts.Dashboard)
 	}
-	return mux
+	return jsonMethodErrors(mux)
+}
+
+// bodyReadTimeout bounds how long a client may take to send its request,
+// so that slow senders cannot hold the server's goroutines. The event
+// stream is exempt: a server-wide read timeout would cut it.
+const bodyReadTimeout = 30 * time.Second
+
+func readDeadline(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
+		h.ServeHTTP(w, r)
+	})
+}
+
+// jsonMethodErrors answers a wrong method under /api/ with a JSON error,
+// like every other API error, instead of the mux's plain text.
+func jsonMethodErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			w = &methodErrorWriter{ResponseWriter: w, method: r.Method}
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// methodErrorWriter replaces a 405's plain-text body with JSON.
+type methodErrorWriter struct {
+	http.ResponseWriter
+	method  string
+	swallow bool
+}
+
+func (m *methodErrorWriter) WriteHeader(code int) {
+	if code != http.StatusMethodNotAllowed {
+		m.ResponseWriter.WriteHeader(code)
+		return
+	}
+	m.swallow = true
+	writeJSON(m.ResponseWriter, code, ErrorBody{Error: fmt.Sprintf("method %s is not allowed here (allowed: %s)",
+		m.method, m.Header().Get("Allow")), Details: []Detail{}})
+}
+
+func (m *methodErrorWriter) Write(p []byte) (int, error) {
+	if m.swallow {
+		return len(p), nil
+	}
+	return m.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (m *methodErrorWriter) Unwrap() http.ResponseWriter { return m.ResponseWriter }
+
+// Flush keeps event streams working through the wrapper.
+func (m *methodErrorWriter) Flush() {
+	if f, ok := m.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // json adapts a handler that returns an error, capping the request body.
@@ -198,6 +267,9 @@ func (s *Server) json(h func(http.ResponseWriter, *http.Request) error) http.Han
 			r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 		}
 		if err := h(w, r); err != nil {
+			if r.Context().Err() != nil {
+				return // the client went away: no one to answer, nothing wrong here
+			}
 			var fe *fieldError
 			if errors.As(err, &fe) {
 				s.writeError(w, r, fe.err, fe.fields)
@@ -272,7 +344,9 @@ func presentedToken(r *http.Request) (string, bool) {
 	return "", false
 }
 
-// equal compares tokens in constant time, so that timing tells nothing.
+// equal compares tokens in constant time. Comparing digests, which have one
+// length, keeps the time from telling even the token's length.
 func equal(got, want string) bool {
-	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }

@@ -62,6 +62,14 @@ func (f *fakeRunner) Trigger(name string, force bool) bool {
 	return true
 }
 
+func (f *fakeRunner) Sources() []string {
+	var out []string
+	for name := range f.known {
+		out = append(out, name)
+	}
+	return out
+}
+
 func (f *fakeRunner) calls() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

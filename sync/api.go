@@ -29,44 +29,56 @@ type Written struct {
 	Revision manifest.Revision
 }
 
+// DocumentFunc builds the manifest document of an API write. It runs inside
+// the write's transaction, after the API source's lock is taken, and reads
+// through tx: what it reads (the resource being changed, the types) cannot
+// change before the document is written.
+type DocumentFunc func(ctx context.Context, tx store.Store) ([]byte, error)
+
 // ApplyDocument applies one manifest document written through the API, as
-// the pseudo-source store.APISource: it is decoded, validated against the
-// stored types, checked for ownership and written with a sync history row
-// and notifications, the way a snapshot of a Git source is. A ResourceType
+// the pseudo-source store.APISource: under that source's lock, build makes
+// the document, which is decoded, validated against the stored types,
+// checked for ownership and written with a sync history row and
+// notifications, the way a snapshot of a Git source is. A ResourceType
 // document carries the versions to write; versions of the type the API wrote
-// before and the document leaves out are kept.
+// before and the document leaves out are kept. API writes are serialized,
+// so a read-modify-write in build loses no concurrent change.
 //
 // A document that does not validate returns an *Error with reason
 // ValidationFailed; an object another source owns returns an
-// *store.OwnerConflictError naming that source, its file and revision.
-// Either way nothing changes.
-func (s *Syncer) ApplyDocument(ctx context.Context, data []byte) (*Written, error) {
+// *store.OwnerConflictError naming that source, its file and revision; an
+// error of build is returned as it is. Either way nothing changes.
+func (s *Syncer) ApplyDocument(ctx context.Context, build DocumentFunc) (*Written, error) {
 	start := s.now()
-	sum := sha256.Sum256(data)
-	rev := manifest.Revision("api@sha256:" + hex.EncodeToString(sum[:]))
-	docs, problems := manifest.DecodeFile("api", data, manifest.DecodeOptions{})
-	if len(problems) == 0 && len(docs) != 1 {
-		problems = append(problems, manifest.Problem{File: "api", Message: fmt.Sprintf("want one document, got %d", len(docs))})
-	}
-	if len(problems) > 0 {
-		return nil, invalidDocument(problems)
-	}
-	known, err := s.otherTypes(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	set, err := manifest.Validate(docs, known)
-	var verr *manifest.ValidationError
-	switch {
-	case errors.As(err, &verr):
-		return nil, invalidDocument(verr.Problems)
-	case err != nil:
-		return nil, err
-	}
-	snap := &source.Snapshot{Revision: rev}
-	out := &Written{Revision: rev}
-	err = s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+	out := &Written{}
+	err := s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
 		if err := tx.LockSource(ctx, apiTarget.Name); err != nil {
+			return err
+		}
+		data, err := build(ctx, tx)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(data)
+		rev := manifest.Revision("api@sha256:" + hex.EncodeToString(sum[:]))
+		out.Revision = rev
+		docs, problems := manifest.DecodeFile("api", data, manifest.DecodeOptions{})
+		if len(problems) == 0 && len(docs) != 1 {
+			problems = append(problems, manifest.Problem{File: "api", Message: fmt.Sprintf("want one document, got %d", len(docs))})
+		}
+		if len(problems) > 0 {
+			return invalidDocument(problems)
+		}
+		known, err := s.otherTypes(ctx, tx, "")
+		if err != nil {
+			return err
+		}
+		set, err := manifest.Validate(docs, known)
+		var verr *manifest.ValidationError
+		switch {
+		case errors.As(err, &verr):
+			return invalidDocument(verr.Problems)
+		case err != nil:
 			return err
 		}
 		cur, err := s.sourceState(ctx, tx, apiTarget)
@@ -86,12 +98,12 @@ func (s *Syncer) ApplyDocument(ctx context.Context, data []byte) (*Written, erro
 		default:
 			return fmt.Errorf("api write: %w: the document declares nothing", store.ErrInvalid)
 		}
-		return s.recordSuccess(ctx, tx, apiTarget, snap, cur, p, start)
+		return s.recordSuccess(ctx, tx, apiTarget, &source.Snapshot{Revision: rev}, cur, p, start)
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("applied through the API", "revision", string(rev), "outcome", string(out.Outcome))
+	s.log.Info("applied through the API", "revision", string(out.Revision), "outcome", string(out.Outcome))
 	return out, nil
 }
 
@@ -107,6 +119,10 @@ func (s *Syncer) writeType(ctx context.Context, tx store.Store, ty *manifest.Res
 	for _, r := range rows {
 		if r.Source.Name != apiTarget.Name {
 			return &store.OwnerConflictError{What: "ResourceType " + ty.Name, Owner: r.Source}
+		}
+		if r.Group != ty.Group {
+			return invalidDocument([]manifest.Problem{{File: "api", Pointer: "/spec/group", Message: fmt.Sprintf(
+				"spec.group: %q differs from %q, the group of version %s: all versions of a type share one group", ty.Group, r.Group, r.Version)}})
 		}
 		mine[r.Version] = r
 	}

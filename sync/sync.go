@@ -276,7 +276,7 @@ func (s *Syncer) sourceState(ctx context.Context, st store.Store, t Target) (*st
 // validate checks the snapshot as a whole: its own types first, then the
 // types of other sources for kinds it does not declare.
 func (s *Syncer) validate(ctx context.Context, t Target, snap *source.Snapshot) (*manifest.Set, error) {
-	known, err := s.otherTypes(ctx, t.Name)
+	known, err := s.otherTypes(ctx, s.store, t.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -306,8 +306,8 @@ func (s *Syncer) validate(ctx context.Context, t Target, snap *source.Snapshot) 
 
 // otherTypes returns a resolver of the types other sources own, compiled on
 // first use and remembered while their schemas stay the same.
-func (s *Syncer) otherTypes(ctx context.Context, self string) (manifest.TypeResolver, error) {
-	rows, err := s.store.ListResourceTypes(ctx, store.TypeFilter{})
+func (s *Syncer) otherTypes(ctx context.Context, st store.Store, self string) (manifest.TypeResolver, error) {
+	rows, err := st.ListResourceTypes(ctx, store.TypeFilter{})
 	if err != nil {
 		return nil, fmt.Errorf("list resource types: %w", err)
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -71,6 +73,26 @@ func curl(t *testing.T, method, url, token, body string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(data)
+}
+
+// waitLine reads lines until one matches, failing when the stream ends or
+// 30 seconds pass first.
+func waitLine(t *testing.T, lines <-chan string, match func(string) bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the event stream ended")
+			}
+			if match(l) {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no matching event within 30s")
+		}
+	}
 }
 
 // The predecessor's README examples, verbatim.
@@ -176,6 +198,28 @@ actions:
 	}
 	agent := startAgent(t, url, "--config", path)
 	base := agent.addr() + "/api/v1"
+	// The event stream, through every wrapper the agent puts around its
+	// routes, shows the resource becoming ready.
+	events := make(chan string, 1024)
+	streamCtx, stopStream := context.WithCancel(context.Background())
+	defer stopStream()
+	req, err := http.NewRequestWithContext(streamCtx, "GET", base+"/events?kind=DatabaseCluster", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("events: %v %v", resp, err)
+	}
+	go func() {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			events <- sc.Text()
+		}
+		close(events)
+	}()
+	waitLine(t, events, func(l string) bool { return l == ": subscribed" })
 
 	if st, body := curl(t, "POST", base+"/resource-types", token, seedType); st != 201 {
 		t.Fatalf("create type = %d %s", st, body)
@@ -220,6 +264,9 @@ actions:
 		r.ActionPlugin != "github_actions" || r.StatusMessage == "" || r.LastReconcileTime == nil || len(r.Conditions) < 3 {
 		t.Errorf("resource = %+v", r)
 	}
+	waitLine(t, events, func(l string) bool {
+		return strings.HasPrefix(l, "data: ") && strings.Contains(l, `"name":"production-pg"`) && strings.Contains(l, `"status":"ready"`)
+	})
 	if byName := get("/resources/by-name/DatabaseCluster/v1/production-pg"); byName.ID != created.ID {
 		t.Errorf("by name = %+v", byName)
 	}

@@ -93,6 +93,9 @@ actions: {web: {plugin: noop}}
 	if code := deliver(t, base, "push", body, "not-the-secret"); code != http.StatusUnauthorized {
 		t.Errorf("forged push = %d, want 401", code)
 	}
+	if rev := revision(); strings.HasSuffix(rev, head) {
+		t.Fatalf("refused pushes synced %s", rev)
+	}
 	if code := deliver(t, base, "ping", `{"zen": "Keep it logically awesome."}`, secret); code != http.StatusOK {
 		t.Errorf("ping = %d, want 200", code)
 	}

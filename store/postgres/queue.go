@@ -18,20 +18,24 @@ import (
 // expired by the database's clock, the only clock all agents share.
 const leaseFree = `(lease_expires_at IS NULL OR lease_expires_at <= now())`
 
-// claimUrgent picks resources due regardless of schedule: a deletion, a
+// urgentDue is true of resources due regardless of schedule: a deletion, a
 // manual request, or a new generation whose retry time (if any) has come.
 // The first three disjuncts repeat resources_urgent_idx's predicate so that
-// the scan walks that small partial index in id order.
+// a scan can walk that small partial index in id order.
+const urgentDue = `(generation > observed_generation OR deletion_requested_at IS NOT NULL OR reconcile_requested_at IS NOT NULL)
+	  AND (reconcile_requested_at IS NOT NULL OR next_reconcile_at IS NULL OR next_reconcile_at <= now())`
+
+// scheduledDue is true of resources whose retry or drift check has come.
+const scheduledDue = `next_reconcile_at <= now()`
+
+// claimUrgent picks urgent resources in id order.
 const claimUrgent = `SELECT id, phase FROM resources
-	WHERE (generation > observed_generation OR deletion_requested_at IS NOT NULL OR reconcile_requested_at IS NOT NULL)
-	  AND (reconcile_requested_at IS NOT NULL OR next_reconcile_at IS NULL OR next_reconcile_at <= now())
-	  AND ` + leaseFree + `
+	WHERE ` + urgentDue + ` AND ` + leaseFree + `
 	ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`
 
-// claimScheduled picks resources whose retry or drift check has come,
-// earliest first.
+// claimScheduled picks scheduled resources, earliest first.
 const claimScheduled = `SELECT id, phase FROM resources
-	WHERE next_reconcile_at <= now() AND ` + leaseFree + `
+	WHERE ` + scheduledDue + ` AND ` + leaseFree + `
 	ORDER BY next_reconcile_at LIMIT $3 FOR UPDATE SKIP LOCKED`
 
 // claimSQL leases the rows picked by one of the queries above. The picked
@@ -436,10 +440,7 @@ func (s *Store) NextDue(ctx context.Context) (time.Duration, bool, error) {
 // one scan.
 func (s *Store) Stats(ctx context.Context) (*store.Stats, error) {
 	rows, err := s.q.Query(ctx, `SELECT phase, count(*),
-			count(*) FILTER (WHERE `+leaseFree+` AND (
-				(generation > observed_generation OR deletion_requested_at IS NOT NULL OR reconcile_requested_at IS NOT NULL)
-					AND (reconcile_requested_at IS NOT NULL OR next_reconcile_at IS NULL OR next_reconcile_at <= now())
-				OR next_reconcile_at <= now())),
+			count(*) FILTER (WHERE `+leaseFree+` AND ((`+urgentDue+`) OR `+scheduledDue+`)),
 			count(*) FILTER (WHERE lease_expires_at > now()),
 			count(*) FILTER (WHERE waiting)
 		FROM resources GROUP BY phase`)
