@@ -369,10 +369,11 @@ func repositoryName(payload []byte) string {
 // fail records the outcome and answers with an errorBody.
 func (h *gitHub) fail(w http.ResponseWriter, d *delivery, status int, result, msg string, details ...string) {
 	d.result, d.status = result, status
-	if details == nil {
-		details = []string{}
+	body := errorBody{Error: msg, Details: make([]errorDetail, len(details))}
+	for i, m := range details {
+		body.Details[i] = errorDetail{Message: m}
 	}
-	writeJSON(w, status, errorBody{Error: msg, Details: details})
+	writeJSON(w, status, body)
 }
 
 // record logs the delivery and reports it to OnDelivery.
@@ -412,10 +413,16 @@ func (h *gitHub) redact(err error) string {
 	return msg
 }
 
-// errorBody is the JSON body of every error answer.
+// errorBody is the JSON body of every error answer, in the shape of the
+// agent's API errors.
 type errorBody struct {
-	Error   string   `json:"error"`
-	Details []string `json:"details"`
+	Error   string        `json:"error"`
+	Details []errorDetail `json:"details"`
+}
+
+// errorDetail is one problem with a delivery.
+type errorDetail struct {
+	Message string `json:"message"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

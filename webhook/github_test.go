@@ -386,8 +386,10 @@ func TestRejected(t *testing.T) {
 				t.Errorf("status = %d, want %d; body %s", w.Code, tt.status, w.Body)
 			}
 			var e struct {
-				Error   string    `json:"error"`
-				Details *[]string `json:"details"`
+				Error   string `json:"error"`
+				Details *[]struct {
+					Message string `json:"message"`
+				} `json:"details"`
 			}
 			decode(t, w)
 			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Details == nil {
