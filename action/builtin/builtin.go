@@ -8,11 +8,12 @@ import (
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/action/exec"
+	"github.com/no8s/no8s-agent/action/githubactions"
 	httpaction "github.com/no8s/no8s-agent/action/http"
 )
 
 // Registry returns a registry holding the plugins compiled into the agent:
-// noop, exec and http.
+// noop, exec, http and github_actions.
 func Registry() *action.Registry {
 	r := action.NewRegistry()
 	for _, p := range []struct {
@@ -21,6 +22,7 @@ func Registry() *action.Registry {
 	}{
 		{exec.Plugin, exec.New},
 		{httpaction.Plugin, httpaction.New},
+		{githubactions.Plugin, githubactions.New},
 	} {
 		if err := r.Register(p.name, p.factory); err != nil {
 			// Only two built-in plugins sharing a name can cause this: a bug

@@ -1,0 +1,326 @@
+package githubactions
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/manifest"
+)
+
+// Apply implements action.Action.
+func (r *runner) Apply(ctx context.Context, req *action.Request) (*action.Result, error) {
+	return r.operate(ctx, action.OperationApply, req)
+}
+
+// Destroy implements action.Action. It needs nothing but the request, so
+// it works the same after the agent restarted.
+func (r *runner) Destroy(ctx context.Context, req *action.Request) (*action.Result, error) {
+	return r.operate(ctx, action.OperationDestroy, req)
+}
+
+// operate dispatches the workflow for op and follows the run to its end.
+func (r *runner) operate(ctx context.Context, op action.Operation, req *action.Request) (*action.Result, error) {
+	rep := req.Reporter
+	if rep == nil {
+		rep = action.NoopReporter{}
+	}
+	correlation, err := correlationID(req, op)
+	if err != nil {
+		return nil, err
+	}
+	inputs := r.inputsFor(op, req, correlation)
+
+	// The run gets the configured time; cancelling it afterwards must still
+	// be possible, so it has a context of its own.
+	runCtx, cancel := context.WithTimeoutCause(ctx, r.timeout, errRunTimeout)
+	defer cancel()
+	rep.Progress(fmt.Sprintf("dispatching workflow %s on %s/%s@%s", r.workflow, r.owner, r.repo, r.ref))
+	run, err := r.dispatch(runCtx, inputs, correlation)
+	if err != nil {
+		return nil, r.stopped(ctx, runCtx, nil, fmt.Errorf("dispatch workflow %s: %w", r.workflow, err))
+	}
+	rep.SetCondition(manifest.Condition{Type: ConditionType, Status: manifest.ConditionUnknown, Reason: "Dispatched",
+		Message: "run " + run.GetHTMLURL()})
+	done, jobs, err := r.wait(runCtx, run.GetID(), rep)
+	if err != nil {
+		return nil, r.stopped(ctx, runCtx, run, err)
+	}
+	return r.finish(runCtx, op, done, jobs)
+}
+
+// errRunTimeout is the cause of a run that outlived the timeout setting.
+var errRunTimeout = errors.New("the workflow run did not complete within the timeout")
+
+// stopped turns the end of a wait into the operation's error. When the wait
+// ended because the operation was cancelled or timed out, the run is
+// cancelled through the API first, so that nothing keeps changing the world
+// after the agent gave up on it.
+func (r *runner) stopped(ctx, runCtx context.Context, run *github.WorkflowRun, err error) error {
+	if runCtx.Err() == nil {
+		return err
+	}
+	cause := context.Cause(runCtx)
+	if ctx.Err() != nil {
+		cause = context.Cause(ctx)
+	}
+	if run == nil {
+		return fmt.Errorf("%w (no run was found to cancel)", cause)
+	}
+	cancelCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_, err = r.client.Actions.CancelWorkflowRunByID(cancelCtx, r.owner, r.repo, run.GetID())
+	var accepted *github.AcceptedError
+	var er *github.ErrorResponse
+	switch {
+	case err == nil, errors.As(err, &accepted):
+		// 202: GitHub cancels the run.
+	case errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusConflict:
+		// 409: it completed meanwhile.
+	default:
+		return fmt.Errorf("%w; cancelling run %s failed: %v", cause, run.GetHTMLURL(), err)
+	}
+	return fmt.Errorf("%w; run %s cancelled", cause, run.GetHTMLURL())
+}
+
+// correlationID is unique per dispatch: the resource, the generation, the
+// operation and random bits, in a form that fits a run name.
+func correlationID(req *action.Request, op action.Operation) (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s-%s-g%d-%s-%s", strings.ToLower(req.Resource.Kind), req.Resource.Name,
+		req.Resource.Generation, op, hex.EncodeToString(b[:])), nil
+}
+
+// inputsFor builds the workflow inputs, under their configured names. Every
+// value is a string, as GitHub requires.
+func (r *runner) inputsFor(op action.Operation, req *action.Request, correlation string) map[string]any {
+	spec := string(req.Resource.Spec)
+	if spec == "" {
+		spec = "{}"
+	}
+	values := map[string]string{
+		InputOperation:     string(op),
+		InputKind:          req.Resource.Kind,
+		InputName:          req.Resource.Name,
+		InputGeneration:    strconv.FormatInt(req.Resource.Generation, 10),
+		InputSpec:          spec,
+		InputCorrelationID: correlation,
+	}
+	out := make(map[string]any, len(values))
+	for std, v := range values {
+		if name := r.inputs[std]; name != "" {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// dispatchRequest is the body of the dispatch endpoint. go-github v60's
+// CreateWorkflowDispatchEventRequest has no return_run_details, so the
+// request is built with the client's NewRequest.
+type dispatchRequest struct {
+	Ref              string         `json:"ref"`
+	Inputs           map[string]any `json:"inputs,omitempty"`
+	ReturnRunDetails bool           `json:"return_run_details,omitempty"`
+}
+
+// runDetails is the 200 answer of a dispatch with return_run_details.
+type runDetails struct {
+	WorkflowRunID int64  `json:"workflow_run_id"`
+	RunURL        string `json:"run_url"`
+	HTMLURL       string `json:"html_url"`
+}
+
+// dispatch starts the run and returns it.
+func (r *runner) dispatch(ctx context.Context, inputs map[string]any, correlation string) (*github.WorkflowRun, error) {
+	path := fmt.Sprintf("repos/%s/%s/actions/workflows/%s/dispatches", url.PathEscape(r.owner), url.PathEscape(r.repo), url.PathEscape(r.workflow))
+	since := r.now().Add(-time.Minute) // the server's clock may be behind ours
+	if !r.noRunDetails.Load() {
+		var details runDetails
+		err := r.call(ctx, func() (*github.Response, error) {
+			req, err := r.client.NewRequest(http.MethodPost, path, &dispatchRequest{Ref: r.ref, Inputs: inputs, ReturnRunDetails: true})
+			if err != nil {
+				return nil, err
+			}
+			return r.client.Do(ctx, req, &details)
+		})
+		switch {
+		case err == nil && details.WorkflowRunID != 0:
+			return &github.WorkflowRun{ID: github.Int64(details.WorkflowRunID), HTMLURL: github.String(details.HTMLURL),
+				URL: github.String(details.RunURL)}, nil
+		case err == nil:
+			// 204: the server took the dispatch but said nothing of the run.
+			return r.find(ctx, correlation, since)
+		case !refusesRunDetails(err):
+			return nil, err
+		}
+		// An older GitHub Enterprise refuses the parameter, and dispatched
+		// nothing: from now on dispatch without it.
+		r.noRunDetails.Store(true)
+	}
+	err := r.call(ctx, func() (*github.Response, error) {
+		req, err := r.client.NewRequest(http.MethodPost, path, &dispatchRequest{Ref: r.ref, Inputs: inputs})
+		if err != nil {
+			return nil, err
+		}
+		return r.client.Do(ctx, req, nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.find(ctx, correlation, since)
+}
+
+// refusesRunDetails tells a 422 about return_run_details from others.
+func refusesRunDetails(err error) bool {
+	var er *github.ErrorResponse
+	return errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusUnprocessableEntity &&
+		strings.Contains(er.Message, "return_run_details")
+}
+
+// find looks for the dispatched run by the correlation id in its name,
+// until it shows or findTimeout passes.
+func (r *runner) find(ctx context.Context, correlation string, since time.Time) (*github.WorkflowRun, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.findTimeout)
+	defer cancel()
+	opts := &github.ListWorkflowRunsOptions{Event: "workflow_dispatch", Created: ">=" + since.UTC().Format(time.RFC3339),
+		ListOptions: github.ListOptions{PerPage: 100}}
+	wait := r.pollInterval
+	for {
+		for page := 1; page <= 5; page++ {
+			opts.Page = page
+			var runs *github.WorkflowRuns
+			err := r.call(ctx, func() (resp *github.Response, err error) {
+				runs, resp, err = r.client.Actions.ListWorkflowRunsByFileName(ctx, r.owner, r.repo, r.workflow, opts)
+				return resp, err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("look for the run of %s: %w", correlation, err)
+			}
+			for _, run := range runs.WorkflowRuns {
+				if strings.Contains(run.GetName(), correlation) || strings.Contains(run.GetDisplayTitle(), correlation) {
+					return run, nil
+				}
+			}
+			if len(runs.WorkflowRuns) < opts.PerPage {
+				break
+			}
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, fmt.Errorf("no run named after %s showed within %s: does the workflow set run-name from the %s input? (%w)",
+				correlation, r.findTimeout, r.inputs[InputCorrelationID], err)
+		}
+		wait = min(wait*3/2, r.maxInterval)
+	}
+}
+
+// wait polls the run until it completes, reporting its current job and
+// step. The interval grows while nothing changes and starts over when
+// something does.
+func (r *runner) wait(ctx context.Context, runID int64, rep action.Reporter) (*github.WorkflowRun, []*github.WorkflowJob, error) {
+	wait := r.pollInterval
+	last := ""
+	for {
+		var run *github.WorkflowRun
+		err := r.call(ctx, func() (resp *github.Response, err error) {
+			run, resp, err = r.client.Actions.GetWorkflowRunByID(ctx, r.owner, r.repo, runID)
+			return resp, err
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("poll run %d: %w", runID, err)
+		}
+		jobs, err := r.jobs(ctx, runID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if run.GetStatus() == "completed" {
+			return run, jobs, nil
+		}
+		now := describeProgress(run, jobs)
+		if now != last {
+			rep.Progress(now)
+			rep.SetCondition(manifest.Condition{Type: ConditionType, Status: manifest.ConditionUnknown,
+				Reason: reasonOf(run.GetStatus()), Message: now})
+			last, wait = now, r.pollInterval
+		} else {
+			wait = min(wait*3/2, r.maxInterval)
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+// jobs lists the run's jobs of its latest attempt.
+func (r *runner) jobs(ctx context.Context, runID int64) ([]*github.WorkflowJob, error) {
+	var out []*github.WorkflowJob
+	opts := &github.ListWorkflowJobsOptions{Filter: "latest", ListOptions: github.ListOptions{PerPage: 100}}
+	for page := 1; page <= 10; page++ {
+		opts.Page = page
+		var jobs *github.Jobs
+		err := r.call(ctx, func() (resp *github.Response, err error) {
+			jobs, resp, err = r.client.Actions.ListWorkflowJobs(ctx, r.owner, r.repo, runID, opts)
+			return resp, err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list the jobs of run %d: %w", runID, err)
+		}
+		out = append(out, jobs.Jobs...)
+		if len(jobs.Jobs) < opts.PerPage {
+			break
+		}
+	}
+	return out, nil
+}
+
+// describeProgress says where the run is: its URL, the job and the step.
+func describeProgress(run *github.WorkflowRun, jobs []*github.WorkflowJob) string {
+	msg := fmt.Sprintf("run %s %s", run.GetHTMLURL(), strings.ReplaceAll(run.GetStatus(), "_", " "))
+	for _, j := range jobs {
+		if j.GetStatus() != "in_progress" {
+			continue
+		}
+		msg += ": job " + j.GetName()
+		for _, s := range j.Steps {
+			if s.GetStatus() == "in_progress" {
+				msg += ", step " + s.GetName()
+				break
+			}
+		}
+		break
+	}
+	return msg
+}
+
+func reasonOf(status string) string {
+	switch status {
+	case "queued", "waiting", "requested", "pending":
+		return "Queued"
+	}
+	return "InProgress"
+}
+
+// sleep waits d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
