@@ -592,3 +592,25 @@ func TestExampleConfigLoads(t *testing.T) {
 		t.Errorf("example config: %+v", cfg.Sources)
 	}
 }
+
+// TestPostgresExampleMatches checks that the PostgreSQL example is the
+// embedded one with a database named, nothing else.
+func TestPostgresExampleMatches(t *testing.T) {
+	t.Parallel()
+	noEnv := func(string) (string, bool) { return "", false }
+	embedded, err := Load("../examples/no8s.yaml", noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, err := Load("../examples/no8s-postgres.yaml", noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if embedded.Database != "" || !strings.HasPrefix(pg.Database, "postgres://") {
+		t.Errorf("databases: %q and %q", embedded.Database, pg.Database)
+	}
+	pg.Database = ""
+	if !reflect.DeepEqual(embedded, pg) {
+		t.Errorf("the examples differ beyond the database:\n%+v\n%+v", embedded, pg)
+	}
+}
