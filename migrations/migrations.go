@@ -25,6 +25,11 @@ import (
 //go:embed postgres/*.sql
 var Postgres embed.FS
 
+// SQLite holds the SQLite migrations under the directory "sqlite".
+//
+//go:embed sqlite/*.sql
+var SQLite embed.FS
+
 // Migration is one numbered schema change.
 type Migration struct {
 	// Version is the number the file name starts with; versions run 1, 2, 3, ...

@@ -146,18 +146,26 @@ func TestLoadMissingDirectory(t *testing.T) {
 	}
 }
 
-func TestEmbeddedPostgres(t *testing.T) {
+func TestEmbedded(t *testing.T) {
 	t.Parallel()
-	migs, err := Load(Postgres, "postgres")
-	if err != nil {
-		t.Fatalf("Load: %v", err)
-	}
-	if len(migs) == 0 || migs[0].Version != 1 || migs[0].Name != "initial" {
-		t.Fatalf("first migration = %+v, want version 1 named initial", migs)
-	}
-	for _, m := range migs {
-		if strings.TrimSpace(m.SQL) == "" {
-			t.Errorf("migration %d_%s is empty", m.Version, m.Name)
-		}
+	for _, set := range []struct {
+		dir  string
+		fsys fs.FS
+	}{{"postgres", Postgres}, {"sqlite", SQLite}} {
+		t.Run(set.dir, func(t *testing.T) {
+			t.Parallel()
+			migs, err := Load(set.fsys, set.dir)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if len(migs) == 0 || migs[0].Version != 1 || migs[0].Name != "initial" {
+				t.Fatalf("first migration = %+v, want version 1 named initial", migs)
+			}
+			for _, m := range migs {
+				if strings.TrimSpace(m.SQL) == "" {
+					t.Errorf("migration %d_%s is empty", m.Version, m.Name)
+				}
+			}
+		})
 	}
 }

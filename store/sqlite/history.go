@@ -1,0 +1,79 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/no8s/no8s-agent/store"
+)
+
+const reconcileCols = `id, resource_id, kind, name, generation, source_revision, trigger, phase, success, error,
+	created_count, updated_count, deleted_count, outputs, plan_output, duration_ms, agent_id, started_at, finished_at`
+
+const insertReconcileSQL = `INSERT INTO reconcile_history (resource_id, kind, name, generation, source_revision,
+		trigger, phase, success, error, created_count, updated_count, deleted_count, outputs, plan_output,
+		duration_ms, agent_id, started_at, finished_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+	RETURNING id`
+
+// reconcileArgs are the arguments of insertReconcileSQL for h, recorded
+// for the given resource.
+func reconcileArgs(h *store.ReconcileRecord, resourceID int64, kind, name string, generation int64) []any {
+	return []any{resourceID, kind, name, generation, string(h.SourceRevision), string(h.Trigger), h.Phase,
+		h.Success, h.Error, h.Created, h.Updated, h.Deleted, jsonDoc(h.Outputs), h.PlanOutput,
+		millis(h.Duration), h.AgentID, ms(h.StartedAt), ms(h.FinishedAt)}
+}
+
+// AddReconcileRecord appends a reconcile attempt and returns its ID. The
+// record's ID is ignored.
+func (s *Store) AddReconcileRecord(ctx context.Context, h *store.ReconcileRecord) (int64, error) {
+	if h == nil {
+		return 0, invalid("add reconcile record: no record")
+	}
+	what := fmt.Sprintf("add reconcile record of resource %d", h.ResourceID)
+	if err := validDoc(h.Outputs, what+": outputs"); err != nil {
+		return 0, err
+	}
+	var id int64
+	err := s.withTx(ctx, func(s *Store) error {
+		return s.queryRow(ctx, insertReconcileSQL,
+			reconcileArgs(h, h.ResourceID, h.Kind, h.Name, h.Generation)...).Scan(&id)
+	})
+	if err != nil {
+		return 0, mapErr(err, what)
+	}
+	return id, nil
+}
+
+// ListReconcileRecords returns up to limit attempts of the resource, newest
+// first; zero means no limit. The resource need not exist any more.
+func (s *Store) ListReconcileRecords(ctx context.Context, resourceID int64, limit int) ([]*store.ReconcileRecord, error) {
+	if limit < 0 {
+		return nil, invalid("list reconcile records: negative limit")
+	}
+	query := `SELECT ` + reconcileCols + ` FROM reconcile_history WHERE resource_id = $1 ORDER BY id DESC`
+	args := []any{resourceID}
+	if limit > 0 {
+		query += ` LIMIT $2`
+		args = append(args, limit)
+	}
+	out, err := collect(ctx, s, func(row scanner) (*store.ReconcileRecord, error) {
+		var (
+			h                 store.ReconcileRecord
+			out               []byte
+			dur               int64
+			started, finished int64
+		)
+		err := row.Scan(&h.ID, &h.ResourceID, &h.Kind, &h.Name, &h.Generation, &h.SourceRevision, &h.Trigger,
+			&h.Phase, &h.Success, &h.Error, &h.Created, &h.Updated, &h.Deleted, &out, &h.PlanOutput, &dur,
+			&h.AgentID, &started, &finished)
+		h.Outputs = rawDoc(out)
+		h.Duration = fromMillis(dur)
+		h.StartedAt, h.FinishedAt = fromMs(started), fromMs(finished)
+		return &h, err
+	}, query, args...)
+	if err != nil {
+		return nil, mapErr(err, fmt.Sprintf("list reconcile records of resource %d", resourceID))
+	}
+	return out, nil
+}
