@@ -215,6 +215,16 @@ func TestPingBeforeMigrate(t *testing.T) {
 	if !strings.Contains(err.Error(), "migrate") {
 		t.Errorf("error %q does not say what to do", err)
 	}
+	// Also inside a transaction, which still commits.
+	err = s.InTx(t.Context(), func(ctx context.Context, tx store.Store) error {
+		if err := tx.Ping(ctx); !errors.Is(err, sqlite.ErrMigrationsPending) {
+			t.Errorf("Ping in tx before Migrate: err = %v, want ErrMigrationsPending", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("InTx: %v", err)
+	}
 	if err := s.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -589,15 +599,17 @@ func TestClaimersNeverShare(t *testing.T) {
 					}
 					mu.Unlock()
 					for _, c := range cs {
-						mu.Lock()
-						delete(held, c.ID)
-						done[c.ID]++
-						mu.Unlock()
 						if _, err := s.CompleteReconcile(ctx, c, store.Completion{Status: store.StatusUpdate{
 							Phase: manifest.PhaseReady, ObservedGeneration: c.Generation}}); err != nil {
 							failed <- err
 							return
 						}
+						// Released only once the completion committed: until
+						// then, nobody else may have it.
+						mu.Lock()
+						delete(held, c.ID)
+						done[c.ID]++
+						mu.Unlock()
 					}
 				}
 			})
