@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"github.com/no8s/no8s-agent/source/dir"
 	"github.com/no8s/no8s-agent/source/git"
 	"github.com/no8s/no8s-agent/store"
-	"github.com/no8s/no8s-agent/store/postgres"
 	"github.com/no8s/no8s-agent/sync"
 )
 
@@ -27,7 +25,7 @@ type storeFlags struct {
 }
 
 func (f *storeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.database, "database", "", "PostgreSQL URL, e.g. postgres://no8s@localhost:5432/no8s")
+	fs.StringVar(&f.database, "database", "", "a postgres:// URL, or the embedded store's file (default "+DefaultDatabase+")")
 	fs.StringVar(&f.config, "config", "", "agent configuration file; its database is used unless --database is given")
 }
 
@@ -48,12 +46,12 @@ func loadConfig(path string, flags config.Flags) (*config.Config, error) {
 
 // open returns the configuration (possibly empty) and an open store whose
 // schema is current.
-func (f *storeFlags) open(ctx context.Context) (*config.Config, *postgres.Store, error) {
+func (f *storeFlags) open(ctx context.Context) (*config.Config, agentStore, error) {
 	cfg, err := loadConfig(f.config, config.Flags{Database: f.database})
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := openStore(ctx, cfg.Database)
+	st, err := openStore(ctx, cfg.Database, readStore)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -62,13 +60,6 @@ func (f *storeFlags) open(ctx context.Context) (*config.Config, *postgres.Store,
 		return nil, nil, err
 	}
 	return cfg, st, nil
-}
-
-func openStore(ctx context.Context, url string) (*postgres.Store, error) {
-	if url == "" {
-		return nil, errors.New("no database: pass --database postgres://... or a --config that names one")
-	}
-	return postgres.Open(ctx, url)
 }
 
 // newLogger builds the agent's logger from the configured format and level.

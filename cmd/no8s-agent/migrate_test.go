@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,6 +42,22 @@ func TestMigrate(t *testing.T) {
 	}
 }
 
+// TestMigrateEmbedded migrates an embedded store file, creating it and its
+// folder, twice.
+func TestMigrateEmbedded(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "data", "state.db")
+	for range 2 {
+		code, out, errOut := runCLI(t, "migrate", "--database", path)
+		if code != 0 || !strings.Contains(out, "database schema is current") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestMigrateErrors(t *testing.T) {
 	t.Parallel()
 	nowhere := "postgres://no8s@/no8s?host=" + filepath.Join(t.TempDir(), "no-server")
@@ -49,7 +66,7 @@ func TestMigrateErrors(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{"no database", []string{"migrate"}, "--database is required"},
+		{"embedded file in a file", []string{"migrate", "--database", filepath.Join(os.Args[0], "state.db")}, "migrate:"},
 		{"unreachable", []string{"migrate", "--database", nowhere}, "postgres: connect to"},
 		{"not a URL", []string{"migrate", "--database", "postgres://%zz"}, "parse connection string"},
 	}

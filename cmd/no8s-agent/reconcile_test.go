@@ -94,7 +94,7 @@ func (a *agentRun) exited() (int, bool) {
 // openTestStore opens the store the agent under test uses, to watch it.
 func openTestStore(t *testing.T, url string) *postgres.Store {
 	t.Helper()
-	st, err := openStore(t.Context(), url)
+	st, err := postgres.Open(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}

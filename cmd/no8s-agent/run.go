@@ -23,7 +23,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	configPath := fs.String("config", "", "agent configuration file (YAML)")
 	var flags config.Flags
 	var sources repeated
-	fs.StringVar(&flags.Database, "database", "", "PostgreSQL URL (overrides database)")
+	fs.StringVar(&flags.Database, "database", "", "a postgres:// URL, or the embedded store's file (overrides database; default "+DefaultDatabase+")")
 	fs.StringVar(&flags.Listen, "listen", "", "address to listen on (overrides listen)")
 	fs.Var(&sources, "source", "a folder, or a Git URL with #branch:path; repeatable (replaces the configured sources)")
 	fs.StringVar(&flags.LogFormat, "log-format", "", "text or json (overrides logFormat)")
@@ -61,11 +61,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		jobs = append(jobs, sync.Job{Source: src, Target: target(s, src), Interval: s.Interval.Duration})
 	}
-	st, err := openStore(ctx, cfg.Database)
+	st, err := openStore(ctx, cfg.Database, runStore)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
 	defer st.Close()
+	logStore(log, cfg.Database)
 	if err := st.Migrate(ctx); err != nil {
 		return fail(stderr, "run", err)
 	}

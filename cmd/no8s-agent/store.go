@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/store/postgres"
+	"github.com/no8s/no8s-agent/store/sqlite"
+)
+
+// DefaultDatabase is the embedded store's file when the configuration and
+// the flags name no database.
+const DefaultDatabase = ".no8s/state.db"
+
+// agentStore is a store the agent can also migrate.
+type agentStore interface {
+	store.Store
+	Migrate(ctx context.Context) error
+}
+
+// storeMode says how a command uses the store.
+type storeMode int
+
+const (
+	// readStore opens an existing store; an embedded file must exist.
+	readStore storeMode = iota
+	// runStore creates the embedded file when missing and holds it alone.
+	runStore
+	// migrateStore creates the embedded file when missing.
+	migrateStore
+)
+
+// isPostgres tells a PostgreSQL URL from an embedded store's path.
+func isPostgres(database string) bool {
+	return strings.HasPrefix(database, "postgres://") || strings.HasPrefix(database, "postgresql://")
+}
+
+// embeddedPath is the file an embedded database setting names: a path,
+// optionally written sqlite://path or file:path.
+func embeddedPath(database string) string {
+	for _, prefix := range []string{"sqlite://", "file:"} {
+		database = strings.TrimPrefix(database, prefix)
+	}
+	if database == "" {
+		return DefaultDatabase
+	}
+	return database
+}
+
+// openStore opens the store that database names: a postgres:// URL, or else
+// the embedded store's file (DefaultDatabase when empty).
+func openStore(ctx context.Context, database string, mode storeMode) (agentStore, error) {
+	if isPostgres(database) {
+		return postgres.Open(ctx, database)
+	}
+	path := embeddedPath(database)
+	if mode == readStore {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no database at %s: start the agent there first, or pass --database (a file, or a postgres:// URL)", path)
+		}
+	}
+	st, err := sqlite.Open(ctx, path, sqlite.Options{Exclusive: mode == runStore})
+	if errors.Is(err, sqlite.ErrLocked) {
+		return nil, fmt.Errorf("%w; stop that agent first, or give this one its own --database", err)
+	}
+	return st, err
+}
+
+// describeStore says where the data lives, for the log: the file, or the
+// PostgreSQL host and database (never the password).
+func describeStore(database string) []any {
+	if !isPostgres(database) {
+		return []any{"store", "embedded", "path", embeddedPath(database)}
+	}
+	cfg, err := pgx.ParseConfig(database)
+	if err != nil {
+		return []any{"store", "postgres"}
+	}
+	return []any{"store", "postgres", "host", cfg.Host, "database", cfg.Database}
+}
+
+// logStore logs which store the agent uses.
+func logStore(log *slog.Logger, database string) {
+	log.Info("using store", describeStore(database)...)
+}
