@@ -1,16 +1,33 @@
 package sync
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 )
 
+// ActionPlan is what an action's Plan said about a change a preview would
+// make: whether the world would change, and how.
+type ActionPlan struct {
+	Kind, Name string
+	// Instance is the action instance asked.
+	Instance string
+	Changes  bool
+	Summary  string
+	Output   string
+	// Error is set when the action could not plan.
+	Error string
+}
+
 // WriteMarkdown writes a plan, or why it was refused, as markdown for pull
-// request comments: a summary line, a table of changes, and every problem
-// with its file and line.
-func WriteMarkdown(w io.Writer, p *Plan, planErr error) error {
+// request comments: a summary line, a table of changes with a compact diff
+// of each updated spec, every problem with its file and line, and the plans
+// of actions, collapsed.
+func WriteMarkdown(w io.Writer, p *Plan, planErr error, actionPlans ...ActionPlan) error {
 	var b strings.Builder
 	var serr *Error
 	refused := errors.As(planErr, &serr)
@@ -25,16 +42,17 @@ func WriteMarkdown(w io.Writer, p *Plan, planErr error) error {
 		fmt.Fprintf(&b, "**no8s plan:** %s.\n\n", p.Summary())
 	}
 	if p != nil && (p.Changes() > 0 || len(p.Types) > 0) {
-		b.WriteString("| change | resource | file | generation |\n|---|---|---|---|\n")
+		b.WriteString("| change | resource | file | generation | spec |\n|---|---|---|---|---|\n")
 		for _, t := range p.Types {
-			fmt.Fprintf(&b, "| %s | ResourceType %s %s | %s | |\n", t.Action, mdEscape(t.Name), mdEscape(t.Version), mdEscape(t.File))
+			fmt.Fprintf(&b, "| %s | ResourceType %s %s | %s | | |\n", t.Action, mdEscape(t.Name), mdEscape(t.Version), mdEscape(t.File))
 		}
 		for _, c := range p.All() {
 			gen := ""
 			if c.Generation > 0 {
 				gen = fmt.Sprint(c.Generation)
 			}
-			fmt.Fprintf(&b, "| %s | %s/%s | %s | %s |\n", c.Action, mdEscape(c.Kind), mdEscape(c.Name), mdEscape(c.Location()), gen)
+			fmt.Fprintf(&b, "| %s | %s/%s | %s | %s | %s |\n", c.Action, mdEscape(c.Kind), mdEscape(c.Name), mdEscape(c.Location()), gen,
+				specDiff(c))
 		}
 		b.WriteString("\n")
 	}
@@ -49,8 +67,93 @@ func WriteMarkdown(w io.Writer, p *Plan, planErr error) error {
 		}
 		b.WriteString("\n")
 	}
+	for _, ap := range actionPlans {
+		summary := ap.Summary
+		switch {
+		case ap.Error != "":
+			summary = "could not plan: " + ap.Error
+		case !ap.Changes && summary == "":
+			summary = "no changes"
+		case summary == "":
+			summary = "changes"
+		}
+		fmt.Fprintf(&b, "<details><summary>Plan of %s/%s by %s: %s</summary>\n\n", htmlEscape(ap.Kind), htmlEscape(ap.Name),
+			htmlEscape(ap.Instance), htmlEscape(summary))
+		if out := strings.TrimRight(ap.Output, "\n"); out != "" {
+			fence := "```"
+			for strings.Contains(out, fence) {
+				fence += "`"
+			}
+			fmt.Fprintf(&b, "%s\n%s\n%s\n", fence, out, fence)
+		}
+		b.WriteString("\n</details>\n\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// maxSpecDiff bounds the fields a table cell lists.
+const maxSpecDiff = 6
+
+// specDiff lists, for an update, the spec fields that change: "a.b: 1 → 2",
+// "+c: x", "-d". Other changes have none.
+func specDiff(c Change) string {
+	if c.Action != Update || len(c.Before) == 0 || len(c.After) == 0 {
+		return ""
+	}
+	var before, after any
+	if json.Unmarshal(c.Before, &before) != nil || json.Unmarshal(c.After, &after) != nil {
+		return ""
+	}
+	old, cur := map[string]string{}, map[string]string{}
+	flatten("", before, old)
+	flatten("", after, cur)
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(cur)) {
+		switch v, had := old[k]; {
+		case !had:
+			parts = append(parts, fmt.Sprintf("+%s: %s", k, cur[k]))
+		case v != cur[k]:
+			parts = append(parts, fmt.Sprintf("%s: %s → %s", k, v, cur[k]))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(old)) {
+		if _, kept := cur[k]; !kept {
+			parts = append(parts, "-"+k)
+		}
+	}
+	if len(parts) == 0 {
+		return "action changed"
+	}
+	if len(parts) > maxSpecDiff {
+		parts = append(parts[:maxSpecDiff], fmt.Sprintf("and %d more", len(parts)-maxSpecDiff))
+	}
+	return "`" + strings.ReplaceAll(mdEscape(strings.Join(parts, "; ")), "`", "'") + "`"
+}
+
+// flatten writes the leaves of v under dotted paths; arrays are leaves.
+func flatten(prefix string, v any, out map[string]string) {
+	if m, ok := v.(map[string]any); ok && len(m) > 0 {
+		for k, sub := range m {
+			key := k
+			if prefix != "" {
+				key = prefix + "." + k
+			}
+			flatten(key, sub, out)
+		}
+		return
+	}
+	data, _ := json.Marshal(v)
+	s := string(data)
+	if len(s) > 40 {
+		s = s[:37] + "..."
+	}
+	out[prefix] = s
+}
+
+// htmlEscape escapes text inside HTML elements of a comment.
+func htmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
 // mdEscape keeps text from breaking a markdown table.

@@ -40,6 +40,9 @@ type Change struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Generation is the generation after the change (creates and updates).
 	Generation int64 `json:"generation,omitempty"`
+	// Instance is the action instance the resource is bound to (creates
+	// and updates), which a preview asks for a plan.
+	Instance string `json:"instance,omitempty"`
 }
 
 // Ref returns the resource the change is about.
@@ -131,11 +134,11 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 				continue
 			}
 			p.Creates = append(p.Creates, Change{Action: Create, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
-				Line: r.Origin.Line, After: r.Spec, Labels: r.Labels, Generation: 1})
+				Line: r.Origin.Line, After: r.Spec, Labels: r.Labels, Generation: 1, Instance: r.Action})
 			p.writes = append(p.writes, r)
 		case o.SpecHash != r.SpecHash || o.Action != r.Action || o.Deleting:
 			p.Updates = append(p.Updates, Change{Action: Update, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
-				Line: r.Origin.Line, ID: o.ID, After: r.Spec, Labels: r.Labels, Generation: o.Generation + 1})
+				Line: r.Origin.Line, ID: o.ID, After: r.Spec, Labels: r.Labels, Generation: o.Generation + 1, Instance: r.Action})
 			p.writes = append(p.writes, r)
 		default:
 			p.Unchanged++
