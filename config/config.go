@@ -25,8 +25,12 @@ import (
 
 // Defaults applied to settings that the file leaves out.
 const (
-	DefaultListen         = "127.0.0.1:8080"
-	DefaultInterval       = time.Minute
+	DefaultListen   = "127.0.0.1:8080"
+	DefaultInterval = time.Minute
+	// DefaultPullRequestInterval is how often open pull requests are listed.
+	DefaultPullRequestInterval = 5 * time.Minute
+	// DefaultGitHubAPIURL is the REST API previews talk to.
+	DefaultGitHubAPIURL   = "https://api.github.com/"
 	DefaultGitTimeout     = 60 * time.Second
 	DefaultWorkers        = 8
 	DefaultLeaseDuration  = 30 * time.Second
@@ -162,7 +166,22 @@ func (p Prune) IsEnabled() bool { return p.Enabled == nil || *p.Enabled }
 type PullRequests struct {
 	// Enabled turns previews on.
 	Enabled bool `json:"enabled"`
+	// TokenEnv names the variable holding the GitHub token that reads pull
+	// requests and writes commit statuses and comments; default the
+	// source's git.auth.tokenEnv.
+	TokenEnv string `json:"tokenEnv,omitempty"`
+	// APIURL is GitHub's REST API; for GitHub Enterprise Server,
+	// https://HOST/api/v3/. Default https://api.github.com/.
+	APIURL string `json:"apiURL,omitempty"`
+	// Interval is how often open pull requests are listed, in case a
+	// webhook was missed. Default 5m.
+	Interval Duration `json:"interval,omitempty"`
+
+	token *secret
 }
+
+// Token returns the resolved token for previews, or "".
+func (p PullRequests) Token() string { return p.token.get() }
 
 // Action is one action instance: a plugin and its settings.
 type Action struct {
@@ -341,6 +360,12 @@ func (c *Config) applyDefaults(written func(key string) bool) {
 		if unset(key+".git.timeout", s.Git.Timeout.Duration == 0) {
 			s.Git.Timeout.Duration = DefaultGitTimeout
 		}
+		if s.PullRequests.Enabled && unset(key+".pullRequests.interval", s.PullRequests.Interval.Duration == 0) {
+			s.PullRequests.Interval.Duration = DefaultPullRequestInterval
+		}
+		if s.PullRequests.Enabled && s.PullRequests.APIURL == "" {
+			s.PullRequests.APIURL = DefaultGitHubAPIURL
+		}
 	}
 }
 
@@ -378,6 +403,14 @@ func (c *Config) resolve(getenv func(string) (string, bool), ps *problems) {
 		a.username = get(key+"usernameEnv", a.UsernameEnv)
 		a.password = get(key+"passwordEnv", a.PasswordEnv)
 		a.passphrase = get(key+"sshKeyPassphraseEnv", a.SSHKeyPassphraseEnv)
+		pr := &c.Sources[i].PullRequests
+		if pr.Enabled {
+			if pr.TokenEnv != "" {
+				pr.token = get(fmt.Sprintf("sources[%d].pullRequests.tokenEnv", i), pr.TokenEnv)
+			} else {
+				pr.token = a.token
+			}
+		}
 	}
 	c.API.writeToken = get("api.writeTokenEnv", c.API.WriteTokenEnv)
 	c.API.readToken = get("api.readTokenEnv", c.API.ReadTokenEnv)

@@ -44,6 +44,7 @@ func clearSecrets(c *Config) {
 		if g := c.Sources[i].Git; g != nil {
 			g.Auth.token, g.Auth.username, g.Auth.password, g.Auth.passphrase = nil, nil, nil, nil
 		}
+		c.Sources[i].PullRequests.token = nil
 	}
 	c.API.writeToken, c.API.readToken, c.Webhooks.githubSecret = nil, nil, nil
 }
@@ -78,7 +79,7 @@ func designConfig() *Config {
 					Auth: GitAuth{TokenEnv: "GITHUB_TOKEN"},
 				},
 				Prune:        Prune{Enabled: ptr(true), MaxDeletes: MaxDeletes{Percent: 25, Set: true}},
-				PullRequests: PullRequests{Enabled: true},
+				PullRequests: PullRequests{Enabled: true, Interval: dur(5 * time.Minute), APIURL: "https://api.github.com/"},
 				Interval:     dur(time.Minute),
 			},
 			{Name: "local", Dir: "./examples/repo", Prune: Prune{Enabled: ptr(true)}, Interval: dur(time.Minute)},
@@ -112,6 +113,9 @@ func TestLoadDesignExample(t *testing.T) {
 	c := loadDesign(t)
 	if got := c.Sources[0].Git.Auth.Token(); got != githubToken {
 		t.Errorf("Token() = %q", got)
+	}
+	if got := c.Sources[0].PullRequests.Token(); got != githubToken {
+		t.Errorf("previews' Token() = %q, want the source's git token", got)
 	}
 	if c.API.WriteToken() != apiToken || c.API.ReadToken() != "" || c.Webhooks.GitHubSecret() != webhookSecret {
 		t.Errorf("API/webhook secrets not resolved: %q %q %q", c.API.WriteToken(), c.API.ReadToken(), c.Webhooks.GitHubSecret())
@@ -255,6 +259,9 @@ func TestParseProblems(t *testing.T) {
 		{"ssh key without known hosts", "sources:\n- name: s\n  git: {url: 'ssh://git@h/r.git', auth: {sshKeyFile: k}}\n",
 			"sources[0].git.auth.knownHostsFile", "required"},
 		{"username without password", git + ", auth: {usernameEnv: U}}\n", "sources[0].git.auth.passwordEnv", "required"},
+		{"pull requests without a token", git + "}\n  pullRequests: {enabled: true}\n", "sources[0].pullRequests.tokenEnv", "GitHub token"},
+		{"pull requests with a bad API URL", git + "}\n  pullRequests: {enabled: true, tokenEnv: T, apiURL: 'ftp://x'}\n",
+			"sources[0].pullRequests.apiURL", "http(s) URL"},
 		{"pull requests on a folder", "sources:\n- name: s\n  dir: .\n  pullRequests: {enabled: true}\n",
 			"sources[0].pullRequests.enabled", "git source"},
 		{"maxDeletes over 100%", dir + "  prune: {maxDeletes: 150%}\n", "sources[0].prune.maxDeletes", "between 0% and 100%"},

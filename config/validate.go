@@ -122,6 +122,17 @@ func validateSource(key string, s *Source, ps *problems) {
 		}
 		return
 	}
+	if pr := s.PullRequests; pr.Enabled {
+		if pr.Token() == "" && pr.TokenEnv == "" && s.Git.Auth.TokenEnv == "" {
+			ps.add(key+".pullRequests.tokenEnv", "previews need a GitHub token: set pullRequests.tokenEnv or git.auth.tokenEnv")
+		}
+		if pr.Interval.Duration < 0 {
+			ps.add(key+".pullRequests.interval", "must be positive, not %s", pr.Interval)
+		}
+		if u, err := url.Parse(pr.APIURL); pr.APIURL != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil) {
+			ps.add(key+".pullRequests.apiURL", "%q is not an http(s) URL without credentials", pr.APIURL)
+		}
+	}
 	g := s.Git
 	key += ".git"
 	if g.Interval.Duration <= 0 {
