@@ -25,6 +25,8 @@ func TestNewValidation(t *testing.T) {
 		{"short commit", func(c *Config) { c.Ref.Commit = "abc123" }, "40-hex"},
 		{"bad branch", func(c *Config) { c.Ref.Branch = "a:b" }, "branch"},
 		{"bad tag", func(c *Config) { c.Ref.Tag = "v*" }, "tag"},
+		{"pull request", func(c *Config) { c.Ref.PullRequest = 42 }, ""},
+		{"negative pull request", func(c *Config) { c.Ref.PullRequest = -1 }, "pull request number -1"},
 		{"path leaving the repository", func(c *Config) { c.Path = "a/../../b" }, "leaves"},
 		{"absolute path", func(c *Config) { c.Path = "/etc" }, "relative"},
 		{"path in .git", func(c *Config) { c.Path = ".git/hooks" }, ".git"},
@@ -86,5 +88,13 @@ func TestNewNormalises(t *testing.T) {
 	}
 	if d.cfg.Ref.Branch != DefaultBranch || d.strategy != byBranch {
 		t.Errorf("default ref = %+v, strategy %v", d.cfg.Ref, d.strategy)
+	}
+	// A pull request does not pick up the default branch it ignores.
+	p, err := New(Config{Name: "n", URL: "file:///r", CacheDir: t.TempDir(), Ref: Ref{PullRequest: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.cfg.Ref.Branch != "" || p.strategy != byPullRequest {
+		t.Errorf("pull request ref = %+v, strategy %v", p.cfg.Ref, p.strategy)
 	}
 }

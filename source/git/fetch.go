@@ -32,7 +32,8 @@ const markerFile = "no8s-checkout"
 
 // target is what the remote says the source should be at.
 type target struct {
-	// name is the branch or tag named in the revision ("" for a bare commit).
+	// name is the branch, tag or pull request ref ("pull/<N>/head") named
+	// in the revision ("" for a bare commit).
 	name string
 	// remoteRef is the remote reference fetched; "" when a bare commit is
 	// fetched through every branch.
@@ -181,6 +182,8 @@ func (s *Source) resolve(refs []*plumbing.Reference) (*target, error) {
 	}
 	ref := s.cfg.Ref
 	switch s.strategy {
+	case byPullRequest:
+		return s.pullRequestTarget(hashes, ref.PullRequest)
 	case byTag:
 		return s.tagTarget(hashes, ref.Tag)
 	case bySemVer:
@@ -216,6 +219,31 @@ func (s *Source) tagTarget(hashes map[plumbing.ReferenceName]plumbing.Hash, tag 
 	// An annotated tag is peeled after fetching, from the clone, so that
 	// servers that do not advertise peeled tags work the same.
 	return &target{name: tag, remoteRef: name, localRef: name, remoteHash: h}, nil
+}
+
+// pullRequestTarget follows GitHub's ref for the head of pull request n.
+// The commit it points at is on no branch of the remote (a fork's, or one
+// since deleted), so the ref itself is fetched. It is stored under the same
+// name in the clone rather than under refs/remotes/origin/, where fetching
+// every branch for a bare commit could have written a branch called "pull"
+// and made the name unusable in a reused cache.
+func (s *Source) pullRequestTarget(hashes map[plumbing.ReferenceName]plumbing.Hash, n int) (*target, error) {
+	name := pullRequestRef(n)
+	h, ok := hashes[name]
+	if !ok {
+		return nil, fmt.Errorf("pull request %d (%s) of %s: %w", n, name, s.location, source.ErrNotFound)
+	}
+	return &target{
+		name:       strings.TrimPrefix(name.String(), "refs/"),
+		remoteRef:  name,
+		localRef:   name,
+		remoteHash: h,
+	}, nil
+}
+
+// pullRequestRef is GitHub's ref for the head commit of pull request n.
+func pullRequestRef(n int) plumbing.ReferenceName {
+	return plumbing.ReferenceName(fmt.Sprintf("refs/pull/%d/head", n))
 }
 
 // highestTag returns the tag with the highest version in the semver range.
@@ -406,8 +434,8 @@ func (s *Source) resetCache() (*gogit.Repository, error) {
 }
 
 // localCommit returns the commit the target stands for in the clone: the
-// fetched branch head, the peeled tag, or the configured commit (checked to
-// be on the branch when there is one).
+// fetched branch or pull request head, the peeled tag, or the configured
+// commit (checked to be on the branch when there is one).
 func (s *Source) localCommit(repo *gogit.Repository, t *target) (*object.Commit, error) {
 	if s.strategy == byCommit {
 		c, err := repo.CommitObject(s.commit)

@@ -1,7 +1,7 @@
 // Package git is the Git source: it asks the remote for the head of the
-// configured branch, tag, semver range or commit, fetches it into a
-// persistent clone when it changed, and reads the manifests at the source
-// path of the checked-out commit.
+// configured branch, tag, semver range, commit or GitHub pull request,
+// fetches it into a persistent clone when it changed, and reads the
+// manifests at the source path of the checked-out commit.
 //
 // The clone lives in Config.CacheDir so that a restarted agent does not
 // fetch again what it already has. Fetches are shallow and single-ref,
@@ -46,7 +46,8 @@ const defaultMaxPacks = 64
 // ignore it.
 const tokenUsername = "x-access-token"
 
-// Ref says which commit of the repository to follow. The first field set,
+// Ref says which commit of the repository to follow. PullRequest, when
+// above zero, wins over every other field. Otherwise the first field set,
 // in the order Commit, SemVer, Tag, Branch, wins (Flux's precedence); Branch
 // also restricts Commit to that branch's history.
 type Ref struct {
@@ -59,6 +60,12 @@ type Ref struct {
 	SemVer string
 	// Commit is a full 40-hex SHA-1 to stay on.
 	Commit string
+	// PullRequest, when above zero, is the number of a GitHub pull request
+	// whose head is followed through the remote's refs/pull/<N>/head, for
+	// previews of the pull request. That ref moves with every push to the
+	// pull request, force-pushes included, and exists on GitHub only:
+	// other forges name theirs differently. Negative numbers are refused.
+	PullRequest int
 }
 
 // Auth holds resolved credentials. They are never logged nor put in errors.
@@ -110,6 +117,7 @@ const (
 	byTag
 	bySemVer
 	byCommit
+	byPullRequest
 )
 
 // Source is a Git source. Its methods are safe for concurrent use; fetches
@@ -214,7 +222,12 @@ func cleanPath(p string) (string, error) {
 // parseRef applies Flux's precedence and checks what can be checked offline.
 func (s *Source) parseRef() error {
 	r := &s.cfg.Ref
+	if r.PullRequest < 0 {
+		return fmt.Errorf("pull request number %d must be positive", r.PullRequest)
+	}
 	switch {
+	case r.PullRequest > 0:
+		s.strategy = byPullRequest
 	case r.Commit != "":
 		c := strings.ToLower(r.Commit)
 		if !hexSHA1.MatchString(c) {

@@ -95,6 +95,7 @@ func TestNotFound(t *testing.T) {
 		{"unknown tag", func(c *Config) { c.Ref.Tag = "v9" }, []string{`tag "v9"`}},
 		{"no matching semver", func(c *Config) { c.Ref.SemVer = ">=2.0.0" }, []string{`">=2.0.0"`}},
 		{"unknown commit", func(c *Config) { c.Ref.Commit = strings.Repeat("ab", 20) }, []string{strings.Repeat("ab", 20)}},
+		{"unknown pull request", func(c *Config) { c.Ref.PullRequest = 3 }, []string{"pull request 3", "refs/pull/3/head"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,6 +157,7 @@ func TestRefStrategies(t *testing.T) {
 	r.Write(map[string]string{"v.yaml": "v: feature\n"})
 	cFeature := r.Commit("feature")
 	r.Git("checkout", "-q", "main")
+	cPR := r.PullRequest(12, c100, map[string]string{"v.yaml": "v: pr\n"}, "pull request")
 
 	tests := []struct {
 		name     string
@@ -174,6 +176,9 @@ func TestRefStrategies(t *testing.T) {
 		{"bare commit on another branch", Ref{Commit: cFeature}, "sha1:" + cFeature, "v: feature\n"},
 		{"commit on branch", Ref{Commit: c100, Branch: "main"}, "main@sha1:" + c100, "v: 1.0\n"},
 		{"commit over semver", Ref{Commit: strings.ToUpper(c200), SemVer: "1.x"}, "sha1:" + c200, "v: 2.0\n"},
+		{"pull request", Ref{PullRequest: 12}, "pull/12/head@sha1:" + cPR, "v: pr\n"},
+		{"pull request over everything", Ref{PullRequest: 12, Commit: c100, SemVer: ">=1", Tag: "v1.0.0", Branch: "main"},
+			"pull/12/head@sha1:" + cPR, "v: pr\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@
 package gittest
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -92,6 +93,32 @@ func (r *Repo) Commit(msg string) string {
 
 // Head returns the commit checked out.
 func (r *Repo) Head() string { return r.Git("rev-parse", "HEAD") }
+
+// SetPullRequest points refs/pull/<n>/head at commit, as GitHub does when a
+// pull request is opened or pushed to, force-pushes included.
+func (r *Repo) SetPullRequest(n int, commit string) {
+	r.t.Helper()
+	r.Git("update-ref", fmt.Sprintf("refs/pull/%d/head", n), commit)
+}
+
+// PullRequest commits files (as Write takes them) on top of parent without
+// moving any branch, points refs/pull/<n>/head at the new commit and
+// returns it. Like a pull request's head on GitHub, often a fork's, the
+// commit is then reachable from that ref only. The previous checkout is
+// restored.
+func (r *Repo) PullRequest(n int, parent string, files map[string]string, msg string) string {
+	r.t.Helper()
+	back := r.Git("rev-parse", "--abbrev-ref", "HEAD")
+	if back == "HEAD" {
+		back = r.Head()
+	}
+	r.Git("checkout", "-q", "--detach", parent)
+	r.Write(files)
+	c := r.Commit(msg)
+	r.SetPullRequest(n, c)
+	r.Git("checkout", "-q", back)
+	return c
+}
 
 // URL is the repository's file:// URL.
 func (r *Repo) URL() string { return "file://" + filepath.ToSlash(r.Dir) }

@@ -1,0 +1,163 @@
+package git
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/source"
+	"github.com/no8s/no8s-agent/source/git/gittest"
+)
+
+func TestPullRequest(t *testing.T) {
+	t.Parallel()
+	creds := Auth{Username: "user", Password: "s3cret-pass"}
+	tests := []struct {
+		name string
+		// serve returns the repository's URL, the credentials it needs and
+		// the server's request log (nil over file://).
+		serve func(*testing.T, *gittest.Repo) (string, Auth, *gittest.Server)
+	}{
+		{"file", func(t *testing.T, r *gittest.Repo) (string, Auth, *gittest.Server) {
+			return r.URL(), Auth{}, nil
+		}},
+		{"http", func(t *testing.T, r *gittest.Repo) (string, Auth, *gittest.Server) {
+			gs := gittest.NewServer(t, filepath.Dir(r.Dir), creds.Username, creds.Password)
+			return gs.URL + "/repo/.git", creds, gs
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := gittest.NewRepo(t)
+			r.Write(map[string]string{"app/v.yaml": "v: main\n"})
+			base := r.Commit("main")
+			pr := r.PullRequest(1, base, map[string]string{"app/v.yaml": "v: pr\n", "app/new.yaml": "n: 1\n"}, "Try a change")
+			if on := r.Git("branch", "--all", "--contains", pr); on != "" {
+				t.Fatalf("the pull request's commit is on branches %q", on)
+			}
+			url, auth, gs := tc.serve(t, r)
+			requests := func() []string {
+				if gs == nil {
+					return nil
+				}
+				return gs.Take()
+			}
+			edit := func(ref Ref) func(*Config) {
+				return func(c *Config) { c.Ref = ref; c.Auth = auth; c.Path = "app" }
+			}
+
+			s := newSource(t, url, edit(Ref{PullRequest: 1}))
+			snap := fetch(t, s)
+			if want := manifest.Revision("pull/1/head@sha1:" + pr); snap.Revision != want {
+				t.Fatalf("revision = %s, want %s", snap.Revision, want)
+			}
+			assertContents(t, snap, map[string]string{"v.yaml": "v: pr\n", "new.yaml": "n: 1\n"})
+			when, err := time.Parse(time.RFC3339, r.Git("show", "-s", "--format=%aI", pr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := snap.Commit; c.Author != "Test <test@example.com>" || c.Message != "Try a change\n" || !c.Time.Equal(when) {
+				t.Fatalf("commit = %+v, want Test's %q at %v", c, "Try a change\n", when)
+			}
+
+			// Unchanged: the same snapshot, the clone left alone and, over
+			// HTTP, nothing asked but the refs.
+			requests()
+			before := dirDigest(t, s.cfg.CacheDir)
+			if again := fetch(t, s); again != snap {
+				t.Fatalf("unchanged pull request: a new snapshot at %s, want the last one at %s", again.Revision, snap.Revision)
+			}
+			restarted := newSource(t, url, func(c *Config) { edit(Ref{PullRequest: 1})(c); c.CacheDir = s.cfg.CacheDir })
+			if again := fetch(t, restarted); again.Revision != snap.Revision {
+				t.Fatalf("restarted revision = %s, want %s", again.Revision, snap.Revision)
+			}
+			if dirDigest(t, s.cfg.CacheDir) != before {
+				t.Fatal("an unchanged pull request modified the clone")
+			}
+			if reqs := requests(); slices.ContainsFunc(reqs, isUploadPack) {
+				t.Fatalf("an unchanged pull request was fetched: %v", reqs)
+			}
+
+			// The branch is followed as before by its own source.
+			mainSrc := newSource(t, url, edit(Ref{}))
+			if snap := fetch(t, mainSrc); string(snap.Revision) != "main@sha1:"+base {
+				t.Fatalf("main revision = %s, want main@sha1:%s", snap.Revision, base)
+			}
+
+			// A new push to the pull request.
+			pushed := r.PullRequest(1, pr, map[string]string{"app/v.yaml": "v: pr2\n"}, "Address review")
+			snap = fetch(t, s)
+			if want := manifest.Revision("pull/1/head@sha1:" + pushed); snap.Revision != want {
+				t.Fatalf("revision after a push = %s, want %s", snap.Revision, want)
+			}
+			assertContents(t, snap, map[string]string{"v.yaml": "v: pr2\n", "new.yaml": "n: 1\n"})
+
+			// A force-push rebasing the pull request on a newer main.
+			r.Write(map[string]string{"app/v.yaml": "v: main2\n"})
+			base2 := r.Commit("main again")
+			rebased := r.PullRequest(1, base2, map[string]string{"app/v.yaml": "v: rebased\n"}, "Rebase")
+			snap = fetch(t, s)
+			if want := manifest.Revision("pull/1/head@sha1:" + rebased); snap.Revision != want {
+				t.Fatalf("revision after a force-push = %s, want %s", snap.Revision, want)
+			}
+			assertContents(t, snap, map[string]string{"v.yaml": "v: rebased\n"})
+
+			// The branch's source saw none of it but main's own commit.
+			snap = fetch(t, mainSrc)
+			if string(snap.Revision) != "main@sha1:"+base2 {
+				t.Fatalf("main revision = %s, want main@sha1:%s", snap.Revision, base2)
+			}
+			assertContents(t, snap, map[string]string{"v.yaml": "v: main2\n"})
+
+			// A pull request the remote does not have.
+			missing := newSource(t, url, edit(Ref{PullRequest: 2}))
+			requests()
+			for range 2 {
+				_, err := missing.Fetch(context.Background())
+				if !errors.Is(err, source.ErrNotFound) || errors.Is(err, source.ErrAuth) {
+					t.Fatalf("err = %v, want ErrNotFound only", err)
+				}
+				if !strings.Contains(err.Error(), "pull request 2") || !strings.Contains(err.Error(), "refs/pull/2/head") {
+					t.Fatalf("err = %q, want it to name pull request 2", err)
+				}
+			}
+			if reqs := requests(); slices.ContainsFunc(reqs, isUploadPack) {
+				t.Fatalf("a missing pull request was fetched: %v", reqs)
+			}
+		})
+	}
+}
+
+// TestPullRequestSharedCache follows a pull request in a cache a branch
+// used before, and back, as after a change of configuration.
+func TestPullRequestSharedCache(t *testing.T) {
+	t.Parallel()
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"v.yaml": "v: main\n"})
+	base := r.Commit("main")
+	pr := r.PullRequest(7, base, map[string]string{"v.yaml": "v: pr\n"}, "change")
+	// A branch whose remote-tracking name is a prefix of "pull/7/head".
+	r.Git("branch", "pull", base)
+
+	cache := filepath.Join(t.TempDir(), "cache")
+	for _, ref := range []Ref{{Commit: base}, {PullRequest: 7}, {Branch: "pull"}, {PullRequest: 7, Branch: "main"}} {
+		snap := fetch(t, newSource(t, r.URL(), func(c *Config) { c.Ref = ref; c.CacheDir = cache }))
+		want, content := "pull/7/head@sha1:"+pr, "v: pr\n"
+		switch {
+		case ref.Commit != "":
+			want, content = "sha1:"+base, "v: main\n"
+		case ref.PullRequest == 0:
+			want, content = "pull@sha1:"+base, "v: main\n"
+		}
+		if string(snap.Revision) != want {
+			t.Fatalf("ref %+v: revision = %s, want %s", ref, snap.Revision, want)
+		}
+		assertContents(t, snap, map[string]string{"v.yaml": content})
+	}
+}
