@@ -298,6 +298,7 @@ type Server struct {
 	nextJob    int64
 	nextArt    int64
 	runNumber  int64
+	pr         prState // pull requests, statuses and comments: pulls.go
 }
 
 type faultRule struct {
@@ -598,6 +599,9 @@ func (s *Server) route(req *http.Request, body []byte) reply {
 		p, enterprise = "/"+rest, true
 	}
 	seg := strings.Split(strings.Trim(p, "/"), "/")
+	if len(seg) >= 4 && seg[0] == "repos" && seg[3] != "actions" {
+		return s.routePulls(req, body, enterprise, seg)
+	}
 	// repos/{owner}/{repo}/actions/...
 	if len(seg) < 5 || seg[0] != "repos" || seg[3] != "actions" {
 		return notFound()
