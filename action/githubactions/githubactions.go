@@ -28,8 +28,8 @@ package githubactions
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -39,6 +39,7 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/githubapi"
 )
 
 // Plugin is the plugin's name in the agent configuration.
@@ -47,7 +48,7 @@ const Plugin = "github_actions"
 // Defaults of the settings.
 const (
 	DefaultRef          = "main"
-	DefaultAPIURL       = "https://api.github.com/"
+	DefaultAPIURL       = githubapi.DefaultAPIURL
 	DefaultPollInterval = 10 * time.Second
 	DefaultTimeout      = time.Hour
 	// DefaultFindTimeout bounds the search for a run by its name, when the
@@ -109,6 +110,8 @@ type runner struct {
 	timeout      time.Duration
 	findTimeout  time.Duration
 	inputs       map[string]string
+	retry        githubapi.Retrier
+	log          *slog.Logger
 	// noRunDetails is set once the server refused return_run_details, so
 	// that later dispatches do not ask again.
 	noRunDetails atomic.Bool
@@ -166,16 +169,8 @@ func New(s action.Settings) (action.Action, error) {
 	if cfg.APIURL != "" {
 		apiURL = cfg.APIURL
 	}
-	base, err := url.Parse(apiURL)
-	switch {
-	case err != nil || (base.Scheme != "https" && base.Scheme != "http") || base.Host == "":
-		fail("apiURL: %q is not an absolute http or https URL", apiURL)
-	case base.User != nil:
-		fail("apiURL: must not contain credentials; use tokenEnv")
-	default:
-		if !strings.HasSuffix(base.Path, "/") {
-			base.Path += "/"
-		}
+	if _, err := githubapi.NewClient(apiURL, ""); err != nil {
+		fail("apiURL: %v; credentials belong in tokenEnv", err)
 	}
 
 	var token string
@@ -242,10 +237,14 @@ func New(s action.Settings) (action.Action, error) {
 	if len(problems) > 0 {
 		return nil, errors.Join(problems...)
 	}
-	httpClient := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	r.client = github.NewClient(httpClient).WithAuthToken(token)
-	r.client.BaseURL = base
-	r.client.UserAgent = "no8s-agent"
+	r.client, _ = githubapi.NewClient(apiURL, token)
+	// A GitHub that answers 5xx for a while is waited out until the
+	// operation's timeout: giving up earlier would leave a run to itself.
+	r.retry = githubapi.Retrier{Backoff: r.pollInterval, MaxBackoff: r.maxInterval, ServerErrors: -1}
+	r.log = s.Logger
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
 	// Artifact archives are served from signed URLs on another host: they
 	// get no Authorization header.
 	r.download = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: 5 * time.Minute}

@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	gosync "sync"
 	"testing"
@@ -13,6 +17,7 @@ import (
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/action/githubactions"
 	"github.com/no8s/no8s-agent/action/githubactions/githubtest"
+	"github.com/no8s/no8s-agent/githubapi"
 	"github.com/no8s/no8s-agent/manifest"
 )
 
@@ -259,7 +264,7 @@ func TestConfigErrorsAreNotRetried(t *testing.T) {
 				srv.FailNext(githubtest.Match{}, 1, *tt.fault)
 			}
 			_, err := newAction(t, srv, tt.extra).Apply(t.Context(), request("x", 1, &reporter{}))
-			var cfgErr *githubactions.ConfigError
+			var cfgErr *githubapi.ConfigError
 			if !errors.As(err, &cfgErr) || cfgErr.Status != tt.status || !strings.Contains(err.Error(), tt.hint) {
 				t.Fatalf("error = %v", err)
 			}
@@ -337,3 +342,96 @@ func TestDestroyFromScratch(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestDispatchNotRepeatedBlindly checks that a dispatch answered with a
+// server error is not simply sent again: when GitHub started the run all
+// the same, that run is found and followed; when it did not, the workflow
+// is dispatched once more. Either way exactly one run exists.
+func TestDispatchNotRepeatedBlindly(t *testing.T) {
+	t.Parallel()
+	for _, details := range []bool{true, false} {
+		t.Run(fmt.Sprintf("started anyway, run details %v", details), func(t *testing.T) {
+			t.Parallel()
+			srv := githubtest.New(t, githubtest.Options{Token: token, ReturnRunDetails: details, Script: outputsScript})
+			// A proxy that lets the first dispatch through to GitHub but
+			// answers it 502, as a gateway timing out does.
+			target, _ := url.Parse(srv.URL)
+			rp := httputil.NewSingleHostReverseProxy(target)
+			var once gosync.Once
+			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, "/dispatches") {
+					first := false
+					once.Do(func() { first = true })
+					if first {
+						rec := httptest.NewRecorder()
+						rp.ServeHTTP(rec, r)
+						if rec.Code < 300 {
+							http.Error(w, "<html>unicorn</html>", http.StatusBadGateway)
+							return
+						}
+						for k, v := range rec.Header() {
+							w.Header()[k] = v
+						}
+						w.WriteHeader(rec.Code)
+						w.Write(rec.Body.Bytes())
+						return
+					}
+				}
+				rp.ServeHTTP(w, r)
+			}))
+			t.Cleanup(proxy.Close)
+			o := srv.Options()
+			cfg := fmt.Sprintf(`{"owner": %q, "repo": %q, "workflow": %q, "tokenEnv": "GH_TOKEN", "apiURL": %q,
+				"pollInterval": "5ms", "timeout": "20s", "findTimeout": "10s"}`, o.Owner, o.Repo, o.Workflow, proxy.URL+"/")
+			a, err := githubactions.New(action.Settings{Instance: "deploy", Config: json.RawMessage(cfg),
+				Getenv: func(k string) (string, bool) { return token, k == "GH_TOKEN" }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := a.Apply(t.Context(), request("production-pg", 1, &reporter{}))
+			if err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			if n := len(srv.Dispatches()); n != 1 {
+				t.Errorf("%d runs started, want 1", n)
+			}
+			if out := decodeOutputs(t, res); out["run_id"] != float64(srv.Dispatches()[0].RunID) {
+				t.Errorf("followed run %v, started %d", out["run_id"], srv.Dispatches()[0].RunID)
+			}
+		})
+	}
+	t.Run("not started", func(t *testing.T) {
+		t.Parallel()
+		srv := githubtest.New(t, githubtest.Options{Token: token, ReturnRunDetails: true, Script: outputsScript})
+		srv.FailNext(githubtest.Match{Method: "POST", PathSuffix: "/dispatches"}, 1, githubtest.BadGateway())
+		if _, err := newAction(t, srv, `, "findTimeout": "100ms"`).Apply(t.Context(), request("production-pg", 1, &reporter{})); err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		if n := len(srv.Dispatches()); n != 1 {
+			t.Errorf("%d runs started, want 1", n)
+		}
+	})
+}
+
+// TestLongGitHubOutageWaitedOut checks that polls keep trying through a
+// run of server errors longer than one call's usual patience.
+func TestLongGitHubOutageWaitedOut(t *testing.T) {
+	t.Parallel()
+	srv := githubtest.New(t, githubtest.Options{Token: token, ReturnRunDetails: true, Script: outputsScript})
+	srv.FailNext(githubtest.Match{Method: "GET", PathSuffix: fmt.Sprintf("/runs/%d", int64(10000000001))}, 12, githubtest.BadGateway())
+	if _, err := newAction(t, srv, `, "pollInterval": "1ms"`).Apply(t.Context(), request("production-pg", 1, &reporter{})); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if len(srv.Cancelled()) != 0 {
+		t.Errorf("runs cancelled: %v", srv.Cancelled())
+	}
+	bad := 0
+	for _, r := range srv.Requests() {
+		if r.Status == http.StatusBadGateway {
+			bad++
+		}
+	}
+	if bad != 12 {
+		t.Errorf("%d server errors answered, want the 12 injected", bad)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"path"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/githubapi"
 	"github.com/no8s/no8s-agent/manifest"
 )
 
@@ -99,7 +101,7 @@ func (r *runner) artifacts(ctx context.Context, runID int64) ([]*github.Artifact
 	for page := 1; page <= 10; page++ {
 		opts.Page = page
 		var list *github.ArtifactList
-		err := r.call(ctx, func() (resp *github.Response, err error) {
+		err := r.retry.Call(ctx, func() (resp *github.Response, err error) {
 			list, resp, err = r.client.Actions.ListWorkflowRunArtifacts(ctx, r.owner, r.repo, runID, opts)
 			return resp, err
 		})
@@ -120,35 +122,9 @@ func (r *runner) outputsOf(ctx context.Context, a *github.Artifact) (map[string]
 	if a.GetSizeInBytes() > maxOutputsArchive {
 		return nil, fmt.Errorf("%d bytes, over the limit of %d", a.GetSizeInBytes(), maxOutputsArchive)
 	}
-	var where string
-	err := r.call(ctx, func() (*github.Response, error) {
-		u, resp, err := r.client.Actions.DownloadArtifact(ctx, r.owner, r.repo, a.GetID(), 0)
-		if err == nil {
-			where = u.String()
-		}
-		return resp, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("download: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, where, nil)
+	data, err := r.downloadArchive(ctx, a.GetID())
 	if err != nil {
 		return nil, err
-	}
-	resp, err := r.download.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("download: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("download: %s", resp.Status)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxOutputsArchive+1))
-	if err != nil {
-		return nil, fmt.Errorf("download: %w", err)
-	}
-	if len(data) > maxOutputsArchive {
-		return nil, fmt.Errorf("archive over %d bytes", maxOutputsArchive)
 	}
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
@@ -182,6 +158,59 @@ func (r *runner) outputsOf(ctx context.Context, a *github.Artifact) (map[string]
 		return nil, fmt.Errorf("%s: want a JSON object: %v", jsonFiles[0].Name, err)
 	}
 	return obj, nil
+}
+
+// downloadArchive fetches an artifact's zip: GitHub answers with a signed
+// URL, valid for a minute, that is fetched without the token. The two are
+// retried together, since a retry needs a fresh URL.
+func (r *runner) downloadArchive(ctx context.Context, artifactID int64) ([]byte, error) {
+	var lastErr error
+	for attempt := range 4 {
+		if attempt > 0 {
+			if err := githubapi.Sleep(ctx, time.Duration(attempt)*r.pollInterval); err != nil {
+				return nil, err
+			}
+		}
+		var where *url.URL
+		err := r.retry.Call(ctx, func() (*github.Response, error) {
+			u, resp, err := r.client.Actions.DownloadArtifact(ctx, r.owner, r.repo, artifactID, 0)
+			where = u
+			return resp, err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("download: %w", err)
+		}
+		// The query holds the URL's signature: never in a message.
+		shown := where.Scheme + "://" + where.Host + where.Path
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, where.String(), nil)
+		if err != nil {
+			return nil, fmt.Errorf("download %s: bad URL", shown)
+		}
+		resp, err := r.download.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			lastErr = fmt.Errorf("download %s: connection failed", shown)
+			continue
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxOutputsArchive+1))
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+			lastErr = fmt.Errorf("download %s: %s", shown, resp.Status)
+			continue
+		case resp.StatusCode != http.StatusOK:
+			return nil, fmt.Errorf("download %s: %s", shown, resp.Status)
+		case err != nil:
+			lastErr = fmt.Errorf("download %s: reading failed", shown)
+			continue
+		case len(data) > maxOutputsArchive:
+			return nil, fmt.Errorf("archive over %d bytes", maxOutputsArchive)
+		}
+		return data, nil
+	}
+	return nil, lastErr
 }
 
 // failedJob names the first failed job and its failed step.

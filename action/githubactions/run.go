@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/githubapi"
 	"github.com/no8s/no8s-agent/manifest"
 )
 
@@ -46,36 +47,71 @@ func (r *runner) operate(ctx context.Context, op action.Operation, req *action.R
 	runCtx, cancel := context.WithTimeoutCause(ctx, r.timeout, errRunTimeout)
 	defer cancel()
 	rep.Progress(fmt.Sprintf("dispatching workflow %s on %s/%s@%s", r.workflow, r.owner, r.repo, r.ref))
-	run, err := r.dispatch(runCtx, inputs, correlation)
+	since := r.now().Add(-time.Minute)
+	run, accepted, err := r.dispatch(runCtx, inputs, correlation)
 	if err != nil {
-		return nil, r.stopped(ctx, runCtx, nil, fmt.Errorf("dispatch workflow %s: %w", r.workflow, err))
+		err = fmt.Errorf("dispatch workflow %s: %w", r.workflow, explain(err))
+		if accepted {
+			// A run may exist that nobody follows: look once more, on a
+			// context of its own, and cancel it if it shows.
+			rescueCtx, cancelRescue := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			run, _ = r.find(rescueCtx, correlation, since, 30*time.Second)
+			cancelRescue()
+		}
+		return nil, r.stopped(ctx, runCtx, run, err)
 	}
 	rep.SetCondition(manifest.Condition{Type: ConditionType, Status: manifest.ConditionUnknown, Reason: "Dispatched",
 		Message: "run " + run.GetHTMLURL()})
 	done, jobs, err := r.wait(runCtx, run.GetID(), rep)
 	if err != nil {
-		return nil, r.stopped(ctx, runCtx, run, err)
+		return nil, r.stopped(ctx, runCtx, run, explain(err))
 	}
-	return r.finish(runCtx, op, done, jobs)
+	// The run is over: reading its outputs must not fail because the
+	// operation's time is nearly up.
+	finishCtx, cancelFinish := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancelFinish()
+	return r.finish(finishCtx, op, done, jobs)
+}
+
+// explain gives configuration errors the plugin's own advice.
+func explain(err error) error {
+	var ce *githubapi.ConfigError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	switch ce.Status {
+	case http.StatusForbidden:
+		ce.Hint = "the token in tokenEnv may not run this workflow: it needs actions: write on the repository"
+	case http.StatusNotFound:
+		ce.Hint = "owner, repo or workflow does not exist, or the token cannot see it"
+	case http.StatusUnprocessableEntity:
+		ce.Hint = "GitHub refused the dispatch: check ref and that the workflow declares the inputs on workflow_dispatch"
+	}
+	return err
 }
 
 // errRunTimeout is the cause of a run that outlived the timeout setting.
 var errRunTimeout = errors.New("the workflow run did not complete within the timeout")
 
-// stopped turns the end of a wait into the operation's error. When the wait
-// ended because the operation was cancelled or timed out, the run is
+// stopped turns the end of a wait into the operation's error. Whenever the
+// plugin stops following a run before it completed (the operation was
+// cancelled or timed out, or GitHub could not be asked), the run is
 // cancelled through the API first, so that nothing keeps changing the world
-// after the agent gave up on it.
+// after the agent gave up on it and the next attempt starts no second one
+// beside it.
 func (r *runner) stopped(ctx, runCtx context.Context, run *github.WorkflowRun, err error) error {
-	if runCtx.Err() == nil {
-		return err
-	}
-	cause := context.Cause(runCtx)
-	if ctx.Err() != nil {
+	cause := err
+	switch {
+	case ctx.Err() != nil:
 		cause = context.Cause(ctx)
+	case runCtx.Err() != nil:
+		cause = context.Cause(runCtx)
 	}
 	if run == nil {
-		return fmt.Errorf("%w (no run was found to cancel)", cause)
+		if runCtx.Err() != nil {
+			return fmt.Errorf("%w (no run was found to cancel)", cause)
+		}
+		return err
 	}
 	cancelCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -144,44 +180,65 @@ type runDetails struct {
 	HTMLURL       string `json:"html_url"`
 }
 
-// dispatch starts the run and returns it.
-func (r *runner) dispatch(ctx context.Context, inputs map[string]any, correlation string) (*github.WorkflowRun, error) {
+// maxDispatches bounds the dispatches of one operation: a dispatch that
+// got a server or network error is only repeated when its run cannot be
+// found.
+const maxDispatches = 3
+
+// dispatch starts the run and returns it. accepted reports whether GitHub
+// took (or may have taken) a dispatch, so that a run may exist even when
+// err says it was not found.
+//
+// A dispatch is not idempotent: GitHub may start the run and still answer
+// 5xx, or the connection may drop after it did. So a server or network
+// error is not retried blindly; the run is looked for by its correlation
+// id first, and the workflow dispatched again only when none shows.
+func (r *runner) dispatch(ctx context.Context, inputs map[string]any, correlation string) (run *github.WorkflowRun, accepted bool, err error) {
 	path := fmt.Sprintf("repos/%s/%s/actions/workflows/%s/dispatches", url.PathEscape(r.owner), url.PathEscape(r.repo), url.PathEscape(r.workflow))
 	since := r.now().Add(-time.Minute) // the server's clock may be behind ours
-	if !r.noRunDetails.Load() {
+	once := r.retry
+	once.NoServerRetry = true
+	for attempt := 1; ; attempt++ {
+		withDetails := !r.noRunDetails.Load()
 		var details runDetails
-		err := r.call(ctx, func() (*github.Response, error) {
-			req, err := r.client.NewRequest(http.MethodPost, path, &dispatchRequest{Ref: r.ref, Inputs: inputs, ReturnRunDetails: true})
+		err := once.Call(ctx, func() (*github.Response, error) {
+			req, err := r.client.NewRequest(http.MethodPost, path, &dispatchRequest{Ref: r.ref, Inputs: inputs, ReturnRunDetails: withDetails})
 			if err != nil {
 				return nil, err
 			}
-			return r.client.Do(ctx, req, &details)
+			if withDetails {
+				return r.client.Do(ctx, req, &details)
+			}
+			return r.client.Do(ctx, req, nil)
 		})
+		var transient *githubapi.TransientError
 		switch {
 		case err == nil && details.WorkflowRunID != 0:
 			return &github.WorkflowRun{ID: github.Int64(details.WorkflowRunID), HTMLURL: github.String(details.HTMLURL),
-				URL: github.String(details.RunURL)}, nil
+				URL: github.String(details.RunURL)}, true, nil
 		case err == nil:
-			// 204: the server took the dispatch but said nothing of the run.
-			return r.find(ctx, correlation, since)
-		case !refusesRunDetails(err):
-			return nil, err
+			// 204: the run exists; its name says which it is.
+			run, err := r.find(ctx, correlation, since, r.findTimeout)
+			return run, true, err
+		case withDetails && refusesRunDetails(err):
+			// An older GitHub Enterprise refuses the parameter, and
+			// dispatched nothing: from now on dispatch without it.
+			r.noRunDetails.Store(true)
+			attempt--
+			continue
+		case errors.As(err, &transient):
+			run, ferr := r.find(ctx, correlation, since, min(r.findTimeout, time.Minute))
+			if ferr == nil {
+				return run, true, nil
+			}
+			if attempt >= maxDispatches || ctx.Err() != nil {
+				return nil, true, fmt.Errorf("%w (no run of it found: %v)", err, ferr)
+			}
+			r.log.Warn("dispatch failed and no run of it showed; dispatching again", "workflow", r.workflow, "error", err)
+		default:
+			return nil, false, err
 		}
-		// An older GitHub Enterprise refuses the parameter, and dispatched
-		// nothing: from now on dispatch without it.
-		r.noRunDetails.Store(true)
 	}
-	err := r.call(ctx, func() (*github.Response, error) {
-		req, err := r.client.NewRequest(http.MethodPost, path, &dispatchRequest{Ref: r.ref, Inputs: inputs})
-		if err != nil {
-			return nil, err
-		}
-		return r.client.Do(ctx, req, nil)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return r.find(ctx, correlation, since)
 }
 
 // refusesRunDetails tells a 422 about return_run_details from others.
@@ -192,9 +249,9 @@ func refusesRunDetails(err error) bool {
 }
 
 // find looks for the dispatched run by the correlation id in its name,
-// until it shows or findTimeout passes.
-func (r *runner) find(ctx context.Context, correlation string, since time.Time) (*github.WorkflowRun, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.findTimeout)
+// until it shows or timeout passes.
+func (r *runner) find(ctx context.Context, correlation string, since time.Time, timeout time.Duration) (*github.WorkflowRun, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	opts := &github.ListWorkflowRunsOptions{Event: "workflow_dispatch", Created: ">=" + since.UTC().Format(time.RFC3339),
 		ListOptions: github.ListOptions{PerPage: 100}}
@@ -203,7 +260,7 @@ func (r *runner) find(ctx context.Context, correlation string, since time.Time) 
 		for page := 1; page <= 5; page++ {
 			opts.Page = page
 			var runs *github.WorkflowRuns
-			err := r.call(ctx, func() (resp *github.Response, err error) {
+			err := r.retry.Call(ctx, func() (resp *github.Response, err error) {
 				runs, resp, err = r.client.Actions.ListWorkflowRunsByFileName(ctx, r.owner, r.repo, r.workflow, opts)
 				return resp, err
 			})
@@ -219,9 +276,9 @@ func (r *runner) find(ctx context.Context, correlation string, since time.Time) 
 				break
 			}
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := githubapi.Sleep(ctx, wait); err != nil {
 			return nil, fmt.Errorf("no run named after %s showed within %s: does the workflow set run-name from the %s input? (%w)",
-				correlation, r.findTimeout, r.inputs[InputCorrelationID], err)
+				correlation, timeout, r.inputs[InputCorrelationID], err)
 		}
 		wait = min(wait*3/2, r.maxInterval)
 	}
@@ -235,7 +292,7 @@ func (r *runner) wait(ctx context.Context, runID int64, rep action.Reporter) (*g
 	last := ""
 	for {
 		var run *github.WorkflowRun
-		err := r.call(ctx, func() (resp *github.Response, err error) {
+		err := r.retry.Call(ctx, func() (resp *github.Response, err error) {
 			run, resp, err = r.client.Actions.GetWorkflowRunByID(ctx, r.owner, r.repo, runID)
 			return resp, err
 		})
@@ -258,7 +315,7 @@ func (r *runner) wait(ctx context.Context, runID int64, rep action.Reporter) (*g
 		} else {
 			wait = min(wait*3/2, r.maxInterval)
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := githubapi.Sleep(ctx, wait); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -271,7 +328,7 @@ func (r *runner) jobs(ctx context.Context, runID int64) ([]*github.WorkflowJob, 
 	for page := 1; page <= 10; page++ {
 		opts.Page = page
 		var jobs *github.Jobs
-		err := r.call(ctx, func() (resp *github.Response, err error) {
+		err := r.retry.Call(ctx, func() (resp *github.Response, err error) {
 			jobs, resp, err = r.client.Actions.ListWorkflowJobs(ctx, r.owner, r.repo, runID, opts)
 			return resp, err
 		})
@@ -311,16 +368,4 @@ func reasonOf(status string) string {
 		return "Queued"
 	}
 	return "InProgress"
-}
-
-// sleep waits d, or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
 }

@@ -138,9 +138,19 @@ reconcile: {backoff: {initial: 1h, max: 2h}}
 	if strings.Contains(seen.String(), ghToken) {
 		t.Error("the GitHub token shows in a log line, a status, the outputs or the history")
 	}
+	downloads := 0
 	for _, r := range fake.Requests() {
-		if r.Authorization != "Bearer "+ghToken && !strings.HasPrefix(r.Path, "/_downloads/") {
+		switch {
+		case strings.HasPrefix(r.Path, "/_downloads/"):
+			downloads++
+			if r.Authorization != "" {
+				t.Errorf("the artifact download from a signed URL carried Authorization")
+			}
+		case r.Authorization != "Bearer "+ghToken:
 			t.Errorf("%s %s sent Authorization %q", r.Method, r.Path, r.Authorization)
 		}
+	}
+	if downloads == 0 {
+		t.Error("no artifact was downloaded")
 	}
 }

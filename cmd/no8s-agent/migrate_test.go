@@ -80,3 +80,35 @@ func TestMigrateErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestDatabaseKinds checks which settings select PostgreSQL, which the
+// embedded store, and which are refused.
+func TestDatabaseKinds(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		in       string
+		postgres bool
+		path     string
+		err      bool
+	}{
+		{"", false, DefaultDatabase, false},
+		{"postgres://no8s@localhost/no8s", true, "", false},
+		{"POSTGRESQL://no8s@localhost/no8s", true, "", false},
+		{"host=/var/run/postgresql dbname=no8s", true, "", false},
+		{"data/state.db", false, "data/state.db", false},
+		{"sqlite://data/state.db", false, "data/state.db", false},
+		{"file:/srv/no8s.db", false, "/srv/no8s.db", false},
+		{"mysql://x@y/z", false, "", true},
+	} {
+		if got := isPostgres(tt.in); got != tt.postgres {
+			t.Errorf("isPostgres(%q) = %v", tt.in, got)
+		}
+		if tt.postgres {
+			continue
+		}
+		path, err := embeddedPath(tt.in)
+		if (err != nil) != tt.err || path != tt.path {
+			t.Errorf("embeddedPath(%q) = %q, %v", tt.in, path, err)
+		}
+	}
+}

@@ -38,21 +38,35 @@ const (
 	migrateStore
 )
 
-// isPostgres tells a PostgreSQL URL from an embedded store's path.
+// isPostgres tells a PostgreSQL connection string from an embedded
+// store's path: a postgres:// or postgresql:// URL (any case), or a
+// key=value string such as "host=/run/postgresql dbname=no8s".
 func isPostgres(database string) bool {
-	return strings.HasPrefix(database, "postgres://") || strings.HasPrefix(database, "postgresql://")
+	lower := strings.ToLower(database)
+	if strings.HasPrefix(lower, "postgres://") || strings.HasPrefix(lower, "postgresql://") {
+		return true
+	}
+	return strings.Contains(database, "=") && !strings.Contains(database, "://") && !strings.HasPrefix(lower, "file:")
 }
 
 // embeddedPath is the file an embedded database setting names: a path,
-// optionally written sqlite://path or file:path.
-func embeddedPath(database string) string {
+// optionally written sqlite://path or file:path. Another URL scheme is a
+// mistake, not a file name.
+func embeddedPath(database string) (string, error) {
+	lower := strings.ToLower(database)
 	for _, prefix := range []string{"sqlite://", "file:"} {
-		database = strings.TrimPrefix(database, prefix)
+		if strings.HasPrefix(lower, prefix) {
+			database = database[len(prefix):]
+			lower = lower[len(prefix):]
+		}
+	}
+	if strings.Contains(lower, "://") {
+		return "", fmt.Errorf("database %q: want a postgres:// URL, or the embedded store's file (a path, or sqlite://path)", database)
 	}
 	if database == "" {
-		return DefaultDatabase
+		return DefaultDatabase, nil
 	}
-	return database
+	return database, nil
 }
 
 // openStore opens the store that database names: a postgres:// URL, or else
@@ -61,7 +75,10 @@ func openStore(ctx context.Context, database string, mode storeMode) (agentStore
 	if isPostgres(database) {
 		return postgres.Open(ctx, database)
 	}
-	path := embeddedPath(database)
+	path, err := embeddedPath(database)
+	if err != nil {
+		return nil, err
+	}
 	if mode == readStore {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no database at %s: start the agent there first, or pass --database (a file, or a postgres:// URL)", path)
@@ -78,7 +95,8 @@ func openStore(ctx context.Context, database string, mode storeMode) (agentStore
 // PostgreSQL host and database (never the password).
 func describeStore(database string) []any {
 	if !isPostgres(database) {
-		return []any{"store", "embedded", "path", embeddedPath(database)}
+		path, _ := embeddedPath(database)
+		return []any{"store", "embedded", "path", path}
 	}
 	cfg, err := pgx.ParseConfig(database)
 	if err != nil {

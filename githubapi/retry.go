@@ -1,12 +1,20 @@
-package githubactions
+// Package githubapi holds what the agent's GitHub clients share on top of
+// go-github: building a client for github.com or GitHub Enterprise Server,
+// and calling the API the way GitHub asks integrators to, waiting out rate
+// limits and retrying server errors, and telling configuration mistakes,
+// which no retry mends, from the rest.
+package githubapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/go-github/v60/github"
@@ -27,6 +35,8 @@ const (
 type ConfigError struct {
 	Status int
 	Err    error
+	// Hint, when set, replaces the generic advice for the status.
+	Hint string
 }
 
 // Error implements error.
@@ -36,11 +46,14 @@ func (e *ConfigError) Error() string {
 	case http.StatusUnauthorized:
 		hint = "the token in tokenEnv is not valid (expired or revoked?)"
 	case http.StatusForbidden:
-		hint = "the token in tokenEnv may not run this workflow: it needs actions: write on the repository"
+		hint = "the token in tokenEnv lacks a permission this call needs"
 	case http.StatusNotFound:
-		hint = "owner, repo or workflow does not exist, or the token cannot see it"
+		hint = "the repository (or the object asked for) does not exist, or the token cannot see it"
 	case http.StatusUnprocessableEntity:
-		hint = "GitHub refused the request: check ref and that the workflow declares the inputs on workflow_dispatch"
+		hint = "GitHub refused the request as invalid"
+	}
+	if e.Hint != "" {
+		hint = e.Hint
 	}
 	return fmt.Sprintf("%s: %v", hint, e.Err)
 }
@@ -48,11 +61,38 @@ func (e *ConfigError) Error() string {
 // Unwrap returns the GitHub error.
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// call runs one API call, waiting out rate limits and retrying server and
+// Retrier runs API calls with retries.
+type Retrier struct {
+	// Backoff is the first wait after a server or network error; it doubles
+	// up to MaxBackoff.
+	Backoff, MaxBackoff time.Duration
+	// ServerErrors is how many server or network errors in a row a call
+	// tolerates: 0 means a default of 6, a negative number no limit (the
+	// context bounds the call).
+	ServerErrors int
+	// NoServerRetry returns the first server or network error as a
+	// *TransientError instead of retrying: for calls that are not
+	// idempotent, whose first attempt may have taken effect (a workflow
+	// dispatch). Rate limits are still waited out: GitHub did nothing.
+	NoServerRetry bool
+}
+
+// TransientError is a server or network error a NoServerRetry call did not
+// retry: the request may or may not have taken effect.
+type TransientError struct{ Err error }
+
+// Error implements error.
+func (e *TransientError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *TransientError) Unwrap() error { return e.Err }
+
+// Call runs one API call, waiting out rate limits and retrying server and
 // network errors with backoff, until ctx is done. Other errors end it: a
 // *ConfigError for 401, 403, 404 and 422, which retrying cannot mend.
-func (r *runner) call(ctx context.Context, do func() (*github.Response, error)) error {
-	backoff := r.pollInterval
+func (r Retrier) Call(ctx context.Context, do func() (*github.Response, error)) error {
+	backoff := max(r.Backoff, time.Millisecond)
+	maxBackoff := max(r.MaxBackoff, backoff)
 	serverErrors := 0
 	for {
 		resp, err := do()
@@ -62,7 +102,7 @@ func (r *runner) call(ctx context.Context, do func() (*github.Response, error)) 
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		wait, retry := r.retryAfter(resp, err)
+		wait, retry := retryAfter(resp, err)
 		if !retry {
 			var er *github.ErrorResponse
 			if errors.As(err, &er) && er.Response != nil {
@@ -74,22 +114,37 @@ func (r *runner) call(ctx context.Context, do func() (*github.Response, error)) 
 			return err
 		}
 		if wait == 0 {
+			if r.NoServerRetry {
+				return &TransientError{Err: err}
+			}
 			serverErrors++
-			if serverErrors > maxServerErrors {
+			if limit := cmp.Or(r.ServerErrors, maxServerErrors); limit > 0 && serverErrors > limit {
 				return fmt.Errorf("giving up after %d failed attempts: %w", serverErrors, err)
 			}
 			wait = backoff
-			backoff = min(backoff*2, r.maxInterval)
+			backoff = min(backoff*2, maxBackoff)
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := Sleep(ctx, wait); err != nil {
 			return err
 		}
 	}
 }
 
+// Sleep waits d, or until ctx is done, and then returns its cause.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
 // retryAfter classifies an error: retry after the given wait (rate
 // limits), retry with backoff (wait 0: server and network errors), or not.
-func (r *runner) retryAfter(resp *github.Response, err error) (time.Duration, bool) {
+func retryAfter(resp *github.Response, err error) (time.Duration, bool) {
 	var (
 		primary   *github.RateLimitError
 		secondary *github.AbuseRateLimitError
@@ -107,7 +162,8 @@ func (r *runner) retryAfter(resp *github.Response, err error) (time.Duration, bo
 		return defaultRetryAfter, true
 	case errors.As(err, &er) && er.Response != nil:
 		switch st := er.Response.StatusCode; {
-		case st == http.StatusTooManyRequests:
+		case st == http.StatusTooManyRequests,
+			st == http.StatusForbidden && (er.Response.Header.Get("Retry-After") != "" || er.Response.Header.Get("X-RateLimit-Remaining") == "0"):
 			return retryAfterHeader(er.Response.Header), true
 		case st >= 500:
 			return 0, true
@@ -153,3 +209,32 @@ func retryAfterHeader(h http.Header) time.Duration {
 	}
 	return defaultRetryAfter
 }
+
+// NewClient returns a client of the REST API at apiURL (default
+// https://api.github.com/; for GitHub Enterprise Server https://HOST/api/v3/)
+// that authenticates with token.
+func NewClient(apiURL, token string) (*github.Client, error) {
+	if apiURL == "" {
+		apiURL = DefaultAPIURL
+	}
+	base, err := url.Parse(apiURL)
+	if err != nil || (base.Scheme != "https" && base.Scheme != "http") || base.Host == "" {
+		return nil, fmt.Errorf("%q is not an absolute http or https URL", apiURL)
+	}
+	if base.User != nil {
+		return nil, errors.New("the API URL must not contain credentials")
+	}
+	if !strings.HasSuffix(base.Path, "/") {
+		base.Path += "/"
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// A stalled connection must not hold a poll (or a preview) for an hour.
+	transport.ResponseHeaderTimeout = 30 * time.Second
+	c := github.NewClient(&http.Client{Transport: transport}).WithAuthToken(token)
+	c.BaseURL = base
+	c.UserAgent = "no8s-agent"
+	return c, nil
+}
+
+// DefaultAPIURL is GitHub's REST API.
+const DefaultAPIURL = "https://api.github.com/"
