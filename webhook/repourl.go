@@ -50,3 +50,8 @@ func normalizeRepoURL(raw string) string {
 	}
 	return host + "/" + p
 }
+
+// RepoKey reduces a Git remote URL to "host/owner/repo", lower case, so that
+// two spellings of one repository compare equal; "" for what names no
+// remote repository.
+func RepoKey(url string) string { return normalizeRepoURL(url) }

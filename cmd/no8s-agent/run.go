@@ -14,6 +14,7 @@ import (
 	"github.com/no8s/no8s-agent/action/builtin"
 	"github.com/no8s/no8s-agent/config"
 	"github.com/no8s/no8s-agent/metrics"
+	"github.com/no8s/no8s-agent/preview"
 	"github.com/no8s/no8s-agent/reconcile"
 	"github.com/no8s/no8s-agent/sync"
 )
@@ -86,7 +87,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	runner.OnSync = func(source string, res *sync.Result, err error, took time.Duration) {
 		m.ObserveSync(source, syncResult(res, err), took)
 	}
-	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, m, log)
+	previewSrcs, err := previewSources(cfg, jobs, *cacheDir, log)
+	if err != nil {
+		return fail(stderr, "run", err)
+	}
+	previewer := preview.New(preview.Options{Syncer: syncer, Actions: instances, Sources: previewSrcs, Logger: log})
+	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, previewer, m, log)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
@@ -98,6 +104,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var wg gosync.WaitGroup
 	wg.Go(func() { runner.Run(ctx) })
 	wg.Go(func() { httpSrv.serve(ctx) })
+	wg.Go(func() { previewer.Run(ctx) })
 	wg.Go(func() {
 		if err := controller.Run(ctx); err != nil {
 			log.Error("reconciler stopped", "error", err)

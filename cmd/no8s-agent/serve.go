@@ -10,6 +10,7 @@ import (
 	"github.com/no8s/no8s-agent/config"
 	"github.com/no8s/no8s-agent/dashboard"
 	"github.com/no8s/no8s-agent/metrics"
+	"github.com/no8s/no8s-agent/preview"
 	"github.com/no8s/no8s-agent/source/git"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
@@ -26,17 +27,18 @@ type httpServer struct {
 
 // newHTTPServer listens on cfg.Listen and builds the API with the
 // dashboard, metrics and webhook receiver.
-func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runner *sync.Runner, m *metrics.Metrics, log *slog.Logger) (*httpServer, error) {
+func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runner *sync.Runner, previewer *preview.Previewer, m *metrics.Metrics, log *slog.Logger) (*httpServer, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	hook := webhook.NewGitHub(webhook.GitHubOptions{
-		Secret:     cfg.Webhooks.GitHubSecret(),
-		Sources:    webhookSources(cfg),
-		Trigger:    func(name string) bool { return runner.Trigger(name, false) },
-		OnDelivery: m.ObserveWebhook,
-		Logger:     log,
+		Secret:        cfg.Webhooks.GitHubSecret(),
+		Sources:       webhookSources(cfg),
+		Trigger:       func(name string) bool { return runner.Trigger(name, false) },
+		OnDelivery:    m.ObserveWebhook,
+		OnPullRequest: previewer.OnPullRequest,
+		Logger:        log,
 	})
 	srv := api.New(api.Options{
 		Store: st, Syncer: syncer, Sources: runner,

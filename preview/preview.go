@@ -1,0 +1,476 @@
+// Package preview previews pull requests: for each open pull request against
+// a Git source's branch, it fetches the pull request's head, runs the sync's
+// validation, planning and prune guard without applying anything, asks the
+// actions that can plan what they would change, and reports on GitHub: a
+// commit status no8s/plan on the head commit and one comment per pull
+// request, found again by a hidden marker and edited in place on every push.
+//
+// Previews run beside syncing and never hold it up: they read the store,
+// never write it, and a GitHub that fails is retried later.
+package preview
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	gosync "sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/githubapi"
+	"github.com/no8s/no8s-agent/source"
+	"github.com/no8s/no8s-agent/sync"
+	"github.com/no8s/no8s-agent/webhook"
+)
+
+// StatusContext is the commit status previews set.
+const StatusContext = "no8s/plan"
+
+// Limits of what one preview does and says.
+const (
+	// maxActionPlans bounds the plans asked of actions per preview.
+	maxActionPlans = 20
+	// planTimeout bounds one action's Plan.
+	planTimeout = 2 * time.Minute
+	// maxComment is GitHub's limit on a comment's length, less room for
+	// the note that the body was cut.
+	maxComment = 65536 - 200
+	// maxDescription is GitHub's limit on a status description.
+	maxDescription = 140
+)
+
+// Pull is an open pull request.
+type Pull struct {
+	Number  int
+	HeadSHA string
+	BaseRef string
+}
+
+// Source is a Git source whose pull requests are previewed.
+type Source struct {
+	// Target is the source as synced.
+	Target sync.Target
+	// Branch is the branch the source follows: pull requests against it
+	// are previewed.
+	Branch string
+	// Owner and Repo name the repository on GitHub.
+	Owner, Repo string
+	// Client talks to GitHub with the token for previews.
+	Client *github.Client
+	// Fetch returns the snapshot of a pull request's head.
+	Fetch func(ctx context.Context, number int) (*source.Snapshot, error)
+	// Interval is how often open pull requests are listed, in case a
+	// webhook was missed; zero lists them only at start.
+	Interval time.Duration
+}
+
+// Actions finds action instances by name.
+type Actions interface {
+	Get(name string) (action.Instance, bool)
+}
+
+// Options configure a Previewer.
+type Options struct {
+	Syncer  *sync.Syncer
+	Actions Actions
+	Sources []*Source
+	Logger  *slog.Logger
+	// Retry tunes the retries of GitHub calls; the zero value retries
+	// after a second, growing to a minute.
+	Retry githubapi.Retrier
+}
+
+// Previewer previews the pull requests of its sources. It is safe for
+// concurrent use; Run must be running for requests to be served.
+type Previewer struct {
+	opts    Options
+	log     *slog.Logger
+	sources map[string]*worker
+}
+
+// worker previews one source's pull requests, one at a time.
+type worker struct {
+	src  *Source
+	wake chan struct{}
+
+	mu gosync.Mutex
+	// pending are the pull requests to preview, by number.
+	pending map[int]Pull
+	// done is the head commit each open pull request was last previewed at.
+	done map[int]string
+}
+
+// New returns a Previewer.
+func New(opts Options) *Previewer {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Retry.Backoff == 0 {
+		opts.Retry = githubapi.Retrier{Backoff: time.Second, MaxBackoff: time.Minute}
+	}
+	p := &Previewer{opts: opts, log: opts.Logger, sources: map[string]*worker{}}
+	for _, s := range opts.Sources {
+		p.sources[s.Target.Name] = &worker{src: s, wake: make(chan struct{}, 1), pending: map[int]Pull{}, done: map[int]string{}}
+	}
+	return p
+}
+
+// Run previews until ctx is done: a worker per source serves requests and
+// lists the open pull requests every Interval.
+func (p *Previewer) Run(ctx context.Context) {
+	var wg gosync.WaitGroup
+	for _, w := range p.sources {
+		wg.Go(func() { p.serve(ctx, w) })
+	}
+	wg.Wait()
+}
+
+// Request asks for a preview of a pull request of the named source. It
+// reports whether the source has previews.
+func (p *Previewer) Request(sourceName string, pull Pull) bool {
+	w := p.sources[sourceName]
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	w.pending[pull.Number] = pull
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Forget stops previewing a closed pull request.
+func (p *Previewer) Forget(sourceName string, number int) {
+	if w := p.sources[sourceName]; w != nil {
+		w.mu.Lock()
+		delete(w.pending, number)
+		delete(w.done, number)
+		w.mu.Unlock()
+	}
+}
+
+// OnPullRequest handles a verified pull_request webhook: opened,
+// synchronize and reopened previews the pull request for every source of
+// that repository whose branch it targets; closed stops previewing it.
+func (p *Previewer) OnPullRequest(ctx context.Context, ev *github.PullRequestEvent) error {
+	pr := ev.GetPullRequest()
+	repo := ev.GetRepo()
+	keys := map[string]bool{}
+	for _, u := range []string{repo.GetCloneURL(), repo.GetHTMLURL(), repo.GetSSHURL(), repo.GetGitURL()} {
+		if k := webhook.RepoKey(u); k != "" {
+			keys[k] = true
+		}
+	}
+	for name, w := range p.sources {
+		if !keys[webhook.RepoKey(w.src.Target.URL)] || pr.GetBase().GetRef() != w.src.Branch {
+			continue
+		}
+		switch ev.GetAction() {
+		case "opened", "synchronize", "reopened":
+			p.Request(name, Pull{Number: pr.GetNumber(), HeadSHA: pr.GetHead().GetSHA(), BaseRef: pr.GetBase().GetRef()})
+		case "closed":
+			p.Forget(name, pr.GetNumber())
+		}
+	}
+	return nil
+}
+
+// serve previews one source's pull requests as they are asked for, and
+// lists the open ones at start and every Interval.
+func (p *Previewer) serve(ctx context.Context, w *worker) {
+	log := p.log.With("source", w.src.Target.Name)
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C:
+			if err := p.listOpen(ctx, w); err != nil && ctx.Err() == nil {
+				log.Warn("listing open pull requests failed", "error", err)
+			}
+			if w.src.Interval > 0 {
+				poll.Reset(w.src.Interval)
+			}
+		case <-w.wake:
+		}
+		for ctx.Err() == nil {
+			pull, ok := w.next()
+			if !ok {
+				break
+			}
+			if err := p.Preview(ctx, w.src, pull); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				failures++
+				log.Warn("preview failed; will retry", "pull", pull.Number, "error", err, "failures", failures)
+				w.retry(pull)
+				// Back off before the next attempt; a webhook may wake us sooner.
+				if githubapi.Sleep(ctx, min(time.Duration(failures)*5*time.Second, time.Minute)) != nil {
+					return
+				}
+				continue
+			}
+			failures = 0
+			w.finished(pull)
+		}
+	}
+}
+
+// next takes a pending pull request, in number order.
+func (w *worker) next() (Pull, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	first := 0
+	for n := range w.pending {
+		if first == 0 || n < first {
+			first = n
+		}
+	}
+	if first == 0 {
+		return Pull{}, false
+	}
+	pull := w.pending[first]
+	delete(w.pending, first)
+	return pull, true
+}
+
+// retry puts a failed preview back unless a newer push replaced it.
+func (w *worker) retry(pull Pull) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, newer := w.pending[pull.Number]; !newer {
+		w.pending[pull.Number] = pull
+	}
+}
+
+func (w *worker) finished(pull Pull) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done[pull.Number] = pull.HeadSHA
+}
+
+// listOpen asks for the open pull requests against the source's branch
+// and queues those whose head was not previewed yet. Pull requests no
+// longer open are forgotten.
+func (p *Previewer) listOpen(ctx context.Context, w *worker) error {
+	src := w.src
+	var open []*github.PullRequest
+	opts := &github.PullRequestListOptions{State: "open", Base: src.Branch, ListOptions: github.ListOptions{PerPage: 100}}
+	for page := 1; page <= 10; page++ {
+		opts.Page = page
+		var prs []*github.PullRequest
+		err := p.opts.Retry.Call(ctx, func() (resp *github.Response, err error) {
+			prs, resp, err = src.Client.PullRequests.List(ctx, src.Owner, src.Repo, opts)
+			return resp, err
+		})
+		if err != nil {
+			return err
+		}
+		open = append(open, prs...)
+		if len(prs) < opts.PerPage {
+			break
+		}
+	}
+	w.mu.Lock()
+	seen := map[int]bool{}
+	queued := false
+	for _, pr := range open {
+		n := pr.GetNumber()
+		seen[n] = true
+		if w.done[n] != pr.GetHead().GetSHA() {
+			if _, ok := w.pending[n]; !ok {
+				w.pending[n] = Pull{Number: n, HeadSHA: pr.GetHead().GetSHA(), BaseRef: pr.GetBase().GetRef()}
+				queued = true
+			}
+		}
+	}
+	for n := range w.done {
+		if !seen[n] {
+			delete(w.done, n)
+		}
+	}
+	w.mu.Unlock()
+	if queued {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// Preview previews one pull request and reports on GitHub. It changes
+// nothing in the store.
+func (p *Previewer) Preview(ctx context.Context, src *Source, pull Pull) error {
+	if err := p.status(ctx, src, pull.HeadSHA, "pending", "previewing"); err != nil {
+		return err
+	}
+	snap, err := src.Fetch(ctx, pull.Number)
+	if err != nil {
+		return fmt.Errorf("fetch pull request #%d: %w", pull.Number, err)
+	}
+	plan, planErr := p.opts.Syncer.Plan(ctx, src.Target, snap)
+	var refused *sync.Error
+	if planErr != nil && !errors.As(planErr, &refused) {
+		return fmt.Errorf("plan pull request #%d: %w", pull.Number, planErr)
+	}
+	plans := p.actionPlans(ctx, src, snap, plan)
+
+	head := pull.HeadSHA
+	if head == "" {
+		head = revisionSHA(string(snap.Revision))
+	}
+	var body bytes.Buffer
+	fmt.Fprintf(&body, "%s\n### no8s preview of `%s`\n\nPull request #%d at `%s`, against `%s`.\n\n",
+		marker(src.Target.Name), src.Target.Name, pull.Number, short(head), src.Branch)
+	if err := sync.WriteMarkdown(&body, plan, planErr, plans...); err != nil {
+		return err
+	}
+	text := body.String()
+	if len(text) > maxComment {
+		text = text[:maxComment] + "\n\n*The preview is cut here: it is longer than a comment may be. `no8s-agent diff` shows all of it.*\n"
+	}
+	if err := p.comment(ctx, src, pull.Number, text); err != nil {
+		return err
+	}
+	state, desc := "success", "no changes"
+	switch {
+	case refused != nil:
+		state, desc = "failure", refused.Reason+": "+refused.Message
+	case plan != nil && (plan.Changes() > 0 || len(plan.Types) > 0):
+		desc = plan.Summary()
+	}
+	if err := p.status(ctx, src, head, state, desc); err != nil {
+		return err
+	}
+	p.log.Info("previewed pull request", "source", src.Target.Name, "pull", pull.Number, "head", short(head), "state", state)
+	return nil
+}
+
+// actionPlans asks the actions that can plan what the changes would do.
+func (p *Previewer) actionPlans(ctx context.Context, src *Source, snap *source.Snapshot, plan *sync.Plan) []sync.ActionPlan {
+	if plan == nil || p.opts.Actions == nil {
+		return nil
+	}
+	var out []sync.ActionPlan
+	for _, c := range append(append([]sync.Change(nil), plan.Creates...), plan.Updates...) {
+		name := c.Instance
+		if name == "" {
+			name = "noop"
+		}
+		inst, ok := p.opts.Actions.Get(name)
+		if !ok {
+			continue
+		}
+		planner, ok := inst.Action.(action.Planner)
+		if !ok {
+			continue
+		}
+		if len(out) == maxActionPlans {
+			break
+		}
+		ap := sync.ActionPlan{Kind: c.Kind, Name: c.Name, Instance: name}
+		planCtx, cancel := context.WithTimeout(ctx, planTimeout)
+		res, err := planner.Plan(planCtx, &action.Request{Operation: action.OperationPlan, Instance: name, Trigger: "preview",
+			Reporter: action.NoopReporter{}, Resource: action.Resource{ID: c.ID, Kind: c.Kind, Name: c.Name, Labels: c.Labels,
+				Spec: c.After, Generation: c.Generation, Source: src.Target.Name, Revision: string(snap.Revision)}})
+		cancel()
+		if err != nil {
+			ap.Error = err.Error()
+		} else {
+			ap.Changes, ap.Summary, ap.Output = res.Changes, res.Summary, res.Output
+		}
+		out = append(out, ap)
+	}
+	return out
+}
+
+// status sets the no8s/plan commit status.
+func (p *Previewer) status(ctx context.Context, src *Source, sha, state, desc string) error {
+	if sha == "" {
+		return nil
+	}
+	desc = truncate(desc, maxDescription)
+	return p.opts.Retry.Call(ctx, func() (*github.Response, error) {
+		_, resp, err := src.Client.Repositories.CreateStatus(ctx, src.Owner, src.Repo, sha, &github.RepoStatus{
+			State: github.String(state), Description: github.String(desc), Context: github.String(StatusContext)})
+		return resp, err
+	})
+}
+
+// comment writes the preview into the pull request's one marked comment,
+// creating it the first time.
+func (p *Previewer) comment(ctx context.Context, src *Source, number int, body string) error {
+	mark := marker(src.Target.Name)
+	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
+	for page := 1; page <= 30; page++ {
+		opts.Page = page
+		var comments []*github.IssueComment
+		err := p.opts.Retry.Call(ctx, func() (resp *github.Response, err error) {
+			comments, resp, err = src.Client.Issues.ListComments(ctx, src.Owner, src.Repo, number, opts)
+			return resp, err
+		})
+		if err != nil {
+			return fmt.Errorf("list the comments of #%d: %w", number, err)
+		}
+		for _, c := range comments {
+			if !strings.HasPrefix(c.GetBody(), mark) {
+				continue
+			}
+			if c.GetBody() == body {
+				return nil
+			}
+			return p.opts.Retry.Call(ctx, func() (*github.Response, error) {
+				_, resp, err := src.Client.Issues.EditComment(ctx, src.Owner, src.Repo, c.GetID(), &github.IssueComment{Body: github.String(body)})
+				return resp, err
+			})
+		}
+		if len(comments) < opts.PerPage {
+			break
+		}
+	}
+	return p.opts.Retry.Call(ctx, func() (*github.Response, error) {
+		_, resp, err := src.Client.Issues.CreateComment(ctx, src.Owner, src.Repo, number, &github.IssueComment{Body: github.String(body)})
+		return resp, err
+	})
+}
+
+// marker starts the comment of a source's previews, so that it is found
+// again; it is an HTML comment, invisible on GitHub.
+func marker(sourceName string) string {
+	return "<!-- no8s-preview source=" + sourceName + " -->"
+}
+
+// revisionSHA is the commit hash of a Git revision ("ref@sha1:<hex>").
+func revisionSHA(rev string) string {
+	_, sha, _ := strings.Cut(string(rev), "@sha1:")
+	return sha
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+// truncate cuts s to at most n characters.
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
