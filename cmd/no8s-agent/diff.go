@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/no8s/no8s-agent/config"
@@ -20,11 +21,12 @@ import (
 const exitChanges = 2
 
 func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("diff", "diff [PATH] --source NAME [flags]\n\nShows what syncing PATH (default .) as source NAME would create, update and delete,\nagainst the live store. Nothing is changed.\nExit status: 0 no change, 2 changes, 1 error or a refused plan.", stderr)
+	fs := newFlags("diff", "diff [PATH] --source NAME [flags]\n\nShows what syncing PATH (default .) as source NAME would create, update and delete,\nagainst the live store, or with --base against the manifests in another folder (a\ncheckout of the base branch: no store, no credentials, for any CI). Nothing is changed.\nExit status: 0 no change, 2 changes, 1 error or a refused plan.", stderr)
 	var sf storeFlags
 	sf.register(fs)
 	name := fs.String("source", "", "the source PATH stands for (required)")
 	output := fs.String("o", "table", "output format: table, json or markdown")
+	base := fs.String("base", "", "compare with the manifests in this folder instead of the store")
 	rest, code := parseFlags(fs, args)
 	if code >= 0 {
 		return code
@@ -42,22 +44,25 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(rest) == 1 {
 		path = rest[0]
 	}
-	cfg, st, err := sf.open(ctx)
+	var (
+		cfg *config.Config
+		st  agentStore
+		err error
+	)
+	if *base != "" {
+		cfg, st, err = baseStore(ctx, sf, *name, *base)
+	} else {
+		cfg, st, err = sf.open(ctx)
+	}
 	if err != nil {
 		return fail(stderr, "diff", err)
 	}
 	defer st.Close()
 
-	root, err := os.OpenRoot(path)
+	snap, err := folderSnapshot(path)
 	if err != nil {
 		return fail(stderr, "diff", err)
 	}
-	files, problems, err := source.ReadTree(root.FS(), manifest.LoadOptions{})
-	root.Close()
-	if err != nil {
-		return fail(stderr, "diff", err)
-	}
-	snap := &source.Snapshot{Revision: source.DigestRevision(files, problems), Files: files, Problems: problems}
 	tg := diffTarget(cfg, *name, path)
 	plan, planErr := sync.New(st, nil).Plan(ctx, tg, snap)
 	var serr *sync.Error
@@ -74,6 +79,63 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitChanges
 	}
 	return exitOK
+}
+
+// baseStore syncs the manifests in the folder base, as source name, into
+// a throwaway embedded store, for a diff that needs no store of its own.
+func baseStore(ctx context.Context, sf storeFlags, name, base string) (*config.Config, agentStore, error) {
+	cfg, err := loadConfig(sf.config, config.Flags{})
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "no8s-diff-*")
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := openStore(ctx, filepath.Join(dir, "base.db"), migrateStore)
+	if err == nil {
+		err = st.Migrate(ctx)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	cleanup := &removeOnClose{agentStore: st, dir: dir}
+	snap, err := folderSnapshot(base)
+	if err != nil {
+		cleanup.Close()
+		return nil, nil, fmt.Errorf("--base: %w", err)
+	}
+	if _, err := sync.New(st, nil).Sync(ctx, diffTarget(cfg, name, base), snap, false); err != nil {
+		cleanup.Close()
+		return nil, nil, fmt.Errorf("--base %s does not sync: %w", base, err)
+	}
+	return cfg, cleanup, nil
+}
+
+// removeOnClose is a store whose folder goes with it.
+type removeOnClose struct {
+	agentStore
+	dir string
+}
+
+func (r *removeOnClose) Close() {
+	r.agentStore.Close()
+	os.RemoveAll(r.dir)
+}
+
+// folderSnapshot reads the manifests under path.
+func folderSnapshot(path string) (*source.Snapshot, error) {
+	root, err := os.OpenRoot(path)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	files, problems, err := source.ReadTree(root.FS(), manifest.LoadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return &source.Snapshot{Revision: source.DigestRevision(files, problems), Files: files, Problems: problems}, nil
 }
 
 // diffTarget is the configured source of that name, with its prune rules,

@@ -129,3 +129,39 @@ func TestHelpAndVersion(t *testing.T) {
 		t.Errorf("version: exit %d, %q", code, out)
 	}
 }
+
+// TestDiffAgainstBase compares two folders without any store, as a CI job
+// on a pull request does with checkouts of the base and the head.
+func TestDiffAgainstBase(t *testing.T) {
+	t.Parallel()
+	base := copyTree(t, "../../examples/repo")
+	head := copyTree(t, "../../examples/repo")
+	dbs := filepath.Join(head, "resources", "databases.yaml")
+	data, err := os.ReadFile(dbs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dbs, bytes.Replace(data, []byte("storage_gb: 500"), []byte("storage_gb: 750"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(head, "resources", "dns.json")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "diff", head, "--source", "local", "--base", base, "-o", "markdown")
+	if code != 2 {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+	for _, want := range []string{"**no8s plan:** 0 created, 1 updated, 1 deleted",
+		"| update | DatabaseCluster/production-pg | resources/databases.yaml:3 | 2 | `storage_gb: 500 → 750` |",
+		"| delete | DNSRecord/db-production | resources/dns.json |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, out, _ := runCLI(t, "diff", base, "--source", "local", "--base", base); code != 0 || !strings.Contains(out, "0 created, 0 updated") {
+		t.Errorf("a folder against itself: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := runCLI(t, "diff", head, "--source", "local", "--base", "../../examples/invalid"); code != 1 || !strings.Contains(errOut, "--base") {
+		t.Errorf("an invalid base: exit %d, %s", code, errOut)
+	}
+}
