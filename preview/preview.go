@@ -25,6 +25,7 @@ import (
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/githubapi"
 	"github.com/no8s/no8s-agent/source"
+	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
 	"github.com/no8s/no8s-agent/webhook"
 )
@@ -77,6 +78,10 @@ type Actions interface {
 
 // Options configure a Previewer.
 type Options struct {
+	// Store is read to wait for a source's first sync: a preview against
+	// a store that holds nothing of the source yet would show everything
+	// as new.
+	Store   store.Store
 	Syncer  *sync.Syncer
 	Actions Actions
 	Sources []*Source
@@ -213,6 +218,13 @@ func (p *Previewer) serve(ctx context.Context, w *worker) {
 				if ctx.Err() != nil {
 					return
 				}
+				if errors.Is(err, ErrNotSynced) {
+					w.retry(pull)
+					if githubapi.Sleep(ctx, time.Second) != nil {
+						return
+					}
+					continue
+				}
 				failures++
 				log.Warn("preview failed; will retry", "pull", pull.Number, "error", err, "failures", failures)
 				w.retry(pull)
@@ -311,9 +323,22 @@ func (p *Previewer) listOpen(ctx context.Context, w *worker) error {
 	return nil
 }
 
+// ErrNotSynced is returned by Preview while the source's branch was never
+// synced: the preview waits for it.
+var ErrNotSynced = errors.New("the source's branch is not synced yet")
+
 // Preview previews one pull request and reports on GitHub. It changes
 // nothing in the store.
 func (p *Previewer) Preview(ctx context.Context, src *Source, pull Pull) error {
+	if p.opts.Store != nil {
+		cur, err := p.opts.Store.GetSource(ctx, src.Target.Name)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && cur.LastAppliedRevision == "") {
+			return ErrNotSynced
+		}
+		if err != nil {
+			return err
+		}
+	}
 	if err := p.status(ctx, src, pull.HeadSHA, "pending", "previewing"); err != nil {
 		return err
 	}

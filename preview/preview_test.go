@@ -124,7 +124,7 @@ func newFixture(t *testing.T, maxDeletes int) *fixture {
 			}
 			return s.Fetch(ctx)
 		}}
-	f.p = preview.New(preview.Options{Syncer: f.syncer, Actions: actions{}, Sources: []*preview.Source{f.src},
+	f.p = preview.New(preview.Options{Store: f.st, Syncer: f.syncer, Actions: actions{}, Sources: []*preview.Source{f.src},
 		Retry: githubapi.Retrier{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}})
 	return f
 }

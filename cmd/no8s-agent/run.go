@@ -91,7 +91,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
-	previewer := preview.New(preview.Options{Syncer: syncer, Actions: instances, Sources: previewSrcs, Logger: log})
+	previewer := preview.New(preview.Options{Store: st, Syncer: syncer, Actions: instances, Sources: previewSrcs, Logger: log})
 	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, previewer, m, log)
 	if err != nil {
 		return fail(stderr, "run", err)
