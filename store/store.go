@@ -568,3 +568,15 @@ type Store interface {
 	// Close releases the backend's resources.
 	Close()
 }
+
+// Check refuses a filter no backend can serve: a negative limit or cursor,
+// or an unknown phase. Backends call it first, so that both answer alike.
+func (f ResourceFilter) Check() error {
+	if f.Limit < 0 || f.After < 0 {
+		return fmt.Errorf("list resources: negative limit or cursor: %w", ErrInvalid)
+	}
+	if f.Phase != "" && !f.Phase.Valid() {
+		return fmt.Errorf("list resources: unknown phase %q: %w", f.Phase, ErrInvalid)
+	}
+	return nil
+}

@@ -246,11 +246,8 @@ func (s *Store) GetResourceByName(ctx context.Context, kind, name string) (*stor
 // ListResources returns the resources matching f, ordered by ID. Labels
 // match by JSON containment, so a resource may carry more labels than asked.
 func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*store.Resource, error) {
-	if f.Limit < 0 || f.After < 0 {
-		return nil, invalid("list resources: negative limit or cursor")
-	}
-	if f.Phase != "" && !f.Phase.Valid() {
-		return nil, invalid("list resources: unknown phase %q", f.Phase)
+	if err := f.Check(); err != nil {
+		return nil, err
 	}
 	var (
 		where []string

@@ -98,6 +98,10 @@ func names(rs []*store.Resource) []string {
 
 func testListResourcesFilters(t *testing.T, s store.Store) {
 	ctx := t.Context()
+	for _, bad := range []store.ResourceFilter{{Limit: -1}, {After: -1}, {Phase: "sleeping"}} {
+		_, err := s.ListResources(ctx, bad)
+		wantErr(t, fmt.Sprintf("ListResources(%+v)", bad), err, store.ErrInvalid)
+	}
 	type seed struct {
 		kind, name, source string
 		labels             map[string]string
