@@ -34,7 +34,7 @@ const eventRing = 4096
 // one each, so that hundreds of streams cost a few system calls per
 // interval rather than hundreds per event. An idle stream sends the first
 // event of a burst at once.
-const eventFlushInterval = 50 * time.Millisecond
+const eventFlushInterval = 250 * time.Millisecond
 
 // eventWriteTimeout is how long a stream's client may take to accept a
 // write before its stream is closed: a client that stopped reading holds
@@ -274,12 +274,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 
 	heartbeat := time.NewTicker(s.opts.Heartbeat)
 	defer heartbeat.Stop()
-	pace := time.NewTimer(0)
+	pace := time.NewTimer(eventFlushInterval)
 	defer pace.Stop()
-	var (
-		frames    [][]byte
-		lastWrite time.Time
-	)
+	var frames [][]byte
 	for {
 		var (
 			lost, ok bool
@@ -290,13 +287,22 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 			return // the server is stopping
 		}
 		if lost || len(frames) > 0 {
-			if err := writeFrames(w, rc, lost, frames); err != nil {
+			err := writeFrames(w, rc, lost, frames)
+			clear(frames) // let the ring's old frames go
+			if err != nil {
 				return
 			}
-			lastWrite = time.Now()
 			heartbeat.Reset(s.opts.Heartbeat)
+			// What comes next waits out the interval, so that a burst goes
+			// out in one write per interval, not one per event.
+			pace.Reset(eventFlushInterval)
+			select {
+			case <-r.Context().Done():
+				return
+			case <-pace.C:
+			}
+			continue
 		}
-		clear(frames) // let the ring's old frames go
 		select {
 		case <-r.Context().Done():
 			return
@@ -304,17 +310,6 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		case <-heartbeat.C:
 			if err := writeFrames(w, rc, false, [][]byte{heartbeatFrame}); err != nil {
 				return
-			}
-			continue
-		}
-		// More is coming: wait out the rest of the interval so that it
-		// goes in one write.
-		if wait := time.Until(lastWrite.Add(eventFlushInterval)); wait > 0 {
-			pace.Reset(wait)
-			select {
-			case <-r.Context().Done():
-				return
-			case <-pace.C:
 			}
 		}
 	}
