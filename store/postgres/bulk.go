@@ -136,11 +136,11 @@ ON CONFLICT (kind, name) DO UPDATE SET
 	-- A new generation is pending until reconciled, unless a worker holds
 	-- it: its completion makes it pending then.
 	phase = CASE WHEN resources.deletion_requested_at IS NOT NULL THEN 'pending'
-		WHEN (` + bulkBump + `) AND (resources.lease_expires_at IS NULL OR resources.lease_expires_at <= now()) THEN 'pending'
+		WHEN (`+bulkBump+`) AND (resources.lease_expires_at IS NULL OR resources.lease_expires_at <= now()) THEN 'pending'
 		ELSE resources.phase END,
-	status_message = CASE WHEN (` + bulkBump + `) AND (resources.lease_expires_at IS NULL OR resources.lease_expires_at <= now())
+	status_message = CASE WHEN (`+bulkBump+`) AND (resources.lease_expires_at IS NULL OR resources.lease_expires_at <= now())
 		THEN 'generation ' || (resources.generation + 1) || ' is waiting to be reconciled' ELSE resources.status_message END,
-	conditions = CASE WHEN ` + bulkBump + ` THEN ` + pendingConditions("resources.conditions", "resources.generation + 1") + `
+	conditions = CASE WHEN `+bulkBump+` THEN `+pendingConditions("resources.conditions", "resources.generation + 1")+`
 		ELSE resources.conditions END,
 	deletion_requested_at = NULL,
 	-- A new generation is due at once, whatever retry or drift schedule the
