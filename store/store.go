@@ -469,12 +469,14 @@ func PendingConditions(conds []manifest.Condition, gen int64, now time.Time) []m
 	})
 }
 
-// KeepTransitionTimes returns next with the transition times a condition's
-// status did not change taken from prev, as stored: a condition keeps its
-// lastTransitionTime while its status stays, whatever time a writer put in
-// (a worker holds a copy of the conditions as claimed, older than what its
-// heartbeats wrote since). A condition whose status changed keeps the time
-// given, unless that is not after the stored one: then it changed now.
+// KeepTransitionTimes returns next with the transition times that prev, as
+// stored, says are right. A writer may hold an older copy of the
+// conditions than the store (a worker holds them as claimed, older than
+// what its heartbeats wrote since), so a time is never moved back: a
+// condition whose status stays keeps the later of the two times (a later
+// one given means the writer saw it change and change back), and one whose
+// status changed takes the time given only if it is after the stored one,
+// and now otherwise.
 func KeepTransitionTimes(prev, next []manifest.Condition, now time.Time) []manifest.Condition {
 	if len(next) == 0 {
 		return next
@@ -485,7 +487,9 @@ func KeepTransitionTimes(prev, next []manifest.Condition, now time.Time) []manif
 		switch {
 		case old == nil:
 		case old.Status == out[i].Status:
-			out[i].LastTransitionTime = old.LastTransitionTime
+			if old.LastTransitionTime.After(out[i].LastTransitionTime) {
+				out[i].LastTransitionTime = old.LastTransitionTime
+			}
 		case !out[i].LastTransitionTime.After(old.LastTransitionTime):
 			out[i].LastTransitionTime = now.UTC()
 		}

@@ -489,14 +489,14 @@ func (s *Store) Stats(ctx context.Context) (*store.Stats, error) {
 const utcNowJSON = `to_jsonb(to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))`
 
 // keepTransitionTimes is the SQL of store.KeepTransitionTimes: the
-// conditions in the JSON parameter next, with the transition times of
-// those whose status did not change taken from the row's conditions. It is
-// used in UPDATEs of resources, where conditions is the row as it was.
+// conditions in the JSON parameter next, with their transition times
+// checked against the row's conditions. It is used in UPDATEs of
+// resources, where conditions is the row as it was.
 func keepTransitionTimes(next string) string {
 	return `(SELECT coalesce(jsonb_agg(CASE
 		WHEN o.c IS NULL THEN n.c
-		WHEN o.c->'status' = n.c->'status' THEN n.c || jsonb_build_object('lastTransitionTime', o.c->'lastTransitionTime')
 		WHEN (n.c->>'lastTransitionTime')::timestamptz > (o.c->>'lastTransitionTime')::timestamptz THEN n.c
+		WHEN o.c->'status' = n.c->'status' THEN n.c || jsonb_build_object('lastTransitionTime', o.c->'lastTransitionTime')
 		ELSE n.c || jsonb_build_object('lastTransitionTime', ` + utcNowJSON + `) END ORDER BY n.i), '[]'::jsonb)
 	FROM jsonb_array_elements(` + next + `::jsonb) WITH ORDINALITY AS n(c, i)
 	LEFT JOIN LATERAL (SELECT e AS c FROM jsonb_array_elements(resources.conditions) AS e

@@ -294,8 +294,8 @@ func testTransitionTimes(t *testing.T, s store.Store) {
 	if err := s.Heartbeat(ctx, cs[0], lease, &store.Progress{Message: "working", Conditions: cond(manifest.ConditionTrue, t1)}); err != nil {
 		t.Fatal(err)
 	}
-	// A heartbeat with the same status and another time keeps the first.
-	if err := s.Heartbeat(ctx, cs[0], lease, &store.Progress{Message: "still", Conditions: cond(manifest.ConditionTrue, now())}); err != nil {
+	// A heartbeat with the same status and an older time keeps the later.
+	if err := s.Heartbeat(ctx, cs[0], lease, &store.Progress{Message: "still", Conditions: cond(manifest.ConditionTrue, t0)}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := s.GetResource(ctx, cs[0].ID)
@@ -311,5 +311,17 @@ func testTransitionTimes(t *testing.T, s store.Store) {
 	got := reconciling(complete(t, s, cs[0], done))
 	if got.Status != manifest.ConditionFalse || !got.LastTransitionTime.After(t1) || got.LastTransitionTime.Before(before.Add(-time.Second)) {
 		t.Fatalf("after completion: %+v; want False since the completion (about %v), not back to %v", got, before, t0)
+	}
+	// A writer that saw the status change and change back, with nothing
+	// written in between, gives a later time for the same status: it stands.
+	if _, err := s.RequestReconcile(ctx, cs[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	cs = claim(t, s, "a1", 1)
+	t2 := got.LastTransitionTime.Add(time.Second)
+	done = ready(cs[0], false)
+	done.Status.Conditions = cond(manifest.ConditionFalse, t2)
+	if got := reconciling(complete(t, s, cs[0], done)); !got.LastTransitionTime.Equal(t2) {
+		t.Fatalf("after a completion with a later time: %+v, want since %v", got, t2)
 	}
 }
