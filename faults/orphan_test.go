@@ -95,7 +95,7 @@ func orphanSetup(t *testing.T) (string, string) {
 	// Manual reconciles of a1 and b1, due together: only a1's is served.
 	applies := countCalls(t, world, "apply")
 	for _, name := range []string{"a1", "b1"} {
-		call(t, "POST", fmt.Sprintf("%s/api/v1/resources/%d/reconcile", base, resourceID(t, base, name)), http.StatusAccepted)
+		orphanCall(t, "POST", fmt.Sprintf("%s/api/v1/resources/%d/reconcile", base, orphanResourceID(t, base, name)), http.StatusAccepted)
 	}
 	waitUntil(t, 60*time.Second, "the manual reconcile of a1", func() (bool, string) {
 		c := countCalls(t, world, "apply")
@@ -114,8 +114,8 @@ func orphanSetup(t *testing.T) (string, string) {
 	return base, world
 }
 
-// resourceID returns the ID of the named resource through the API.
-func resourceID(t *testing.T, base, name string) int64 {
+// orphanResourceID returns the ID of the named resource through the API.
+func orphanResourceID(t *testing.T, base, name string) int64 {
 	t.Helper()
 	var list []struct {
 		ID   int64  `json:"id"`
@@ -133,8 +133,8 @@ func resourceID(t *testing.T, base, name string) int64 {
 	return 0
 }
 
-// call sends a request with the write token and fails unless it answers want.
-func call(t *testing.T, method, url string, want int) string {
+// orphanCall sends a request with the write token and fails unless it answers want.
+func orphanCall(t *testing.T, method, url string, want int) string {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
 	if err != nil {
@@ -159,7 +159,7 @@ func call(t *testing.T, method, url string, want int) string {
 func TestOrphanedSourceForget(t *testing.T) {
 	t.Parallel()
 	base, world := orphanSetup(t)
-	call(t, "DELETE", base+"/api/v1/sources/beta?mode=forget", http.StatusOK)
+	orphanCall(t, "DELETE", base+"/api/v1/sources/beta?mode=forget", http.StatusOK)
 	rs := listResources(t, base)
 	if _, ok := rs["b1"]; ok || len(rs) != 1 {
 		t.Fatalf("resources after forgetting beta: %v; want a1 only", rs)
@@ -182,10 +182,10 @@ func TestOrphanedSourceForget(t *testing.T) {
 func TestOrphanedSourcePrune(t *testing.T) {
 	t.Parallel()
 	base, world := orphanSetup(t)
-	if body := call(t, "DELETE", base+"/api/v1/sources/beta?mode=prune", http.StatusConflict); !strings.Contains(body, "approve=true") {
+	if body := orphanCall(t, "DELETE", base+"/api/v1/sources/beta?mode=prune", http.StatusConflict); !strings.Contains(body, "approve=true") {
 		t.Fatalf("unapproved prune answered %s; want it to say how to approve", body)
 	}
-	call(t, "DELETE", base+"/api/v1/sources/beta?mode=prune&approve=true", http.StatusAccepted)
+	orphanCall(t, "DELETE", base+"/api/v1/sources/beta?mode=prune&approve=true", http.StatusAccepted)
 	waitUntil(t, 60*time.Second, "beta's resources to be destroyed and the source to go", func() (bool, string) {
 		rs := listResources(t, base)
 		var src apiSource
