@@ -169,7 +169,7 @@ func (a *attempt) run(ctx context.Context, k *keeper) outcome {
 		}
 	}
 	a.rec.Phase = stageApplying
-	k.progress(fmt.Sprintf("applying generation %d with action %s", a.cl.Generation, inst.Name), a.conds)
+	a.progress(k, fmt.Sprintf("applying generation %d with action %s", a.cl.Generation, inst.Name))
 	res, err := a.call(ctx, inst, func(ctx context.Context) (*action.Result, error) { return inst.Action.Apply(ctx, req) })
 	if err != nil {
 		return a.actionFailed(ctx, ReasonActionFailed, err)
@@ -248,7 +248,7 @@ func (a *attempt) call(ctx context.Context, inst action.Instance, op func(contex
 // drifted, or apply = true when the action reported changes.
 func (a *attempt) plan(ctx context.Context, k *keeper, inst action.Instance, planner action.Planner, req *action.Request) (outcome, bool) {
 	a.rec.Phase = stagePlanning
-	k.progress(fmt.Sprintf("checking for drift with action %s", inst.Name), a.conds)
+	a.progress(k, fmt.Sprintf("checking for drift with action %s", inst.Name))
 	planReq := *req
 	planReq.Operation = action.OperationPlan
 	var plan *action.Plan
@@ -410,6 +410,14 @@ func (a *attempt) finish(now time.Time) *store.ReconcileRecord {
 	a.rec.FinishedAt = now
 	a.rec.Duration = now.Sub(a.rec.StartedAt)
 	return a.rec
+}
+
+// progress reports the attempt's progress through k: Reconciling turns
+// True, in the attempt's conditions too, so that the outcome's Reconciling
+// False is a transition with a time of its own, not the claimed one.
+func (a *attempt) progress(k *keeper, message string) {
+	a.set(manifest.ConditionReconciling, manifest.ConditionTrue, ReasonProgressing, message)
+	k.progress(message, a.conds)
 }
 
 // set sets one of the controller's conditions for the claimed generation.
