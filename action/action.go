@@ -14,6 +14,7 @@ package action
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -102,14 +103,23 @@ type Handle struct {
 // handle durably. The reconciler's Reporter writes it to the store before
 // RecordHandle returns, under the resource's lease: an agent killed right
 // after leaves it for the next attempt, as Request.PriorHandle. It is kept
-// until the reconciler writes the attempt's outcome, and a later call
-// replaces it.
+// until the reconciler writes the attempt's outcome (and beyond, when the
+// operation was interrupted or failed with ErrStillRunning), and a later
+// call replaces it.
 type HandleRecorder interface {
 	// RecordHandle records handle for the current attempt. An error means
 	// it is not recorded: the action must not go on with work nobody could
 	// find again, but stop it and fail.
 	RecordHandle(ctx context.Context, handle string) error
 }
+
+// ErrStillRunning marks an operation's error after which the remote work
+// its handle names may still be running: a cancel was asked for but not
+// seen through, or the work could not be looked up. The reconciler then
+// keeps the handle for the next attempt, which must see to the work before
+// it starts anew; after any other error the handle is cleared. Wrap it:
+// fmt.Errorf("...: %w", action.ErrStillRunning).
+var ErrStillRunning = errors.New("the remote work may still be running")
 
 // RecordHandle records handle through req's Reporter when it is a
 // HandleRecorder, and does nothing otherwise (a caller such as a preview

@@ -147,3 +147,34 @@ func describe(hs []*action.Handle) string {
 	}
 	return out
 }
+
+// TestHandleKeptWhileWorkMayRun: a failure the action marks with
+// action.ErrStillRunning keeps the handle for the retry; any other failure
+// clears it.
+func TestHandleKeptWhileWorkMayRun(t *testing.T) {
+	t.Parallel()
+	st, _ := openStore(t)
+	var prior priorHandles
+	act := &scripted{apply: func(ctx context.Context, req *action.Request) (*action.Result, error) {
+		prior.add(req)
+		switch n := len(prior.all()); n {
+		case 1:
+			if err := action.RecordHandle(ctx, req, "run-1"); err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("run-1 timed out and is being cancelled: %w", action.ErrStillRunning)
+		case 2:
+			return nil, fmt.Errorf("run-1 ended cancelled")
+		default:
+			return &action.Result{}, nil
+		}
+	}}
+	start(t, st, actionSet{"widgets": act}, options("agent-a"))
+	apply(t, st, widget("a", `{}`, "widgets"))
+	waitPhase(t, st, "a", manifest.PhaseReady, 1)
+	got := prior.all()
+	want := action.Handle{Value: "run-1", Operation: action.OperationApply, Generation: 1}
+	if len(got) != 3 || got[0] != nil || got[1] == nil || *got[1] != want || got[2] != nil {
+		t.Errorf("attempts were offered %s, want none, %+v, none", describe(got), want)
+	}
+}

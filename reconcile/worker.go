@@ -75,8 +75,9 @@ type attempt struct {
 	drift string
 	// acted is set once Apply or Destroy was called: they were offered the
 	// claim's handle and dealt with it, so the outcome may clear it. An
-	// attempt that never got that far keeps it for the next one.
-	acted bool
+	// attempt that never got that far keeps it for the next one, and so
+	// does one whose action says its work may still run (stillRunning).
+	acted, stillRunning bool
 }
 
 // work reconciles one claim and returns after its outcome is written or
@@ -118,7 +119,7 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim) time.Duration {
 	if done.interrupted {
 		done.Completion = a.release()
 	}
-	if !a.acted {
+	if !a.acted || a.stillRunning {
 		done.KeepHandle = true
 	}
 	writeCtx, cancelWrite := context.WithTimeout(context.WithoutCancel(ctx), completionWriteTimeout)
@@ -247,6 +248,9 @@ func (a *attempt) call(ctx context.Context, inst action.Instance, op func(contex
 		}
 	}()
 	res, err = op(ctx)
+	if errors.Is(err, action.ErrStillRunning) {
+		a.stillRunning = true
+	}
 	if err == nil && res == nil {
 		res = &action.Result{}
 	}

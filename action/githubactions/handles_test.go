@@ -145,6 +145,7 @@ func TestPriorRun(t *testing.T) {
 		{name: "running, same generation: followed", op: "apply", gen: 3, wantFollow: true},
 		{name: "succeeded, same generation: its outputs", op: "apply", gen: 3, finish: "success", wantFollow: true},
 		{name: "failed, same generation: its failure", op: "apply", gen: 3, finish: "failure", wantFollow: true, wantErr: "concluded failure"},
+		{name: "cancelled, same generation: dispatched", op: "apply", gen: 3, finish: "cancelled"},
 		{name: "running, older generation: cancelled first", op: "apply", gen: 2, wantCancel: true},
 		{name: "running, other operation: cancelled first", op: "destroy", gen: 3, wantCancel: true},
 		{name: "completed, older generation: dispatched", op: "apply", gen: 2, finish: "success"},

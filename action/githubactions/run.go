@@ -88,6 +88,12 @@ func (r *runner) start(ctx, runCtx context.Context, op action.Operation, req *ac
 			// context of its own, and cancel it if it shows.
 			rescueCtx, cancelRescue := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			run, _ = r.find(rescueCtx, correlation, since, 30*time.Second)
+			if run != nil {
+				// Until it is seen completed, the next attempt must know of it.
+				if rerr := action.RecordHandle(rescueCtx, req, strconv.FormatInt(run.GetID(), 10)); rerr != nil {
+					r.log.Warn("recording the handle of a run about to be cancelled failed", "run", run.GetID(), "error", rerr)
+				}
+			}
 			cancelRescue()
 		}
 		return nil, r.stopped(ctx, runCtx, run, err)
@@ -103,7 +109,8 @@ func (r *runner) start(ctx, runCtx context.Context, op action.Operation, req *ac
 // the run to follow instead of dispatching: the prior run when it does the
 // same operation for the same generation (still running, or completed, in
 // which case its conclusion is this attempt's result: the attempt that
-// dispatched it died before it could write it). Any other prior run that
+// dispatched it died before it could write it; only a cancelled run, which
+// has no result, is dispatched anew). Any other prior run that
 // has not completed is cancelled, and prior waits until GitHub reports it
 // completed, then returns nil: dispatch anew. A handle GitHub does not
 // know (404) is ignored. On error, the run it returns is one that may
@@ -128,11 +135,14 @@ func (r *runner) prior(ctx context.Context, op action.Operation, req *action.Req
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("look up run %d of an earlier attempt: %w", id, err)
+		return nil, fmt.Errorf("look up run %d of an earlier attempt: %w (%w)", id, err, action.ErrStillRunning)
 	}
 	same := h.Operation == op && h.Generation == req.Resource.Generation
 	completed := run.GetStatus() == "completed"
 	switch {
+	case same && completed && run.GetConclusion() == "cancelled":
+		// A cancelled run has no result to use: dispatch anew.
+		return nil, nil
 	case same:
 		r.log.Info("following the run of an earlier attempt", "run", id, "status", run.GetStatus(), "conclusion", run.GetConclusion())
 		rep.Progress(fmt.Sprintf("following run %s of an earlier attempt", run.GetHTMLURL()))
@@ -240,15 +250,18 @@ func (r *runner) stopped(ctx, runCtx context.Context, run *github.WorkflowRun, e
 	_, err = r.client.Actions.CancelWorkflowRunByID(cancelCtx, r.owner, r.repo, run.GetID())
 	var accepted *github.AcceptedError
 	var er *github.ErrorResponse
+	// Until GitHub reports the run completed, it may still be changing the
+	// world: the handle is kept, so that the next attempt waits for it.
 	switch {
 	case err == nil, errors.As(err, &accepted):
 		// 202: GitHub cancels the run.
+		return fmt.Errorf("%w; run %s cancelled (%w)", cause, run.GetHTMLURL(), action.ErrStillRunning)
 	case errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusConflict:
 		// 409: it completed meanwhile.
+		return fmt.Errorf("%w; run %s completed", cause, run.GetHTMLURL())
 	default:
-		return fmt.Errorf("%w; cancelling run %s failed: %v", cause, run.GetHTMLURL(), err)
+		return fmt.Errorf("%w; cancelling run %s failed: %v (%w)", cause, run.GetHTMLURL(), err, action.ErrStillRunning)
 	}
-	return fmt.Errorf("%w; run %s cancelled", cause, run.GetHTMLURL())
 }
 
 // correlationID is unique per dispatch: the resource, the generation, the
