@@ -242,3 +242,22 @@ func TestPriorRun(t *testing.T) {
 		})
 	}
 }
+
+// TestPriorRunUnreadable: when the prior run cannot be looked up (here the
+// token was revoked), nothing is dispatched beside it, and the error says
+// it may still run, so that the handle is kept for the next attempt.
+func TestPriorRunUnreadable(t *testing.T) {
+	t.Parallel()
+	srv := githubtest.New(t, githubtest.Options{Token: token, ReturnRunDetails: true, Script: outputsScript})
+	id := dispatchPrior(t, srv, "apply", 3)
+	srv.FailNext(githubtest.Match{Method: "GET", PathSuffix: "/runs/" + strconv.FormatInt(id, 10)}, 1, githubtest.BadCredentials())
+	req := request("pg", 3, &recorder{srv: srv})
+	req.PriorHandle = &action.Handle{Value: strconv.FormatInt(id, 10), Operation: action.OperationApply, Generation: 3}
+	_, err := newAction(t, srv, "").Apply(t.Context(), req)
+	if err == nil || !errors.Is(err, action.ErrStillRunning) || !strings.Contains(err.Error(), "token in tokenEnv is not valid") {
+		t.Fatalf("Apply = %v, want the token error marked ErrStillRunning", err)
+	}
+	if n := len(srv.Dispatches()); n != 1 {
+		t.Errorf("%d dispatches, want the prior one alone", n)
+	}
+}

@@ -45,7 +45,12 @@ func (r *runner) operate(ctx context.Context, op action.Operation, req *action.R
 	runCtx, cancel := context.WithTimeoutCause(ctx, r.timeout, errRunTimeout)
 	defer cancel()
 	run, err := r.prior(runCtx, op, req, rep)
-	if err != nil {
+	switch {
+	case err != nil && run == nil:
+		// The prior run could not be looked up: err says why (a timeout
+		// or cancellation among them) and that it may still run.
+		return nil, explain(err)
+	case err != nil:
 		return nil, r.stopped(ctx, runCtx, run, explain(err))
 	}
 	if run != nil {
