@@ -297,6 +297,26 @@ type Claim struct {
 	// DriftInterval is the drift interval of the resource's type version:
 	// zero when drift checks are off or the type version is gone.
 	DriftInterval time.Duration
+	// Handle is the handle an earlier attempt recorded with RecordHandle and
+	// no completion cleared: remote work that may still be running, which
+	// this attempt must follow or cancel before it starts anew. Nil when
+	// there is none.
+	Handle *Handle
+}
+
+// Handle identifies remote work an attempt started: a workflow run, a
+// pipeline. The worker records it while it holds the lease, before it goes
+// on, so that an agent killed while the work runs leaves it behind for the
+// next claimant; CompleteReconcile clears it unless told to keep it.
+type Handle struct {
+	// Value is the action's own identifier of the work, opaque to the store.
+	Value string `json:"value"`
+	// Action is the action instance that started the work and can read Value.
+	Action string `json:"action"`
+	// Operation is the action operation the work does (apply, destroy).
+	Operation string `json:"operation"`
+	// Generation is the resource generation the work is for.
+	Generation int64 `json:"generation"`
 }
 
 // Progress is what a worker reports while it holds a lease.
@@ -330,6 +350,10 @@ type Completion struct {
 	Delete bool
 	// Record, when not nil, is appended to the history in the same transaction.
 	Record *ReconcileRecord
+	// KeepHandle keeps the claim's handle for the next attempt: the attempt
+	// was handed back before its remote work was over. Otherwise the
+	// completion clears it, since the attempt followed its work to the end.
+	KeepHandle bool
 }
 
 // Notification is a message received on a topic by Listen.
@@ -626,6 +650,13 @@ type Store interface {
 	// KeepTransitionTimes says). It fails with ErrLeaseLost when
 	// the lease is no longer current, and ErrNotFound when the row is gone.
 	Heartbeat(ctx context.Context, c *Claim, d time.Duration, p *Progress) error
+	// RecordHandle stores h as the handle of the claim's current attempt,
+	// replacing any earlier one, fenced by the lease like Heartbeat: it fails
+	// with ErrLeaseLost when the lease is no longer current, ErrNotFound when
+	// the row is gone, and ErrInvalid when h.Value is empty. The handle is
+	// returned with the next claim of the resource until a completion
+	// clears it (see Completion.KeepHandle); a crash or a lost lease keeps it.
+	RecordHandle(ctx context.Context, c *Claim, h Handle) error
 	// CompleteReconcile writes the outcome of a claim and frees the lease, in
 	// one transaction with its history record, so that a result is recorded
 	// exactly when it is applied. Condition transition times are written as
@@ -686,6 +717,18 @@ func (f ResourceFilter) Check() error {
 	}
 	if f.Phase != "" && !f.Phase.Valid() {
 		return fmt.Errorf("list resources: unknown phase %q: %w", f.Phase, ErrInvalid)
+	}
+	return nil
+}
+
+// Check refuses a handle no backend stores: one without a value. Backends
+// call it first, so that both answer alike.
+func (h Handle) Check() error {
+	if h.Value == "" {
+		return fmt.Errorf("record handle: empty value: %w", ErrInvalid)
+	}
+	if h.Generation < 1 {
+		return fmt.Errorf("record handle %q: generation %d is not positive: %w", h.Value, h.Generation, ErrInvalid)
 	}
 	return nil
 }

@@ -51,7 +51,8 @@ UPDATE resources r SET lease_owner = $1, lease_token = r.lease_token + 1,
 	phase = CASE WHEN r.deletion_requested_at IS NOT NULL THEN 'deleting' ELSE 'reconciling' END
 FROM picked WHERE r.id = picked.id
 RETURNING ` + prefixed("r.", resourceCols) + `, picked.phase,
-	coalesce((SELECT t.drift_interval_ms FROM resource_types t WHERE t.name = r.kind AND t.version = r.type_version), 0)`
+	coalesce((SELECT t.drift_interval_ms FROM resource_types t WHERE t.name = r.kind AND t.version = r.type_version), 0),
+	r.attempt_handle`
 }
 
 // ClaimResources leases up to p.Limit due resources to p.Owner: urgent ones
@@ -74,10 +75,15 @@ func (s *Store) ClaimResources(ctx context.Context, p store.ClaimParams) ([]*sto
 		}
 		claims, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Claim, error) {
 			var (
-				prior string
-				drift int64
+				prior  string
+				drift  int64
+				handle []byte
 			)
-			r, err := scanResource(row, &prior, &drift)
+			r, err := scanResource(row, &prior, &drift, &handle)
+			if err != nil {
+				return nil, err
+			}
+			h, err := decodeHandle(handle)
 			if err != nil {
 				return nil, err
 			}
@@ -86,6 +92,7 @@ func (s *Store) ClaimResources(ctx context.Context, p store.ClaimParams) ([]*sto
 				Lease:         store.Lease{Owner: p.Owner, Token: r.LeaseToken},
 				PriorPhase:    manifest.Phase(prior),
 				DriftInterval: fromMillis(drift),
+				Handle:        h,
 			}, nil
 		})
 		if err != nil {
@@ -153,7 +160,8 @@ func (s *Store) Heartbeat(ctx context.Context, c *store.Claim, d time.Duration, 
 // The status columns take the claim into account: a resource whose
 // generation, deletion request or manual request changed while it was
 // claimed keeps that change and is due at once; one with a new generation
-// is pending, as ApplyResource made it.
+// is pending, as ApplyResource made it. The attempt's handle is cleared
+// unless the completion keeps it ($33).
 var completeSQL = `WITH upd AS (
 	UPDATE resources SET
 		phase = CASE WHEN deletion_requested_at IS NOT NULL AND NOT $6 THEN 'deleting'
@@ -172,7 +180,8 @@ var completeSQL = `WITH upd AS (
 			ELSE now() + $14::bigint * interval '1 millisecond' END,
 		reconcile_requested_at = CASE WHEN reconcile_requested_at IS NOT DISTINCT FROM $5 THEN NULL
 			ELSE reconcile_requested_at END,
-		waiting = $15, lease_owner = '', lease_expires_at = NULL, updated_at = now()
+		waiting = $15, lease_owner = '', lease_expires_at = NULL, updated_at = now(),
+		attempt_handle = CASE WHEN $33 THEN attempt_handle END
 	WHERE id = $1 AND lease_owner = $2 AND lease_token = $3
 	RETURNING *
 ), hist AS (
@@ -226,7 +235,7 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 		u.RetryCount, u.LastReconcileTime, next, done.Waiting, nowReady && !done.Delete, done.Record != nil,
 		string(rec.SourceRevision), string(rec.Trigger), rec.Phase, rec.Success, rec.Error,
 		rec.Created, rec.Updated, rec.Deleted, jsonDoc(rec.Outputs), rec.PlanOutput,
-		millis(rec.Duration), rec.AgentID, rec.StartedAt, rec.FinishedAt, dependsOnRef}
+		millis(rec.Duration), rec.AgentID, rec.StartedAt, rec.FinishedAt, dependsOnRef, done.KeepHandle}
 	if done.Record != nil && (rec.StartedAt.IsZero() || rec.FinishedAt.IsZero()) {
 		return nil, invalid("complete reconcile of resource %d: the record needs its start and finish times", c.ID)
 	}

@@ -50,7 +50,8 @@ const claimSQL = `UPDATE resources SET lease_owner = $2, lease_token = lease_tok
 WHERE id IN (SELECT value FROM json_each($3)) AND ` + leaseFree + `
 RETURNING ` + resourceCols + `,
 	coalesce((SELECT t.drift_interval_ms FROM resource_types t
-		WHERE t.name = resources.kind AND t.version = resources.type_version), 0)`
+		WHERE t.name = resources.kind AND t.version = resources.type_version), 0),
+	attempt_handle`
 
 // ClaimResources leases up to p.Limit due resources to p.Owner: urgent ones
 // first, then scheduled ones. Picking and leasing happen in one write
@@ -95,13 +96,20 @@ func (s *Store) ClaimResources(ctx context.Context, p store.ClaimParams) ([]*sto
 			}
 			claimed := make(map[int64]*store.Claim, len(picks))
 			rows, err := collect(ctx, s, func(row scanner) (*store.Claim, error) {
-				var drift int64
-				r, err := scanResource(row, &drift)
+				var (
+					drift  int64
+					handle sql.NullString
+				)
+				r, err := scanResource(row, &drift, &handle)
+				if err != nil {
+					return nil, err
+				}
+				h, err := decodeHandle(handle)
 				if err != nil {
 					return nil, err
 				}
 				return &store.Claim{Resource: r, Lease: store.Lease{Owner: p.Owner, Token: r.LeaseToken},
-					DriftInterval: fromMillis(drift)}, nil
+					DriftInterval: fromMillis(drift), Handle: h}, nil
 			}, claimSQL, ms(now), p.Owner, list, ms(now.Add(p.Duration)))
 			if err != nil {
 				return err
@@ -199,7 +207,8 @@ func (s *Store) Heartbeat(ctx context.Context, c *store.Claim, d time.Duration, 
 // $6 claimed manual request time, $7 claimed with a deletion request,
 // $8 phase, $9 message, $10 conditions, $11 observed generation,
 // $12 outputs, $13 retry count, $14 last reconcile time, $15 requeue after
-// (milliseconds, NULL for none), $16 waiting.
+// (milliseconds, NULL for none), $16 waiting, $17 keep the attempt's handle
+// (otherwise it is cleared).
 const completeSQL = `UPDATE resources SET
 	phase = CASE WHEN deletion_requested_at IS NOT NULL AND NOT $7 THEN 'deleting'
 		WHEN deletion_requested_at IS NULL AND ($7 OR generation <> $5) THEN 'pending' ELSE $8 END,
@@ -211,7 +220,8 @@ const completeSQL = `UPDATE resources SET
 		WHEN $15 IS NULL THEN NULL
 		ELSE $1 + $15 END,
 	reconcile_requested_at = CASE WHEN reconcile_requested_at IS $6 THEN NULL ELSE reconcile_requested_at END,
-	waiting = $16, lease_owner = '', lease_expires_at = NULL, updated_at = $1
+	waiting = $16, lease_owner = '', lease_expires_at = NULL, updated_at = $1,
+	attempt_handle = CASE WHEN $17 THEN attempt_handle END
 WHERE id = $2 AND lease_owner = $3 AND lease_token = $4
 RETURNING ` + resourceCols
 
@@ -308,7 +318,7 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 		r, err := scanResource(s.queryRow(ctx, completeSQL,
 			now, c.ID, c.Lease.Owner, c.Lease.Token, c.Generation, msPtr(c.ReconcileRequestedAt),
 			c.DeletionRequestedAt != nil, string(u.Phase), msg, conds, u.ObservedGeneration,
-			jsonDoc(u.Outputs), u.RetryCount, msPtr(u.LastReconcileTime), next, done.Waiting))
+			jsonDoc(u.Outputs), u.RetryCount, msPtr(u.LastReconcileTime), next, done.Waiting, done.KeepHandle))
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.leaseLost(ctx, c, "complete reconcile of")
 		}

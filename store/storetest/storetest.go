@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimDue", testClaimDue},
 		{"ClaimConcurrently", testClaimConcurrently},
 		{"LeaseFencing", testLeaseFencing},
+		{"Handles", testHandles},
 		{"CompleteSchedules", testCompleteSchedules},
 		{"ManualRequest", testManualRequest},
 		{"CompleteDeletion", testCompleteDeletion},
