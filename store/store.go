@@ -441,37 +441,13 @@ func SourcePhases() []SourcePhase {
 // orphaned or pruning.
 func (p SourcePhase) Retired() bool { return p == SourceOrphaned || p == SourcePruning }
 
-// The schema's phase column predates the orphaned and pruning phases and
-// accepts only the first four. Rather than change it, backends store a
-// retired source as stalled, with the phase's name as its approved
-// revision: no real revision looks like that (they are "branch@sha1:..." or
-// "sha256:..."), and a retired source has nothing to approve.
-// EncodeSourcePhase and DecodeSourcePhase convert, and the SQL below finds
-// such rows.
+// SQL shared by the backends, in a dialect both speak.
 const (
-	// OrphanedSourcesSQL selects the names of orphaned sources, in either
-	// backend's dialect.
-	OrphanedSourcesSQL = `SELECT name FROM sources WHERE phase = 'stalled' AND approved_revision = 'orphaned'`
+	// OrphanedSourcesSQL selects the names of orphaned sources.
+	OrphanedSourcesSQL = `SELECT name FROM sources WHERE phase = 'orphaned'`
 	// PruningSourceSQL is true of a sources row that is being pruned.
-	PruningSourceSQL = `phase = 'stalled' AND approved_revision = 'pruning'`
+	PruningSourceSQL = `phase = 'pruning'`
 )
-
-// EncodeSourcePhase returns the phase and approved revision to store for a
-// source; see OrphanedSourcesSQL.
-func EncodeSourcePhase(p SourcePhase, approved manifest.Revision) (string, manifest.Revision) {
-	if p.Retired() {
-		return string(SourceStalled), manifest.Revision(p)
-	}
-	return string(p), approved
-}
-
-// DecodeSourcePhase undoes EncodeSourcePhase.
-func DecodeSourcePhase(phase string, approved manifest.Revision) (SourcePhase, manifest.Revision) {
-	if p := SourcePhase(approved); phase == string(SourceStalled) && p.Retired() {
-		return p, ""
-	}
-	return SourcePhase(phase), approved
-}
 
 // ReasonProgressing is the reason of the Ready condition of a resource
 // whose new generation waits to be reconciled.

@@ -31,7 +31,6 @@ func scanSource(row pgx.Row) (*store.Source, error) {
 	if src.Errors, err = decodeSlice[manifest.Problem](errs, "errors"); err != nil {
 		return nil, err
 	}
-	src.Phase, src.ApprovedRevision = store.DecodeSourcePhase(string(src.Phase), src.ApprovedRevision)
 	src.LastCommit.Time = timeOrZero(commitTime)
 	src.LastSyncTime = utcPtr(src.LastSyncTime)
 	src.LastAppliedTime = utcPtr(src.LastAppliedTime)
@@ -52,7 +51,6 @@ func (s *Store) PutSource(ctx context.Context, src *store.Source) (*store.Source
 	if !slices.Contains(store.SourcePhases(), want) {
 		return nil, invalid("put source %q: unknown phase %q", src.Name, want)
 	}
-	phase, approved := store.EncodeSourcePhase(want, src.ApprovedRevision)
 	errs, err := jsonValue(src.Errors, len(src.Errors) == 0, "[]")
 	if err != nil {
 		return nil, err
@@ -70,9 +68,9 @@ func (s *Store) PutSource(ctx context.Context, src *store.Source) (*store.Source
 			last_sync_time = excluded.last_sync_time, last_applied_time = excluded.last_applied_time,
 			errors = excluded.errors, updated_at = now()
 		RETURNING `+sourceCols,
-		src.Name, string(src.Kind), src.URL, src.Path, phase, src.Message,
+		src.Name, string(src.Kind), src.URL, src.Path, string(want), src.Message,
 		string(src.LastAppliedRevision), string(src.LastAttemptedRevision), src.LastCommit.Author,
-		src.LastCommit.Message, nullTime(src.LastCommit.Time), string(approved), src.LastSyncTime, src.LastAppliedTime, errs))
+		src.LastCommit.Message, nullTime(src.LastCommit.Time), string(src.ApprovedRevision), src.LastSyncTime, src.LastAppliedTime, errs))
 	if err != nil {
 		return nil, mapErr(err, fmt.Sprintf("put source %q", src.Name))
 	}

@@ -183,13 +183,20 @@ type server struct {
 	url     string
 	bin     string
 	cred    *syscall.Credential
+	// durable makes a commit return only once its WAL is written, so that
+	// an immediate shutdown loses no committed transaction, as on a
+	// production server; the shared server trades that for speed.
+	durable bool
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
 }
 
 // start creates a cluster in a new temporary directory and starts a server on it.
-func start() (*server, error) {
+func start() (*server, error) { return startServer(false) }
+
+// startServer is start, durable or not.
+func startServer(durable bool) (*server, error) {
 	bin, err := findBinaries()
 	if err != nil {
 		return nil, err
@@ -198,7 +205,7 @@ func start() (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create server directory: %w", err)
 	}
-	s := &server{dir: dir, logPath: filepath.Join(dir, "postgres.log")}
+	s := &server{dir: dir, logPath: filepath.Join(dir, "postgres.log"), durable: durable}
 	if err := s.init(bin); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -241,12 +248,16 @@ func (s *server) launch() error {
 	}
 	defer logf.Close() // the child keeps its own descriptor
 	s.exited, s.waitErr = make(chan struct{}), nil
+	syncCommit := "off"
+	if s.durable {
+		syncCommit = "on"
+	}
 	s.cmd = exec.Command(filepath.Join(s.bin, "postgres"),
 		"-D", filepath.Join(s.dir, "data"),
 		"-k", s.dir,
 		"-c", "listen_addresses=",
 		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
+		"-c", "synchronous_commit="+syncCommit,
 		"-c", "full_page_writes=off",
 		"-c", "max_connections=300",
 		"-c", "shared_buffers=64MB",
@@ -335,11 +346,14 @@ type Server struct {
 }
 
 // NewServer starts a server that is stopped, and its directory removed, when
-// the test ends. It fails the test, never skips it, when the binaries are
-// missing. NO8S_TEST_DATABASE_URL does not apply: the test must own the server.
+// the test ends. Unlike the shared server, it commits synchronously: an
+// immediate shutdown is a crash that loses no committed transaction, as on
+// a production server. It fails the test, never skips it, when the binaries
+// are missing. NO8S_TEST_DATABASE_URL does not apply: the test must own the
+// server.
 func NewServer(t testing.TB) *Server {
 	t.Helper()
-	s, err := start()
+	s, err := startServer(true)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
