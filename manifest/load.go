@@ -143,6 +143,10 @@ func Load(fsys fs.FS, opts LoadOptions) ([]*Document, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Decode.MaxExpandedSize <= 0 {
+		// A document may expand to what a file may hold.
+		opts.Decode.MaxExpandedSize = opts.MaxFileSize
+	}
 	docs, ps := DecodeFiles(files, opts.Decode)
 	errs = append(errs, ps...)
 	return docs, problems(errs).err()
