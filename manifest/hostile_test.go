@@ -153,3 +153,38 @@ func TestValidateLargeIntegersKeepTheirDigits(t *testing.T) {
 		t.Error("18446744073709551616.5 accepted as an integer")
 	}
 }
+
+func TestProblemStringEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		p    Problem
+		want string
+	}{
+		{Problem{File: "a.yaml", Line: 3, Message: "spec.x: bad"}, "a.yaml:3: spec.x: bad"},
+		{Problem{File: "a\nb.yaml", Line: 3, Message: "spec.x: bad"}, `"a\nb.yaml":3: spec.x: bad`},
+		{Problem{File: "x\x1b[31m.yaml", Message: "m"}, `"x\x1b[31m.yaml": m`},
+		{Problem{File: "r\u202eay.yaml", Message: "m"}, `"r\u202eay.yaml": m`},
+		{Problem{File: "f.yaml", Message: "key \"a\nb\" twice\r\nOK"}, `f.yaml: key "a\nb" twice\r\nOK`},
+		{Problem{File: "bad\xffbyte.yaml", Message: "m"}, `"bad\xffbyte.yaml": m`},
+	}
+	for _, tt := range tests {
+		if got := tt.p.String(); got != tt.want {
+			t.Errorf("String() = %s, want %s", got, tt.want)
+		}
+	}
+}
+
+func TestValidateMessagesQuoteOtherFiles(t *testing.T) {
+	t.Parallel()
+	_, ps := validateYAML(t, map[string]string{"t.yaml": dbType,
+		"a\nforged.yaml": dbResource("db", "  engine: postgres\n  storage_gb: 20\n"),
+		"b.yaml":         dbResource("db", "  engine: postgres\n  storage_gb: 20\n")}, nil)
+	if len(ps) == 0 {
+		t.Fatal("duplicate accepted")
+	}
+	for _, p := range ps {
+		if s := p.String(); strings.ContainsAny(s, "\n\r") {
+			t.Errorf("problem %q spans lines", s)
+		}
+	}
+}

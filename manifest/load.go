@@ -158,7 +158,7 @@ func checkSymlink(fsys fs.FS, p string) string {
 	if target, err := fs.ReadLink(fsys, p); err == nil {
 		if path.IsAbs(target) || strings.HasPrefix(path.Clean(path.Join(path.Dir(p), target)), "../") ||
 			path.Clean(path.Join(path.Dir(p), target)) == ".." {
-			return fmt.Sprintf("symlink points outside the source root (-> %s)", target)
+			return fmt.Sprintf("symlink points outside the source root (-> %s)", QuotePath(target))
 		}
 	}
 	info, err := fs.Stat(fsys, p)
