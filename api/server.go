@@ -325,6 +325,7 @@ func (s *Server) json(h func(http.ResponseWriter, *http.Request) error) http.Han
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(data))
+			r.ContentLength = int64(len(data)) // known now, chunked or not
 		}
 		if err := h(w, r); err != nil {
 			if r.Context().Err() != nil {

@@ -63,7 +63,7 @@ reconcile: {backoff: {initial: 1s, max: 2s}}
 	// what a crash of a server without fsync loses.
 	pg.Stop(t, "fast")
 	routes := []string{"/api/v1/resources", "/api/v1/resources/by-name/Site/v1/shop", "/api/v1/resource-types",
-		"/api/v1/sources", "/api/v1/sources/local", "/api/v1/sources/local/history", "/readyz"}
+		"/api/v1/sources", "/api/v1/sources/local", "/api/v1/sources/local/history", "/readyz", "/", "/sources/local"}
 	for _, route := range routes {
 		st, body, retry := call(t, "GET", base+route)
 		if st != http.StatusServiceUnavailable || retry == "" {
