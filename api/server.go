@@ -432,7 +432,7 @@ func crossSite(r *http.Request) *Error {
 	case "":
 		// Older browsers: the Origin header says the same.
 	default:
-		return errorf(http.StatusForbidden, "cross-site write refused: the request comes from another site (Sec-Fetch-Site: %s)%s", site, hint)
+		return errorf(http.StatusForbidden, "cross-site write refused: the request comes from another site (Sec-Fetch-Site: %q)%s", site, hint)
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
