@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
@@ -501,6 +503,7 @@ func (s *Server) syncSource(w http.ResponseWriter, r *http.Request) error {
 
 // approveSource lets a revision past the prune guard: the revision given
 // (?revision= or {"revision": ...}), or the one the source is stalled on.
+// Any revision but the stalled one is refused with 409.
 func (s *Server) approveSource(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	// Checked first: an approval this agent cannot act on is not recorded.
@@ -508,7 +511,7 @@ func (s *Server) approveSource(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	rev := r.URL.Query().Get("revision")
-	if rev == "" && r.ContentLength > 0 {
+	if rev == "" && r.ContentLength != 0 {
 		var body struct {
 			Revision string `json:"revision"`
 		}
@@ -516,6 +519,10 @@ func (s *Server) approveSource(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		rev = body.Revision
+	}
+	if !wellFormedRevision(rev) {
+		return errorf(http.StatusBadRequest, "revision: %q is not a revision: at most %d printable characters without spaces, such as main@sha1:<commit>",
+			rev, maxRevisionLen)
 	}
 	src, err := s.store.GetSource(r.Context(), name)
 	if err != nil {
@@ -569,4 +576,22 @@ func (s *Server) deleteSource(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, status, removal)
 	return nil
+}
+
+// maxRevisionLen is far above any revision a source makes (a branch name,
+// a hash algorithm and a hash).
+const maxRevisionLen = 512
+
+// wellFormedRevision reports whether rev is empty (the stalled one) or
+// could be a revision: printable, without spaces, not too long.
+func wellFormedRevision(rev string) bool {
+	if len(rev) > maxRevisionLen || !utf8.ValidString(rev) {
+		return false
+	}
+	for _, c := range rev {
+		if unicode.IsSpace(c) || !unicode.IsPrint(c) {
+			return false
+		}
+	}
+	return true
 }

@@ -35,6 +35,10 @@ var (
 	// released, or it expired and another worker claimed the resource. The
 	// worker must drop its result.
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrUnavailable means the store cannot be reached (connections are
+	// refused, dropped or the pool is closed): nothing was decided, and the
+	// same call may succeed later.
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 // OwnerConflictError reports that a resource or type is owned by another

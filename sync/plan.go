@@ -414,9 +414,9 @@ func (p *Plan) All() []Change {
 // Location is "file:line", or the file alone when the line is unknown.
 func (c Change) Location() string {
 	if c.Line > 0 {
-		return fmt.Sprintf("%s:%d", c.File, c.Line)
+		return fmt.Sprintf("%s:%d", manifest.QuotePath(c.File), c.Line)
 	}
-	return c.File
+	return manifest.QuotePath(c.File)
 }
 
 // String renders a change as "create Kind/name (file:line)".

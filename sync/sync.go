@@ -213,7 +213,9 @@ func (s *Syncer) Plan(ctx context.Context, t Target, snap *source.Snapshot) (*Pl
 	return makePlan(ctx, s.store, t, snap, set, cur, true)
 }
 
-// Approve lets a revision refused by the prune guard through on its next sync.
+// Approve lets a revision refused by the prune guard through on its next
+// sync. Only the revision the source is stalled on can be approved; any
+// other is an *Error with reason ReasonNotApprovable, and nothing changes.
 func (s *Syncer) Approve(ctx context.Context, sourceName string, rev manifest.Revision) error {
 	if rev == "" {
 		return fmt.Errorf("approve: %w: a revision is required", store.ErrInvalid)
@@ -225,6 +227,9 @@ func (s *Syncer) Approve(ctx context.Context, sourceName string, rev manifest.Re
 		cur, err := tx.GetSource(ctx, sourceName)
 		if err != nil {
 			return fmt.Errorf("approve %s: %w", sourceName, err)
+		}
+		if err := approvable(cur, rev); err != nil {
+			return err
 		}
 		cur.ApprovedRevision = rev
 		if _, err := tx.PutSource(ctx, cur); err != nil {
