@@ -117,9 +117,11 @@ func TestSecretsNeverShown(t *testing.T) {
 
 	repo := gittest.NewRepo(t)
 	repo.Write(map[string]string{
-		"types.yaml":          strings.Replace(siteType, "action: web", "action: notify", 1) + "---\n" + taskType,
-		"sites/shop.yaml":     site("shop", 2),
-		"sites/failsite.yaml": site("failsite", 1),
+		"types.yaml":      strings.Replace(siteType, "action: web", "action: notify", 1) + "---\n" + taskType,
+		"sites/shop.yaml": site("shop", 2),
+		// A manifest that quotes a secret: the agent serves it masked, but
+		// keeps it as written for the action.
+		"sites/failsite.yaml": "apiVersion: no8s.io/v1\nkind: Site\nmetadata: {name: failsite}\nspec: {replicas: 1, tier: " + secrets["hook"] + "}\n",
 		"tasks/good.yaml":     task("good"),
 		"tasks/bad.yaml":      task("bad"),
 	})
@@ -276,11 +278,14 @@ actions:
 	request("PUT", "/api/v1/resources/"+ids["shop"], secrets["write"], `{"spec": {"replicas": 3}}`)
 	request("POST", "/api/v1/sources/broken/sync", secrets["write"], "")
 	request("POST", "/hooks/github", "", `{"zen": "x"}`, "X-GitHub-Event", "ping", "X-Hub-Signature-256", "sha256=00", "Content-Type", "application/json")
-	// The CLI reads the same store.
-	for _, args := range [][]string{{"get", "resources", "-o", "json"}, {"get", "sources", "-o", "json"}, {"get", "resources"}} {
+	// The CLI reads the same store, and knows no secret: what the agent
+	// stored is masked, what Git declares is as written.
+	var cli strings.Builder
+	for _, args := range [][]string{{"get", "resources", "-o", "json"}, {"get", "sources", "-o", "json"}, {"get", "resources"},
+		{"get", "history", "-o", "json"}} {
 		var out, errOut strings.Builder
 		code := run(t.Context(), append(args, "--database", dbURL), &out, &errOut)
-		fmt.Fprintf(&seen, "%s -> %d\n%s%s\n", strings.Join(args, " "), code, out.String(), errOut.String())
+		fmt.Fprintf(&cli, "%s -> %d\n%s%s\n", strings.Join(args, " "), code, out.String(), errOut.String())
 	}
 	stopStream()
 	<-streamDone
@@ -301,6 +306,7 @@ actions:
 		"http outputs":               `"seen":"Bearer ***"`,
 		"the Git error":              "sig=***",
 		"the http outputs' own text": "shop.example.com",
+		"a spec":                     `"tier":"***"`,
 	} {
 		if !strings.Contains(seen.String(), want) {
 			t.Errorf("%s: no %q in what the agent showed; the check would prove nothing", what, want)
@@ -320,10 +326,13 @@ actions:
 			if strings.Contains(agent.log.String(), form) {
 				t.Errorf("the %s secret appears in the log as %q", name, form)
 			}
+			if name != "hook" && strings.Contains(cli.String(), form) {
+				t.Errorf("the %s secret appears in the output of get as %q", name, form)
+			}
 		}
 	}
 	if t.Failed() {
-		t.Logf("responses:\n%s", seen.String())
+		t.Logf("responses:\n%s\nget:\n%s", seen.String(), cli.String())
 	}
 }
 
