@@ -10,7 +10,9 @@ import (
 // serves (encoding/json and html/template write each value in one piece,
 // events are written one at a time); buffering instead would hold back
 // event streams. Content-Length is dropped when there are secrets to
-// mask, since masking changes the length.
+// mask, since masking changes the length, and the request's
+// Accept-Encoding too, so that no handler compresses what has to be read
+// (the metrics handler gzips for clients that accept it).
 //
 // Without secrets, next serves the request unwrapped.
 func (m *Masker) HTTP(next http.Handler) http.Handler {
@@ -20,6 +22,7 @@ func (m *Masker) HTTP(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		r.Header.Del("Accept-Encoding")
 		next.ServeHTTP(&responseWriter{ResponseWriter: w, t: t}, r)
 	})
 }

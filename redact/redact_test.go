@@ -248,7 +248,12 @@ func TestHandlerKeepsValuesWithoutSecrets(t *testing.T) {
 func TestHTTP(t *testing.T) {
 	t.Parallel()
 	const secret = "tok-12345678"
+	masking := false
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Go's client asks for gzip.
+		if r.Header.Get("Accept-Encoding") != "" && masking {
+			t.Error("the handler may compress its response: masking would not see the text")
+		}
 		body := `{"error": "bad token ` + secret + `"}`
 		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
 		w.Header().Set("X-Echo", secret)
@@ -263,6 +268,7 @@ func TestHTTP(t *testing.T) {
 		fmt.Fprint(w, "\nmore "+secret)
 	})
 	for name, m := range map[string]*redact.Masker{"with secrets": redact.New(secret), "without": redact.New()} {
+		masking = m.Len() > 0
 		srv := httptest.NewServer(m.HTTP(next))
 		resp, err := http.Get(srv.URL)
 		if err != nil {

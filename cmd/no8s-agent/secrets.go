@@ -49,6 +49,9 @@ func addActionSecrets(m *redact.Masker, instances *action.Instances, log *slog.L
 	secrets := instances.Secrets()
 	for _, name := range slices.Sorted(maps.Keys(secrets)) {
 		for _, v := range secrets[name] {
+			if v == "" {
+				continue // nothing to hide, nothing to warn about
+			}
 			if redact.TooShort(v) {
 				warnShortSecret(log, "actions."+name, "")
 				continue
