@@ -30,7 +30,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	gosync "sync"
+	"sync"
 	"sync/atomic"
 )
 
@@ -52,7 +52,7 @@ func TooShort(value string) bool { return len(strings.TrimSpace(value)) < MinLen
 // concurrent use; values are meant to be added at start, but a Masker
 // already in use picks up values added later.
 type Masker struct {
-	mu gosync.Mutex // serializes Add
+	mu sync.Mutex // serializes Add
 	t  atomic.Pointer[table]
 }
 
