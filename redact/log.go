@@ -52,6 +52,9 @@ func (h *handler) WithGroup(name string) slog.Handler {
 
 func (h *handler) Handle(ctx context.Context, r slog.Record) error {
 	t := h.m.table()
+	if t.empty() && len(h.chain) == 0 {
+		return h.h.Handle(ctx, r)
+	}
 	attrs := make([]slog.Attr, 0, r.NumAttrs())
 	r.Attrs(func(a slog.Attr) bool {
 		attrs = append(attrs, a)
