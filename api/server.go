@@ -63,6 +63,9 @@ type Options struct {
 	// proxies keep it open and clients notice a dead agent; default 15s.
 	Heartbeat time.Duration
 	Logger    *slog.Logger
+	// Wrap, when set, wraps the whole handler, outside everything else: the
+	// agent masks secret values in every response with it.
+	Wrap func(http.Handler) http.Handler
 }
 
 // Server is the agent's HTTP interface: the JSON API, its event stream, and
@@ -95,6 +98,9 @@ func New(opts Options) *Server {
 	s.events = newHub(opts.Store, opts.Logger)
 	s.loader = newLoader(opts.Store)
 	s.handler = s.routes()
+	if opts.Wrap != nil {
+		s.handler = opts.Wrap(s.handler)
+	}
 	return s
 }
 

@@ -112,6 +112,7 @@ type runner struct {
 	dir      string   // absolute
 	timeout  time.Duration
 	env      []string // PATH, HOME, env and passEnv, in that order
+	secrets  []string // the values of the passEnv variables
 	log      *slog.Logger
 }
 
@@ -123,9 +124,10 @@ type planner struct {
 }
 
 var (
-	_ action.Action    = (*runner)(nil)
-	_ action.Timeouter = (*runner)(nil)
-	_ action.Planner   = planner{}
+	_ action.Action       = (*runner)(nil)
+	_ action.Timeouter    = (*runner)(nil)
+	_ action.SecretHolder = (*runner)(nil)
+	_ action.Planner      = planner{}
 )
 
 // New builds an exec instance from its settings. It checks that the command
@@ -227,6 +229,7 @@ func New(s action.Settings) (action.Action, error) {
 			continue
 		}
 		a.env = append(a.env, name+"="+value)
+		a.secrets = append(a.secrets, value)
 	}
 
 	if len(problems) > 0 {
@@ -267,6 +270,10 @@ func resolve(program, dir string) (string, error) {
 
 // Timeout implements action.Timeouter.
 func (a *runner) Timeout() time.Duration { return a.timeout }
+
+// Secrets returns the values of the passEnv variables: passEnv is how
+// secrets reach a command, and a command may print them.
+func (a *runner) Secrets() []string { return a.secrets }
 
 // Apply implements action.Action.
 func (a *runner) Apply(ctx context.Context, req *action.Request) (*action.Result, error) {

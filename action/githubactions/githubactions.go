@@ -130,11 +130,15 @@ type runner struct {
 	// that later dispatches do not ask again.
 	noRunDetails atomic.Bool
 	now          func() time.Time
+	// token is the value tokenEnv names, as read, kept only for Secrets:
+	// the client holds its own copy.
+	token string
 }
 
 var (
-	_ action.Action    = (*runner)(nil)
-	_ action.Timeouter = (*runner)(nil)
+	_ action.Action       = (*runner)(nil)
+	_ action.Timeouter    = (*runner)(nil)
+	_ action.SecretHolder = (*runner)(nil)
 )
 
 var (
@@ -197,6 +201,7 @@ func New(s action.Settings) (action.Action, error) {
 		fail("tokenEnv: %s is empty", cfg.TokenEnv)
 	default:
 		token = strings.TrimSpace(v)
+		r.token = v
 	}
 
 	for _, d := range []struct {
@@ -268,6 +273,15 @@ func New(s action.Settings) (action.Action, error) {
 // Timeout implements action.Timeouter: one operation may take the
 // configured timeout, plus a minute to find the run and cancel it.
 func (r *runner) Timeout() time.Duration { return r.timeout + time.Minute }
+
+// Secrets returns the token: a workflow's logs, outputs or errors may show
+// it.
+func (r *runner) Secrets() []string {
+	if r.token == "" {
+		return nil
+	}
+	return []string{r.token}
+}
 
 func sortedKeys(m map[string]string) []string {
 	out := make([]string, 0, len(m))

@@ -106,9 +106,10 @@ type planner struct {
 }
 
 var (
-	_ action.Action    = (*poster)(nil)
-	_ action.Timeouter = (*poster)(nil)
-	_ action.Planner   = planner{}
+	_ action.Action       = (*poster)(nil)
+	_ action.Timeouter    = (*poster)(nil)
+	_ action.SecretHolder = (*poster)(nil)
+	_ action.Planner      = planner{}
 )
 
 // New builds an http instance from its settings. It checks the URL and
@@ -239,6 +240,19 @@ func validHeaderValue(v string) bool {
 
 // Timeout implements action.Timeouter.
 func (p *poster) Timeout() time.Duration { return p.timeout }
+
+// Secrets returns the signing secret and the bearer token, those set: a
+// receiver may echo either in its answer.
+func (p *poster) Secrets() []string {
+	var out []string
+	if len(p.secret) > 0 {
+		out = append(out, string(p.secret))
+	}
+	if p.token != "" {
+		out = append(out, p.token)
+	}
+	return out
+}
 
 // Apply implements action.Action.
 func (p *poster) Apply(ctx context.Context, req *action.Request) (*action.Result, error) {
