@@ -73,6 +73,12 @@ type Request struct {
 	// Trigger says why the operation runs: create, update, retry, drift,
 	// manual or delete.
 	Trigger string `json:"trigger"`
+	// FencingToken is the lease token of the claim the operation runs
+	// under. It grows with every claim of the resource, so a system that
+	// remembers the highest token it has seen for a resource can refuse a
+	// request with a lower one: one from an agent whose lease has passed to
+	// another.
+	FencingToken int64 `json:"fencingToken"`
 	// Reporter receives conditions and progress while the operation runs;
 	// never nil when the reconciler calls.
 	Reporter Reporter `json:"-"`

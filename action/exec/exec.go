@@ -97,7 +97,7 @@ var reservedEnv = []string{
 	"NO8S_RESOURCE_ID", "NO8S_RESOURCE_KIND", "NO8S_RESOURCE_NAME",
 	"NO8S_RESOURCE_API_VERSION", "NO8S_RESOURCE_GENERATION",
 	"NO8S_RESOURCE_SOURCE", "NO8S_RESOURCE_REVISION",
-	"NO8S_RESOURCE_SPEC", "NO8S_RESOURCE_SPEC_OMITTED",
+	"NO8S_RESOURCE_SPEC", "NO8S_RESOURCE_SPEC_OMITTED", "NO8S_FENCING_TOKEN",
 }
 
 // envName is what a portable environment variable name looks like.
@@ -484,6 +484,7 @@ func requestEnv(r *action.Request) []string {
 		"NO8S_OPERATION=" + string(r.Operation),
 		"NO8S_ACTION=" + r.Instance,
 		"NO8S_TRIGGER=" + r.Trigger,
+		"NO8S_FENCING_TOKEN=" + strconv.FormatInt(r.FencingToken, 10),
 		"NO8S_RESOURCE_ID=" + strconv.FormatInt(res.ID, 10),
 		"NO8S_RESOURCE_KIND=" + res.Kind,
 		"NO8S_RESOURCE_NAME=" + res.Name,

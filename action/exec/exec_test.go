@@ -95,6 +95,8 @@ func request() *action.Request {
 	return &action.Request{
 		Instance: "deploy",
 		Trigger:  "create",
+		// Past 2^53, where a JSON number read as a float loses digits.
+		FencingToken: 9007199254740993,
 		Resource: action.Resource{
 			ID:         42,
 			Kind:       "Database",
@@ -359,6 +361,7 @@ func TestEnvironment(t *testing.T) {
 				"NO8S_OPERATION":            string(tt.op),
 				"NO8S_ACTION":               "deploy",
 				"NO8S_TRIGGER":              "create",
+				"NO8S_FENCING_TOKEN":        "9007199254740993",
 				"NO8S_RESOURCE_ID":          "42",
 				"NO8S_RESOURCE_KIND":        "Database",
 				"NO8S_RESOURCE_NAME":        "orders",
@@ -392,6 +395,9 @@ func TestEnvironment(t *testing.T) {
 			}
 			if string(got.Resource.Spec) != string(tt.spec) {
 				t.Errorf("stdin spec is %d bytes, want the full %d", len(got.Resource.Spec), len(tt.spec))
+			}
+			if got.FencingToken != 9007199254740993 {
+				t.Errorf("stdin fencingToken = %d, want 9007199254740993", got.FencingToken)
 			}
 		})
 	}
