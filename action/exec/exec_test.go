@@ -27,7 +27,13 @@ const prSetChildSubreaper = 36
 // it kills, as the agent is when it runs as PID 1 in a container. Otherwise
 // they would go to the system's init, which in some containers never reaps
 // them, and a killed process would stay visible as a zombie.
+//
+// Started with agentEnv set, the test binary is a stand-in for the agent
+// instead: see runAgent.
 func TestMain(m *testing.M) {
+	if cfg, ok := os.LookupEnv(agentEnv); ok {
+		os.Exit(runAgent(cfg))
+	}
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		fmt.Fprintln(os.Stderr, "prctl(PR_SET_CHILD_SUBREAPER):", errno)
 		os.Exit(1)
@@ -251,6 +257,26 @@ exit 1
 				}
 				if len(msg) > len("exit status 1: ")+4096 {
 					t.Fatalf("error is %d bytes long", len(msg))
+				}
+			},
+		},
+		{
+			name:   "terminated by a signal",
+			script: "kill -TERM $$\n",
+			op:     action.OperationApply,
+			check: func(t *testing.T, res *action.Result, err error) {
+				if err == nil || err.Error() != "signal: terminated" {
+					t.Fatalf("error = %v, want signal: terminated", err)
+				}
+			},
+		},
+		{
+			name:   "exit 255",
+			script: "exit 255\n",
+			op:     action.OperationApply,
+			check: func(t *testing.T, res *action.Result, err error) {
+				if err == nil || err.Error() != "exit status 255" {
+					t.Fatalf("error = %v, want exit status 255", err)
 				}
 			},
 		},
@@ -743,5 +769,20 @@ func TestKillsProcessGroup(t *testing.T) {
 				return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 			})
 		})
+	}
+}
+
+// TestStartFails removes the program after New checked it: the error says
+// that the command did not start, not how it exited.
+func TestStartFails(t *testing.T) {
+	script := writeScript(t, t.TempDir(), "gone.sh", "exit 0\n")
+	t.Parallel()
+	a := mustAction(t, map[string]any{"command": []string{script}}, nil)
+	if err := os.Remove(script); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Apply(t.Context(), request())
+	if err == nil || !strings.HasPrefix(err.Error(), "start "+script+": ") || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("Apply error = %v, want start %s: ... no such file", err, script)
 	}
 }
