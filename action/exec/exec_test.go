@@ -41,6 +41,22 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// agentEnv makes the test binary a stand-in for the agent: it builds an
+// exec instance from the variable's value (the settings, as JSON), applies
+// request() and blocks in Apply until it is killed.
+const agentEnv = "NO8S_EXEC_TEST_AGENT"
+
+func runAgent(cfg string) int {
+	a, err := New(action.Settings{Instance: "deploy", Config: json.RawMessage(cfg), Getenv: os.LookupEnv})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "New:", err)
+		return 2
+	}
+	_, err = a.Apply(context.Background(), request())
+	fmt.Fprintln(os.Stderr, "Apply returned:", err)
+	return 3
+}
+
 // Tests write their scripts before calling t.Parallel. Executing a file
 // that was just written fails with ETXTBSY when another goroutine forked
 // while the file was open for writing; parallel tests only start once every

@@ -99,7 +99,14 @@ func supervise(parent string, argv []string) int {
 	// would have killed the supervisor, with no command started; Go's
 	// runtime sends it too when the agent died before it was set.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, caught...)
+	for _, sig := range caught {
+		// A signal the agent was started with ignored (SIGHUP under
+		// nohup) stays ignored, for the command too, as without a
+		// supervisor. The parent-death signal is always caught.
+		if sig == syscall.SIGTERM || !signal.Ignored(sig) {
+			signal.Notify(sigs, sig)
+		}
+	}
 	status := os.NewFile(statusFD, "status")
 	fail := func(msg string) int {
 		if _, err := io.WriteString(status, msg); err != nil {

@@ -3,7 +3,6 @@
 package exec
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,25 +14,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/no8s/no8s-agent/action"
 )
-
-// agentEnv makes the test binary a stand-in for the agent: it builds an
-// exec instance from the variable's value (the settings, as JSON), applies
-// request() and blocks in Apply until it is killed.
-const agentEnv = "NO8S_EXEC_TEST_AGENT"
-
-func runAgent(cfg string) int {
-	a, err := New(action.Settings{Instance: "deploy", Config: json.RawMessage(cfg), Getenv: os.LookupEnv})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "New:", err)
-		return 2
-	}
-	_, err = a.Apply(context.Background(), request())
-	fmt.Fprintln(os.Stderr, "Apply returned:", err)
-	return 3
-}
 
 // TestAgentKilled kills, with SIGKILL, a process that runs an action whose
 // script started a child, and expects the script and its child to die: the
