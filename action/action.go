@@ -77,7 +77,7 @@ type Request struct {
 	// under. It grows with every claim of the resource, so a system that
 	// remembers the highest token it has seen for a resource can refuse a
 	// request with a lower one: one from an agent whose lease has passed to
-	// another.
+	// another. Zero when no claim is held, as for the plans of previews.
 	FencingToken int64 `json:"fencingToken"`
 	// Reporter receives conditions and progress while the operation runs;
 	// never nil when the reconciler calls.
