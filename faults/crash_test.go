@@ -53,8 +53,8 @@ echo "end $$ $child $who" >>"$log"
 echo '{}'
 `
 
-// run is one line of a resource's log.
-type run struct {
+// jobRun is one line of a resource's log.
+type jobRun struct {
 	event         string // start, end or OVERLAP
 	shell, child  int
 	generation    int64
@@ -63,14 +63,14 @@ type run struct {
 	resource, raw string
 }
 
-// readRuns parses the logs the runs of lockedRun left in dir, by resource.
-func readRuns(t *testing.T, dir string) map[string][]run {
+// readJobRuns parses the logs the runs of lockedRun left in dir, by resource.
+func readJobRuns(t *testing.T, dir string) map[string][]jobRun {
 	t.Helper()
 	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string][]run{}
+	out := map[string][]jobRun{}
 	for _, path := range logs {
 		name := strings.TrimSuffix(filepath.Base(path), ".log")
 		b, err := os.ReadFile(path)
@@ -84,7 +84,7 @@ func readRuns(t *testing.T, dir string) map[string][]run {
 			if len(f) != 6 {
 				t.Fatalf("%s: malformed line %q", path, line)
 			}
-			r := run{event: f[0], agent: f[4], resource: name, raw: line}
+			r := jobRun{event: f[0], agent: f[4], resource: name, raw: line}
 			r.shell, _ = strconv.Atoi(f[1])
 			r.child, _ = strconv.Atoi(f[2])
 			r.generation, _ = strconv.ParseInt(f[3], 10, 64)
@@ -95,11 +95,11 @@ func readRuns(t *testing.T, dir string) map[string][]run {
 	return out
 }
 
-// inFlight returns the runs of agent that started and have not ended.
-func inFlight(runs map[string][]run, agent string) []run {
-	var out []run
+// jobsInFlight returns the runs of agent that started and have not ended.
+func jobsInFlight(runs map[string][]jobRun, agent string) []jobRun {
+	var out []jobRun
 	for _, rs := range runs {
-		open := map[int]run{}
+		open := map[int]jobRun{}
 		for _, r := range rs {
 			switch r.event {
 			case "start":
@@ -117,10 +117,10 @@ func inFlight(runs map[string][]run, agent string) []run {
 	return out
 }
 
-// alive reports whether pid is a running process: not gone, not a zombie
+// processAlive reports whether pid is a running process: not gone, not a zombie
 // (this process is not a subreaper, and the orphans of a killed agent may
 // go to an init that is slow to reap them).
-func alive(pid int) bool {
+func processAlive(pid int) bool {
 	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
 		return false
 	}
@@ -190,13 +190,13 @@ reconcile: {workers: 50, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
 	started := time.Now()
 
 	waitUntil(t, 60*time.Second, "about half of the applies to run in agent a", func() (bool, string) {
-		runs := readRuns(t, locks)
-		ina, inb := len(inFlight(runs, "a")), len(inFlight(runs, "b"))
+		runs := readJobRuns(t, locks)
+		ina, inb := len(jobsInFlight(runs, "a")), len(jobsInFlight(runs, "b"))
 		return ina >= 40 && inb >= 40, fmt.Sprintf("%d applies running in a, %d in b", ina, inb)
 	})
 	a.Kill9()
 	killed := time.Now()
-	orphans := inFlight(readRuns(t, locks), "a")
+	orphans := jobsInFlight(readJobRuns(t, locks), "a")
 	t.Logf("killed agent a %s after both served, with %d applies running", killed.Sub(started).Round(time.Millisecond), len(orphans))
 
 	// Its applies die with it: the script and its child. Survivors are
@@ -205,7 +205,7 @@ reconcile: {workers: 50, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
 		var out []string
 		for _, r := range orphans {
 			for _, pid := range []int{r.shell, r.child} {
-				if alive(pid) {
+				if processAlive(pid) {
 					out = append(out, fmt.Sprintf("%s: %d of %q", r.resource, pid, r.raw))
 				}
 			}
@@ -244,17 +244,17 @@ reconcile: {workers: 50, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
 	})
 	t.Logf("every resource ready %s after the kill", time.Since(killed).Round(time.Millisecond))
 
-	runs := readRuns(t, locks)
+	runs := readJobRuns(t, locks)
 	if len(runs) != n {
 		t.Errorf("%d resources ran, want %d", len(runs), n)
 	}
-	killedRun := map[string]run{}
+	killedRun := map[string]jobRun{}
 	for _, r := range orphans {
 		killedRun[r.resource] = r
 	}
 	overlapped := 0
 	for name, rs := range runs {
-		var last run
+		var last jobRun
 		for _, r := range rs {
 			switch r.event {
 			case "OVERLAP":
