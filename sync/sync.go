@@ -256,8 +256,9 @@ func (s *Syncer) RecordFetchFailure(ctx context.Context, t Target, fetchErr erro
 
 // alreadyApplied reports whether rev is the source's applied revision and
 // nothing was attempted since.
+// A retired source is never up to date: its sync makes it normal again.
 func alreadyApplied(cur *store.Source, rev manifest.Revision) bool {
-	return cur.LastAppliedRevision == rev && cur.LastAttemptedRevision == rev
+	return cur.LastAppliedRevision == rev && cur.LastAttemptedRevision == rev && !cur.Phase.Retired()
 }
 
 // sourceState returns the stored state of t, or a new pending one.
@@ -414,14 +415,18 @@ func (s *Syncer) recordSuccess(ctx context.Context, tx store.Store, t Target, sn
 	return tx.Notify(ctx, store.TopicSources, t.Name)
 }
 
-// conflictProblem points at the declaration that collides with another owner.
-func conflictProblem(r *manifest.Resource, owner store.SourceRef) manifest.Problem {
+// conflictProblem points at the declaration that collides with another
+// owner; hint, from retiredHint, says what to do when that owner is retired.
+func conflictProblem(r *manifest.Resource, owner store.SourceRef, hint string) manifest.Problem {
 	where := owner.Name
 	if owner.Path != "" {
 		where += " (" + owner.Path + ")"
 	}
+	if hint == "" {
+		hint = "; remove it there first"
+	}
 	return manifest.Problem{File: r.Origin.File, Line: r.Origin.Line, Document: r.Origin.Document, Pointer: "/metadata/name",
-		Message: fmt.Sprintf("metadata.name: %s is already declared by source %s; remove it there first", r.Ref(), where)}
+		Message: fmt.Sprintf("metadata.name: %s is already declared by source %s%s", r.Ref(), where, hint)}
 }
 
 // listRefs writes up to five refs for a message.
