@@ -74,6 +74,12 @@ type Request struct {
 	// Trigger says why the operation runs: create, update, retry, drift,
 	// manual or delete.
 	Trigger string `json:"trigger"`
+	// FencingToken is the lease token of the claim the operation runs
+	// under. It grows with every claim of the resource, so a system that
+	// remembers the highest token it has seen for a resource can refuse a
+	// request with a lower one: one from an agent whose lease has passed to
+	// another. Zero when no claim is held, as for the plans of previews.
+	FencingToken int64 `json:"fencingToken"`
 	// Reporter receives conditions and progress while the operation runs;
 	// never nil when the reconciler calls. The reconciler's also implements
 	// HandleRecorder.

@@ -208,6 +208,9 @@ func (a *attempt) request(inst action.Instance, op action.Operation, k *keeper) 
 		Instance:  inst.Name,
 		Trigger:   string(a.trigger),
 		Reporter:  attemptReporter{keeper: k, instance: inst.Name, op: op},
+		// The claim's lease token fences the action's side effects too, for
+		// systems that check it.
+		FencingToken: cl.Lease.Token,
 		Resource: action.Resource{
 			ID: cl.ID, Kind: cl.Kind, APIVersion: cl.APIVersion(), Name: cl.Name,
 			Labels: cl.Labels, Annotations: cl.Annotations, Spec: cl.Spec, Generation: cl.Generation,

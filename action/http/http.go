@@ -28,6 +28,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -57,6 +58,11 @@ const (
 	HeaderOperation = "X-No8s-Operation"
 	// HeaderDelivery is a random id, unique per call.
 	HeaderDelivery = "X-No8s-Delivery"
+	// HeaderFencingToken is the request's fencing token in decimal: it
+	// grows with every claim of the resource, so the receiver can refuse a
+	// request whose token is lower than the highest it has seen for that
+	// resource.
+	HeaderFencingToken = "X-No8s-Fencing-Token"
 	// HeaderSignature is "sha256=" and the hex HMAC-SHA256 of the body, keyed
 	// with the secret; only sent when secretEnv is set.
 	HeaderSignature = "X-No8s-Signature-256"
@@ -338,6 +344,7 @@ func (p *poster) post(ctx context.Context, op action.Operation, req *action.Requ
 	hreq.Header.Set("User-Agent", userAgent)
 	hreq.Header.Set(HeaderOperation, string(op))
 	hreq.Header.Set(HeaderDelivery, deliveryID())
+	hreq.Header.Set(HeaderFencingToken, strconv.FormatInt(r.FencingToken, 10))
 	if p.secret != nil {
 		mac := hmac.New(sha256.New, p.secret)
 		mac.Write(body)
