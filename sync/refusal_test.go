@@ -227,3 +227,35 @@ func TestRunnerDoesNotRetryRefusal(t *testing.T) {
 		t.Errorf("team's history has %d rows, want the refusal and the success", len(rows))
 	}
 }
+
+// TestRunnerClearsFetchFailure shows that a source whose remote comes back
+// at the revision already applied is ready again, though nothing is synced
+// and no history row is written.
+func TestRunnerClearsFetchFailure(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	s := sync.New(st, nil)
+	tg := sync.Target{Name: "flaky", Kind: store.SourceGit, URL: "https://git.example.com/flaky.git", Prune: sync.Prune{Enabled: true}}
+	first := snapshot(map[string]string{"types.yaml": widgetType, "w.yaml": widget("a", "{size: 1}")})
+	mustSync(t, s, tg, first)
+
+	r := sync.NewRunner(s, []sync.Job{{Source: &failingSource{fails: 1, snap: first}, Target: tg, Interval: time.Hour}}, nil)
+	r.MinBackoff, r.MaxBackoff = 10*time.Millisecond, 20*time.Millisecond
+	attempts := startRunner(t, r)
+	if a := next(t, attempts, 5*time.Second); a.err == nil {
+		t.Fatal("first fetch should fail")
+	}
+	if a := next(t, attempts, 5*time.Second); a.err != nil || !a.res.Skipped {
+		t.Fatalf("after the remote came back: %+v", a)
+	}
+	got, err := st.GetSource(t.Context(), "flaky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Phase != store.SourceReady || strings.Contains(got.Message, sync.ReasonFetchFailed) {
+		t.Errorf("status after the remote came back: phase %s message %q", got.Phase, got.Message)
+	}
+	if rows := history(t, st, "flaky"); len(rows) != 1 {
+		t.Errorf("history has %d rows, want the first sync only", len(rows))
+	}
+}

@@ -192,6 +192,9 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 	// The common case, nothing new, costs one query.
 	if !force && alreadyApplied(cur, snap.Revision) {
 		res.Skipped = true
+		if fetchFailed(cur) {
+			return res, s.recordFetchRecovered(ctx, t, snap.Revision)
+		}
 		return res, nil
 	}
 	against, err := s.judgedAgainst(ctx, t.Name, cur)
@@ -358,6 +361,47 @@ func (s *Syncer) refusedAlready(name string, rev manifest.Revision, cur *store.S
 	s.mu.Unlock()
 	return ok && r.revision == rev && r.against == against &&
 		cur.LastAttemptedRevision == rev && cur.LastAppliedRevision != rev && cur.Message == r.message
+}
+
+// fetchFailed reports whether the source's status is a fetch failure.
+func fetchFailed(cur *store.Source) bool {
+	return cur.Phase == store.SourceFailed && strings.HasPrefix(cur.Message, ReasonFetchFailed+":")
+}
+
+// recordFetchRecovered clears a fetch failure from the status of a source
+// fetched again at the revision it has applied: nothing is synced, so no
+// history row is written, but the status must no longer say it fails.
+func (s *Syncer) recordFetchRecovered(ctx context.Context, t Target, rev manifest.Revision) error {
+	recovered := false
+	err := s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+		if err := tx.LockSource(ctx, t.Name); err != nil {
+			return err
+		}
+		cur, err := s.sourceState(ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		if !fetchFailed(cur) || !alreadyApplied(cur, rev) {
+			return nil // another agent got there first
+		}
+		now := s.now()
+		cur.Phase = store.SourceReady
+		cur.Message = fmt.Sprintf("fetched again: %s is applied", rev)
+		cur.Errors = nil
+		cur.LastSyncTime = &now
+		if _, err := tx.PutSource(ctx, cur); err != nil {
+			return err
+		}
+		recovered = true
+		return tx.Notify(ctx, store.TopicSources, t.Name)
+	})
+	if err != nil {
+		return fmt.Errorf("record the recovery of %s: %w", t.Name, err)
+	}
+	if recovered {
+		s.log.Info("source fetched again", "source", t.Name, "revision", string(rev))
+	}
+	return nil
 }
 
 // alreadyApplied reports whether rev is the source's applied revision and
