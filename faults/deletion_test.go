@@ -2,8 +2,11 @@ package faults_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -290,4 +293,73 @@ func TestMassDeletionGuards(t *testing.T) {
 		})
 		f.assertIntact(t, siteCount)
 	})
+}
+
+// syncRuns sums the agent's sync attempts of a source, of every result,
+// from its metrics.
+func syncRuns(t *testing.T, base, source string) int {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return -1
+	}
+	total := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "no8s_sync_runs_total{") || !strings.Contains(line, `source="`+source+`"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		n, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		total += int(n)
+	}
+	return total
+}
+
+// TestRefusalRecordedOnce leaves a broken file in a folder source polled
+// every second: the refusal is recorded once, in one history row and one
+// warning, however many times the source is looked at afterwards.
+func TestRefusalRecordedOnce(t *testing.T) {
+	t.Parallel()
+	folder := filepath.Join(t.TempDir(), "manifests")
+	writeFile(t, filepath.Join(folder, "types.yaml"), siteType)
+	writeFile(t, filepath.Join(folder, "s00.yaml"), site("s00", 1))
+	f := startFleet(t, fmt.Sprintf(`  - name: local
+    dir: %q
+    interval: 1s`, folder))
+	f.waitSource(t, "local", "the folder to be applied", func(s apiSource) bool { return s.Phase == "ready" })
+
+	writeFile(t, filepath.Join(folder, "s01.yaml"), "apiVersion: no8s.io/v1\nkind: Site\nmetadata: {name: s01}\nspec: {replicas: many}\n")
+	refused := f.waitSource(t, "local", "the broken file to be refused", failedWith("failed", "ValidationFailed", "s01.yaml"))
+	after := syncRuns(t, f.base, "local")
+	waitUntil(t, 2*time.Minute, "four more looks at the source", func() (bool, string) {
+		n := syncRuns(t, f.base, "local")
+		return n >= after+4, fmt.Sprintf("%d sync attempts since the refusal", n-after)
+	})
+	var rows []struct {
+		Revision string `json:"revision"`
+		Success  bool   `json:"success"`
+	}
+	if apiGet(t, f.base+"/api/v1/sources/local/history", &rows) != 200 {
+		t.Fatal("history not readable")
+	}
+	n := 0
+	for _, r := range rows {
+		if r.Revision == refused.LastAttemptedRevision {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d history rows for the refused revision, want 1", n)
+	}
+	if w := strings.Count(f.agent.Log(), `msg="sync refused"`); w != 1 {
+		t.Errorf("%d \"sync refused\" warnings, want 1", w)
+	}
 }
