@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -257,5 +258,68 @@ func TestRunnerClearsFetchFailure(t *testing.T) {
 	}
 	if rows := history(t, st, "flaky"); len(rows) != 1 {
 		t.Errorf("history has %d rows, want the first sync only", len(rows))
+	}
+}
+
+// TestRunnerFolderAppearsLater shows that a folder source whose folder is
+// missing at start is synced as soon as the folder appears: the interval is
+// an hour, so only the watch on its parent can do it.
+func TestRunnerFolderAppearsLater(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	root := filepath.Join(t.TempDir(), "later", "manifests")
+	src, err := dir.New(dir.Config{Name: "local", Path: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := sync.Target{Name: "local", Kind: store.SourceDir, Path: root, Prune: sync.Prune{Enabled: true}}
+	r := sync.NewRunner(sync.New(st, nil), []sync.Job{{Source: src, Target: tg, Interval: time.Hour}}, nil)
+	r.MinBackoff, r.MaxBackoff = time.Hour, time.Hour
+	attempts := startRunner(t, r)
+	if a := next(t, attempts, 10*time.Second); a.err == nil {
+		t.Fatalf("sync of a missing folder: %+v, want a fetch failure", a)
+	}
+	write(t, filepath.Join(root, "w.yaml"), widgetType+widget("a", "{size: 1}"))
+	for {
+		a := next(t, attempts, 10*time.Second)
+		if a.err == nil && a.res.Plan != nil && len(a.res.Plan.Creates) == 1 {
+			break
+		}
+	}
+}
+
+// TestRunnerReportsFolderLinkOutOfRoot shows that a link out of a folder
+// source's root, added while it is watched, fails the source with a
+// message naming the file and why.
+func TestRunnerReportsFolderLinkOutOfRoot(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	root, outside := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(root, "w.yaml"), widgetType+widget("a", "{size: 1}"))
+	write(t, filepath.Join(outside, "more.yaml"), widget("b", "{size: 1}"))
+	src, err := dir.New(dir.Config{Name: "local", Path: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := sync.Target{Name: "local", Kind: store.SourceDir, Path: root, Prune: sync.Prune{Enabled: true}}
+	r := sync.NewRunner(sync.New(st, nil), []sync.Job{{Source: src, Target: tg, Interval: time.Hour}}, nil)
+	attempts := startRunner(t, r)
+	if a := next(t, attempts, 10*time.Second); a.err != nil {
+		t.Fatalf("first sync: %v", a.err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "team")); err != nil {
+		t.Fatal(err)
+	}
+	var serr *sync.Error
+	if a := next(t, attempts, 10*time.Second); !errors.As(a.err, &serr) || serr.Reason != sync.ReasonValidationFailed {
+		t.Fatalf("sync after the link: %+v, want %s", a, sync.ReasonValidationFailed)
+	}
+	got, err := st.GetSource(t.Context(), "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Phase != store.SourceFailed || len(got.Errors) != 1 || got.Errors[0].File != "team" ||
+		!strings.Contains(got.Message, "team: symlink points outside the source root") {
+		t.Errorf("status: phase %s message %q errors %+v", got.Phase, got.Message, got.Errors)
 	}
 }
