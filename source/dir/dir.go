@@ -322,16 +322,18 @@ func (s *Source) loop(ctx context.Context, w *fsnotify.Watcher, ch chan struct{}
 	}
 }
 
-// folderLinks returns a problem for each symbolic link to a folder in the
-// tree, except under dot-folders and ignored paths. Links to manifest files
-// are checked as they are read; a link to a folder is not followed, so
-// without this its manifests would be left out without a word, and a link
-// out of the root is an error for that file.
+// folderLinks returns a problem for each symbolic link in the tree that
+// leads to a folder outside the root, except under dot-folders and ignored
+// paths. Links to manifest files are checked as they are read; a link to a
+// folder is never followed, so without this the manifests it leads to would
+// be left out without a word. A link to a folder inside the root loses
+// nothing (that folder is read where it is) and is left alone.
 func (s *Source) folderLinks(fsys fs.FS) ([]manifest.Problem, error) {
 	ignore, err := source.LoadIgnore(fsys)
 	if err != nil {
 		return nil, err
 	}
+	root := s.rootReal()
 	var problems []manifest.Problem
 	err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == "." {
@@ -351,14 +353,16 @@ func (s *Source) folderLinks(fsys fs.FS) ([]manifest.Problem, error) {
 		if err != nil || !info.IsDir() {
 			return nil
 		}
-		target, _ := os.Readlink(real)
-		msg := "symlink to a folder: folders are not followed through links, so its manifests are not read"
-		if out, err := filepath.EvalSymlinks(real); err == nil {
-			if rel, err := filepath.Rel(s.rootReal(), out); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-				msg = fmt.Sprintf("symlink points outside the source root (-> %s): a folder out of the root is never read", target)
-			}
+		out, err := filepath.EvalSymlinks(real)
+		if err != nil {
+			return nil
 		}
-		problems = append(problems, manifest.Problem{File: p, Message: msg})
+		if rel, err := filepath.Rel(root, out); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return nil
+		}
+		target, _ := os.Readlink(real)
+		problems = append(problems, manifest.Problem{File: p,
+			Message: fmt.Sprintf("symlink points outside the source root (-> %s): a folder out of the root is never read", target)})
 		return nil
 	})
 	return problems, err
