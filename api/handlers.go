@@ -12,6 +12,7 @@ import (
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/sync"
 )
 
 // List limits: a list answers DefaultLimit items unless asked for up to MaxLimit.
@@ -533,5 +534,39 @@ func (s *Server) approveSource(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"source": name, "approved_revision": rev})
+	return nil
+}
+
+// deleteSource forgets (?mode=forget) or prunes (?mode=prune) a source no
+// agent serves any more: an orphaned one. Pruning destroys its resources
+// and needs &approve=true when there are any to destroy, as the prune guard
+// needs an approval to empty a source. 200 when the source is gone, 202
+// while its resources are being destroyed.
+func (s *Server) deleteSource(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	q := r.URL.Query()
+	mode := sync.RemoveMode(q.Get("mode"))
+	if mode != sync.ModeForget && mode != sync.ModePrune {
+		return errorf(http.StatusBadRequest, "mode: %q is not a mode: use mode=forget (drop the source's rows, destroy nothing) or mode=prune (destroy its resources)", mode)
+	}
+	approve := false
+	if v := q.Get("approve"); v != "" {
+		var err error
+		if approve, err = strconv.ParseBool(v); err != nil {
+			return errorf(http.StatusBadRequest, "approve: %q is not true or false", v)
+		}
+	}
+	if s.opts.Sources != nil && slices.Contains(s.opts.Sources.Sources(), name) {
+		return errorf(http.StatusConflict, "source %q is configured on this agent: remove it from the configuration and restart the agent first", name)
+	}
+	removal, err := s.syncer.RemoveSource(r.Context(), name, mode, approve)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if !removal.Removed {
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, removal)
 	return nil
 }

@@ -180,6 +180,7 @@ func (s *Server) routes() http.Handler {
 	fn("GET /api/v1/sources/{name}/history", read, s.sourceHistory)
 	fn("POST /api/v1/sources/{name}/sync", write, s.syncSource)
 	fn("POST /api/v1/sources/{name}/approve", write, s.approveSource)
+	fn("DELETE /api/v1/sources/{name}", write, s.deleteSource)
 
 	handle("GET /api/v1/events", read, http.HandlerFunc(s.serveEvents))
 	// Any other read under /api is a JSON 404, not the dashboard's page.

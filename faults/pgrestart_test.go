@@ -35,13 +35,21 @@ func site(name string, replicas int) string {
 // worldScript pretends to provision sites: the world is a folder with one
 // file per site holding the spec last applied, removed on destroy. Every
 // call is appended to calls.log, so a test can count destroys. An apply
-// takes a while, so that faults strike while actions run.
+// takes a while, so that faults strike while actions run. Each call holds
+// an exclusive lock on its site for as long as it runs (its children do
+// not inherit it); a call that finds the lock taken, because another run
+// of the same site is still going, logs an OVERLAP.
 const worldScript = `#!/bin/sh
 set -eu
+exec 9>"$WORLD/$NO8S_RESOURCE_NAME.lock"
+if ! flock -n 9; then
+	echo "OVERLAP $NO8S_RESOURCE_NAME $$" >>"$WORLD/calls.log"
+	flock 9
+fi
 echo "$NO8S_OPERATION $NO8S_RESOURCE_NAME $NO8S_RESOURCE_GENERATION" >>"$WORLD/calls.log"
 case "$NO8S_OPERATION" in
 apply)
-	sleep "${APPLY_SECONDS:-0}"
+	sleep "${APPLY_SECONDS:-0}" 9>&-
 	printf '%s' "$NO8S_RESOURCE_SPEC" >"$WORLD/$NO8S_RESOURCE_NAME.json.tmp"
 	mv "$WORLD/$NO8S_RESOURCE_NAME.json.tmp" "$WORLD/$NO8S_RESOURCE_NAME.json"
 	echo '{}'
@@ -171,7 +179,9 @@ reconcile: {workers: 4, leaseDuration: 5s, backoff: {initial: 1s, max: 2s}}
 		c := countCalls(t, world, "apply")
 		return c > 0, fmt.Sprintf("%d applies", c)
 	})
+	start := time.Now()
 	pg.Restart(t, "fast")
+	t.Logf("fast restart took %v", time.Since(start).Round(time.Millisecond))
 
 	// The last commit: every site grows, two go, one comes. It is made
 	// while the database is down, so the sync that sees it must wait too.
@@ -186,9 +196,12 @@ reconcile: {workers: 4, leaseDuration: 5s, backoff: {initial: 1s, max: 2s}}
 		c := countCalls(t, world, "apply")
 		return c > n/2, fmt.Sprintf("%d applies", c)
 	})
+	start = time.Now()
 	pg.Stop(t, "immediate")
 	head := remote.Commit(t, last, "grow every site, drop two, add one")
 	pg.Start(t)
+	t.Logf("immediate restart took %v", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
 
 	want := map[string]int{"new": 2}
 	for i := 2; i < n; i++ {
@@ -225,6 +238,10 @@ reconcile: {workers: 4, leaseDuration: 5s, backoff: {initial: 1s, max: 2s}}
 		}
 		return true, ""
 	})
+	t.Logf("the last commit was applied and reconciled %v after the immediate restart", time.Since(start).Round(time.Millisecond))
+	if got := countCalls(t, world, "OVERLAP"); got > 0 {
+		t.Errorf("%d calls started while another run of the same site was still going", got)
+	}
 	if got := countCalls(t, world, "destroy"); got != 2 {
 		t.Errorf("%d destroys, want 2 (the two sites the last commit removed)", got)
 	}

@@ -130,7 +130,11 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 		switch {
 		case o == nil:
 			if owner, taken := owners[r.Ref()]; taken {
-				conflicts = append(conflicts, conflictProblem(r, owner))
+				hint, err := retiredHint(ctx, st, owner.Name)
+				if err != nil {
+					return nil, err
+				}
+				conflicts = append(conflicts, conflictProblem(r, owner, hint))
 				continue
 			}
 			p.Creates = append(p.Creates, Change{Action: Create, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
@@ -242,8 +246,12 @@ func planTypes(ctx context.Context, st store.Store, t Target, snap *source.Snaps
 			if owner.Path != "" {
 				where += " (" + owner.Path + ")"
 			}
+			hint, err := retiredHint(ctx, st, owner.Name)
+			if err != nil {
+				return nil, err
+			}
 			conflicts = append(conflicts, manifest.Problem{File: ty.Origin.File, Line: ty.Origin.Line, Document: ty.Origin.Document,
-				Pointer: "/metadata/name", Message: fmt.Sprintf("metadata.name: ResourceType %s is already declared by source %s", ty.Name, where)})
+				Pointer: "/metadata/name", Message: fmt.Sprintf("metadata.name: ResourceType %s is already declared by source %s%s", ty.Name, where, hint)})
 			continue
 		}
 		for _, v := range ty.Versions {

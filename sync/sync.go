@@ -318,7 +318,8 @@ func (s *Syncer) RecordFetchFailure(ctx context.Context, t Target, fetchErr erro
 // judgedAgainst digests what the outcome of a sync of the named source
 // depends on besides its snapshot: its approved revision, the other
 // sources' applied revisions (their resources and types, the API's writes
-// included), the resource types in the store, and how many resources it
+// included) and whether they are retired (which a conflict's advice
+// depends on), the resource types in the store, and how many resources it
 // holds (a resource another source gave up is gone once destroyed). Any
 // change of these may turn a refusal into a success.
 func (s *Syncer) judgedAgainst(ctx context.Context, name string, cur *store.Source) (string, error) {
@@ -330,7 +331,7 @@ func (s *Syncer) judgedAgainst(ctx context.Context, name string, cur *store.Sour
 	}
 	for _, o := range sources {
 		if o.Name != name {
-			fmt.Fprintf(&b, "source %s %s\n", o.Name, o.LastAppliedRevision)
+			fmt.Fprintf(&b, "source %s %s retired=%t\n", o.Name, o.LastAppliedRevision, o.Phase.Retired())
 		}
 	}
 	types, err := s.store.ListResourceTypes(ctx, store.TypeFilter{})
@@ -406,8 +407,9 @@ func (s *Syncer) recordFetchRecovered(ctx context.Context, t Target, rev manifes
 
 // alreadyApplied reports whether rev is the source's applied revision and
 // nothing was attempted since.
+// A retired source is never up to date: its sync makes it normal again.
 func alreadyApplied(cur *store.Source, rev manifest.Revision) bool {
-	return cur.LastAppliedRevision == rev && cur.LastAttemptedRevision == rev
+	return cur.LastAppliedRevision == rev && cur.LastAttemptedRevision == rev && !cur.Phase.Retired()
 }
 
 // sourceState returns the stored state of t, or a new pending one.
@@ -583,14 +585,18 @@ func (s *Syncer) recordSuccess(ctx context.Context, tx store.Store, t Target, sn
 	return tx.Notify(ctx, store.TopicSources, t.Name)
 }
 
-// conflictProblem points at the declaration that collides with another owner.
-func conflictProblem(r *manifest.Resource, owner store.SourceRef) manifest.Problem {
+// conflictProblem points at the declaration that collides with another
+// owner; hint, from retiredHint, says what to do when that owner is retired.
+func conflictProblem(r *manifest.Resource, owner store.SourceRef, hint string) manifest.Problem {
 	where := owner.Name
 	if owner.Path != "" {
 		where += " (" + owner.Path + ")"
 	}
+	if hint == "" {
+		hint = "; remove it there first"
+	}
 	return manifest.Problem{File: r.Origin.File, Line: r.Origin.Line, Document: r.Origin.Document, Pointer: "/metadata/name",
-		Message: fmt.Sprintf("metadata.name: %s is already declared by source %s; remove it there first", r.Ref(), where)}
+		Message: fmt.Sprintf("metadata.name: %s is already declared by source %s%s", r.Ref(), where, hint)}
 }
 
 // listRefs writes up to five refs for a message.

@@ -19,6 +19,20 @@
 // the keys of the JSON object in the artifact named no8s-outputs, when the
 // run uploads one.
 //
+// A run outlives the agent that dispatched it. Its id is recorded as the
+// attempt's handle (action.RecordHandle) as soon as the run is known, before
+// it is followed; a run whose id cannot be recorded is cancelled. The next
+// attempt, on whichever agent, looks the handle up: a run of the same
+// operation and generation is followed instead of dispatching again (if it
+// completed already, its conclusion is the result); any other run still
+// going is cancelled, and the new dispatch waits until GitHub reports it
+// completed; a cancelled run of the same operation and generation has no
+// result and is dispatched anew. A handle GitHub does not know (404) is
+// ignored. A run the plugin stopped following and cancelled may go on until
+// GitHub completes the cancel, so such errors wrap action.ErrStillRunning,
+// which keeps the handle for the next attempt. So a resource never has two
+// runs at once, even after a kill -9.
+//
 // Nothing lives only in memory: Destroy dispatches the workflow with
 // operation=destroy from the request alone, after a restart too. The plugin
 // is no Planner: a workflow run cannot observe drift, so it is never

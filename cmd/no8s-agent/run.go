@@ -83,6 +83,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		},
 	})
 	syncer := sync.New(st, log)
+	// Before the first syncs, so that a source renamed in the configuration
+	// is told that its resources belong to an orphan it may forget.
+	configured := make([]string, len(cfg.Sources))
+	for i, s := range cfg.Sources {
+		configured[i] = s.Name
+	}
+	if _, err := syncer.MarkOrphans(ctx, configured); err != nil {
+		return fail(stderr, "run", err)
+	}
 	runner := sync.NewRunner(syncer, jobs, log)
 	runner.OnSync = func(source string, res *sync.Result, err error, took time.Duration) {
 		m.ObserveSync(source, syncResult(res, err), took)
