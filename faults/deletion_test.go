@@ -1,14 +1,22 @@
 package faults_test
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/no8s/no8s-agent/store/postgres/pgtest"
@@ -158,9 +166,10 @@ func TestMassDeletionFromTheRemote(t *testing.T) {
 	head := remote.Commit(t, files, "ten sites")
 	remote.Run(t, "branch", "live")
 	srv := serveGitHTTP(t, remote)
+	proxy := newCuttingProxy(t, srv.URL())
 	f := startFleet(t, fmt.Sprintf(`  - name: sites
     git: {url: %q, branch: live, interval: 1s, timeout: 3s}
-    prune: {enabled: true, allowEmpty: true, maxDeletes: 100%%}`, srv.URL()))
+    prune: {enabled: true, allowEmpty: true, maxDeletes: 100%%}`, proxy.URL()))
 	f.waitApplied(t, "sites", head, siteCount)
 
 	// publish moves live to main's head and waits until it is applied.
@@ -202,19 +211,72 @@ func TestMassDeletionFromTheRemote(t *testing.T) {
 	})
 
 	t.Run("partial fetch", func(t *testing.T) {
-		// A commit that changes every site, and the remote dies while the
-		// agent fetches it.
+		// A commit that changes every site; the remote dies half-way
+		// through sending its objects, twice, then stays down a while.
+		applies := countCalls(t, f.world, "apply")
+		proxy.cut.Store(true)
 		next := remote.Commit(t, sites("sites", siteCount, 2), "grow every site")
 		remote.Run(t, "branch", "-f", "live", next)
+		waitUntil(t, 90*time.Second, "two fetches cut half-way", func() (bool, string) {
+			n := proxy.cuts.Load()
+			return n >= 2, fmt.Sprintf("%d fetch(es) cut", n)
+		})
 		srv.Down()
-		f.waitSource(t, "sites", "the fetch to fail while the remote is down",
-			failedWith("failed", "FetchFailed"))
+		f.waitSource(t, "sites", "the cut fetch to fail the source", failedWith("failed", "FetchFailed"))
 		f.assertIntact(t, siteCount)
+		if n := countCalls(t, f.world, "apply"); n != applies {
+			t.Fatalf("%d apply call(s) during the partial fetches, want none", n-applies)
+		}
+		proxy.cut.Store(false)
 		srv.Up()
 		head = next
 		publish(t, head)
 	})
 }
+
+// cuttingProxy forwards Git's smart HTTP to a remote and, while cut is set,
+// breaks every object transfer (git-upload-pack) half-way: the response
+// starts and the connection is closed in the middle of the pack, as when
+// the remote dies mid-fetch.
+type cuttingProxy struct {
+	url  string
+	cut  atomic.Bool
+	cuts atomic.Int32
+}
+
+// newCuttingProxy serves on 127.0.0.1 in front of target until the test ends.
+func newCuttingProxy(t *testing.T, target string) *cuttingProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cuttingProxy{}
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if !p.cut.Load() || !strings.HasSuffix(resp.Request.URL.Path, "/git-upload-pack") {
+			return nil
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		p.cuts.Add(1)
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body[:len(body)/2]), iotest.ErrReader(errors.New("remote died"))))
+		return nil
+	}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(srv.Close)
+	p.url = srv.URL + u.Path
+	return p
+}
+
+// URL is the clone URL through the proxy.
+func (p *cuttingProxy) URL() string { return p.url }
 
 // TestMassDeletionPathGone follows a path in the repository that a commit
 // moves away: a missing path is a failed fetch, not an empty folder.
