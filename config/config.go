@@ -154,7 +154,9 @@ func (a GitAuth) SSHKeyPassphrase() string { return a.passphrase.get() }
 type Prune struct {
 	// Enabled turns pruning on; nil means true.
 	Enabled *bool `json:"enabled,omitempty"`
-	// MaxDeletes caps the deletions of one sync; more need approval.
+	// MaxDeletes caps the deletions of one sync; more need approval. Unset,
+	// the cap is DefaultMaxDeletes (10) or DefaultMaxDeletesPercent (25%) of
+	// the resources the source owns, whichever is larger; "100%" lifts it.
 	MaxDeletes MaxDeletes `json:"maxDeletes"`
 	// AllowEmpty lets an empty snapshot delete everything the source owns.
 	AllowEmpty bool `json:"allowEmpty"`

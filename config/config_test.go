@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	nosync "github.com/no8s/no8s-agent/sync"
 )
 
 // Secret values used by the tests; none may ever appear in output.
@@ -492,7 +494,11 @@ func TestMaxDeletes(t *testing.T) {
 		{`" 100% "`, MaxDeletes{Percent: 100, Set: true}, "100%", 10, 10, true},
 		{`"0%"`, MaxDeletes{Set: true}, "0", 1, 10, false},
 		{`0`, MaxDeletes{Set: true}, "0", 0, 10, true},
-		{`null`, MaxDeletes{}, "unlimited", 1000, 1000, true},
+		{`null`, MaxDeletes{}, "default (10 or 25%, whichever is larger)", 1000, 1000, false},
+		{`null`, MaxDeletes{}, "default (10 or 25%, whichever is larger)", 10, 12, true},
+		{`null`, MaxDeletes{}, "default (10 or 25%, whichever is larger)", 11, 12, false},
+		{`null`, MaxDeletes{}, "default (10 or 25%, whichever is larger)", 250, 1000, true},
+		{`null`, MaxDeletes{}, "default (10 or 25%, whichever is larger)", 251, 1000, false},
 	} {
 		var m MaxDeletes
 		if err := json.Unmarshal([]byte(tc.in), &m); err != nil {
@@ -669,5 +675,15 @@ func TestPostgresExampleMatches(t *testing.T) {
 	pg.Database = ""
 	if !reflect.DeepEqual(embedded, pg) {
 		t.Errorf("the examples differ beyond the database:\n%+v\n%+v", embedded, pg)
+	}
+}
+
+// TestDefaultMaxDeletesMatchesSync keeps the documented default the one the
+// sync applies when maxDeletes is left out.
+func TestDefaultMaxDeletesMatchesSync(t *testing.T) {
+	t.Parallel()
+	if DefaultMaxDeletes != nosync.DefaultMaxDeletes || DefaultMaxDeletesPercent != nosync.DefaultMaxDeletesPercent {
+		t.Errorf("config default %d or %d%%, sync default %d or %d%%", DefaultMaxDeletes, DefaultMaxDeletesPercent,
+			nosync.DefaultMaxDeletes, nosync.DefaultMaxDeletesPercent)
 	}
 }

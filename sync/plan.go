@@ -345,8 +345,8 @@ func checkTypesInUse(ctx context.Context, st store.Store, p *Plan) error {
 }
 
 // pruneGuard refuses plans that would destroy too much: an empty snapshot
-// for a source that owns resources, or more deletions than MaxDeletes. An
-// approved revision passes both.
+// for a source that owns resources, or more deletions than MaxDeletes (or
+// the default limit when it is not set). An approved revision passes both.
 func pruneGuard(t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, p *Plan) error {
 	if cur.ApprovedRevision != "" && cur.ApprovedRevision == snap.Revision {
 		return nil
@@ -356,10 +356,13 @@ func pruneGuard(t Target, snap *source.Snapshot, set *manifest.Set, cur *store.S
 			"revision %s declares no resources but the source owns %d; if that is intended, set prune.allowEmpty or approve the revision",
 			snap.Revision, p.Owned)}
 	}
-	if m := t.Prune.MaxDeletes; m != nil && len(p.Deletes) > 0 && !m.Allows(len(p.Deletes), p.Owned) {
+	if len(p.Deletes) == 0 {
+		return nil
+	}
+	if ok, limit := t.Prune.allows(len(p.Deletes), p.Owned); !ok {
 		return &Error{Reason: ReasonPruneLimitExceeded, Message: fmt.Sprintf(
-			"revision %s would delete %d of %d resources, over maxDeletes %s: approve the revision to go ahead (POST /api/v1/sources/%s/approve?revision=%s)",
-			snap.Revision, len(p.Deletes), p.Owned, m, t.Name, snap.Revision)}
+			"revision %s would delete %d of %d resources, over %s: approve the revision to go ahead (POST /api/v1/sources/%s/approve?revision=%s)",
+			snap.Revision, len(p.Deletes), p.Owned, limit, t.Name, snap.Revision)}
 	}
 	return nil
 }
