@@ -6,7 +6,7 @@ BIN       ?= bin/no8s-agent
 TESTFLAGS ?= -race -count=1 -timeout 8m
 FUZZTIME  ?= 30s
 
-.PHONY: all build test lint bench fuzz postgres chromium clean
+.PHONY: all build test lint bench fuzz faults postgres chromium clean
 
 all: lint test build
 
@@ -22,6 +22,12 @@ lint:
 
 bench: postgres
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The fault suite alone: the agent binary killed, PostgreSQL restarted, Git
+# remotes down or hanging, hostile input, secrets echoed by actions. `make
+# test` runs it too.
+faults: postgres
+	$(GO) test $(TESTFLAGS) -v ./faults
 
 fuzz:
 	$(GO) test ./manifest -run '^$$' -fuzz FuzzDecodeFile -fuzztime $(FUZZTIME)

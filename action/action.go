@@ -14,6 +14,7 @@ package action
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -73,9 +74,67 @@ type Request struct {
 	// Trigger says why the operation runs: create, update, retry, drift,
 	// manual or delete.
 	Trigger string `json:"trigger"`
+	// FencingToken is the lease token of the claim the operation runs
+	// under. It grows with every claim of the resource, so a system that
+	// remembers the highest token it has seen for a resource can refuse a
+	// request with a lower one: one from an agent whose lease has passed to
+	// another. Zero when no claim is held, as for the plans of previews.
+	FencingToken int64 `json:"fencingToken"`
 	// Reporter receives conditions and progress while the operation runs;
-	// never nil when the reconciler calls.
+	// never nil when the reconciler calls. The reconciler's also implements
+	// HandleRecorder.
 	Reporter Reporter `json:"-"`
+	// PriorHandle is the handle an earlier attempt of this action instance
+	// on this resource recorded (see RecordHandle) and that was never
+	// cleared: the agent running it died, lost its lease or stopped before
+	// the work was over. That work may still be running. The operation must
+	// follow it (same operation and generation) or cancel it and wait for
+	// its end before starting anew, so that one resource never has two
+	// runs at once. Nil when there is none.
+	PriorHandle *Handle `json:"priorHandle,omitempty"`
+}
+
+// Handle identifies remote work an attempt started, such as a workflow run
+// or a pipeline, in the action's own terms.
+type Handle struct {
+	// Value is what the action recorded, e.g. a run id.
+	Value string `json:"value"`
+	// Operation is the operation of the attempt that recorded it.
+	Operation Operation `json:"operation"`
+	// Generation is the resource generation that attempt was for.
+	Generation int64 `json:"generation"`
+}
+
+// HandleRecorder is implemented by Reporters that can record an attempt's
+// handle durably. The reconciler's Reporter writes it to the store before
+// RecordHandle returns, under the resource's lease: an agent killed right
+// after leaves it for the next attempt, as Request.PriorHandle. It is kept
+// until the reconciler writes the attempt's outcome (and beyond, when the
+// operation was interrupted or failed with ErrStillRunning), and a later
+// call replaces it.
+type HandleRecorder interface {
+	// RecordHandle records handle for the current attempt. An error means
+	// it is not recorded: the action must not go on with work nobody could
+	// find again, but stop it and fail.
+	RecordHandle(ctx context.Context, handle string) error
+}
+
+// ErrStillRunning marks an operation's error after which the remote work
+// its handle names may still be running: a cancel was asked for but not
+// seen through, or the work could not be looked up. The reconciler then
+// keeps the handle for the next attempt, which must see to the work before
+// it starts anew; after any other error the handle is cleared. Wrap it:
+// fmt.Errorf("...: %w", action.ErrStillRunning).
+var ErrStillRunning = errors.New("the remote work may still be running")
+
+// RecordHandle records handle through req's Reporter when it is a
+// HandleRecorder, and does nothing otherwise (a caller such as a preview
+// that keeps no attempts).
+func RecordHandle(ctx context.Context, req *Request, handle string) error {
+	if hr, ok := req.Reporter.(HandleRecorder); ok {
+		return hr.RecordHandle(ctx, handle)
+	}
+	return nil
 }
 
 // Resource is what an action is told about a resource.

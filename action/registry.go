@@ -252,6 +252,16 @@ func (r *Registry) Build(specs map[string]Spec, getenv func(string) (string, boo
 	return instances, nil
 }
 
+// SecretHolder is implemented by actions whose settings read secret
+// values (the variables that settings ending in Env name, and the ones an
+// exec command is passed). The agent masks every value listed in what it
+// writes and serves, since an action may echo one in its messages or
+// outputs.
+type SecretHolder interface {
+	// Secrets returns the secret values the instance read at build time.
+	Secrets() []string
+}
+
 // Instance is one built action instance.
 type Instance struct {
 	// Name is the instance's name, as manifests name it.
@@ -276,6 +286,23 @@ func (in *Instances) Get(name string) (Instance, bool) {
 	}
 	i, ok := in.byName[name]
 	return i, ok
+}
+
+// Secrets returns the secret values of each instance that holds any
+// (see SecretHolder), by instance name.
+func (in *Instances) Secrets() map[string][]string {
+	out := map[string][]string{}
+	if in == nil {
+		return out
+	}
+	for name, i := range in.byName {
+		if h, ok := i.Action.(SecretHolder); ok {
+			if values := h.Secrets(); len(values) > 0 {
+				out[name] = slices.Clone(values)
+			}
+		}
+	}
+	return out
 }
 
 // Names returns the instances' names, sorted.

@@ -58,14 +58,20 @@ var statuses = []struct {
 	{store.ErrConflict, http.StatusConflict},
 	{store.ErrInUse, http.StatusConflict},
 	{store.ErrInvalid, http.StatusBadRequest},
+	{store.ErrUnavailable, http.StatusServiceUnavailable},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable},
 }
+
+// retryAfter is the Retry-After of a 503, in seconds: long enough not to
+// hammer a store that is restarting, short enough to notice it is back.
+const retryAfter = "5"
 
 // syncStatuses maps the reasons a sync refuses a write.
 var syncStatuses = map[string]int{
 	sync.ReasonValidationFailed: http.StatusBadRequest,
 	sync.ReasonConflict:         http.StatusConflict,
 	sync.ReasonTypeInUse:        http.StatusConflict,
+	sync.ReasonNotApprovable:    http.StatusConflict,
 }
 
 // statusOf classifies err. Unknown errors are 500s, whose message is not
@@ -79,6 +85,8 @@ func statusOf(err error) (int, bool) {
 		return apiErr.Status, true
 	case errors.As(err, &maxErr):
 		return http.StatusRequestEntityTooLarge, true
+	case errors.Is(err, errBodyTimeout):
+		return http.StatusRequestTimeout, true
 	case errors.As(err, &serr):
 		if st, ok := syncStatuses[serr.Reason]; ok {
 			return st, true
@@ -112,6 +120,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, f
 		}
 	case errors.As(err, &maxErr):
 		body.Error = fmt.Sprintf("request body is larger than %d bytes", maxErr.Limit)
+	case errors.Is(err, errBodyTimeout):
+		body.Error = err.Error()
+	case errors.Is(err, store.ErrUnavailable):
+		// The error may name the database's host and user: logged, not shown.
+		s.log.Warn("store unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
+		body.Error = "the store is unavailable; retry later"
 	case errors.As(err, &serr):
 		body.Error = serr.Message
 		for _, p := range serr.Problems {
@@ -123,6 +137,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, f
 				body.Error = fmt.Sprintf("%s (and %d more problems)", body.Error, len(body.Details)-1)
 			}
 		}
+	}
+	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", retryAfter)
 	}
 	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="no8s"`)

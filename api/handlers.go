@@ -9,9 +9,12 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/sync"
 )
 
 // List limits: a list answers DefaultLimit items unless asked for up to MaxLimit.
@@ -500,6 +503,7 @@ func (s *Server) syncSource(w http.ResponseWriter, r *http.Request) error {
 
 // approveSource lets a revision past the prune guard: the revision given
 // (?revision= or {"revision": ...}), or the one the source is stalled on.
+// Any revision but the stalled one is refused with 409.
 func (s *Server) approveSource(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	// Checked first: an approval this agent cannot act on is not recorded.
@@ -507,7 +511,7 @@ func (s *Server) approveSource(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	rev := r.URL.Query().Get("revision")
-	if rev == "" && r.ContentLength > 0 {
+	if rev == "" && r.ContentLength != 0 {
 		var body struct {
 			Revision string `json:"revision"`
 		}
@@ -515,6 +519,10 @@ func (s *Server) approveSource(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		rev = body.Revision
+	}
+	if !wellFormedRevision(rev) {
+		return errorf(http.StatusBadRequest, "revision: %q is not a revision: at most %d printable characters without spaces, such as main@sha1:<commit>",
+			rev, maxRevisionLen)
 	}
 	src, err := s.store.GetSource(r.Context(), name)
 	if err != nil {
@@ -534,4 +542,56 @@ func (s *Server) approveSource(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"source": name, "approved_revision": rev})
 	return nil
+}
+
+// deleteSource forgets (?mode=forget) or prunes (?mode=prune) a source no
+// agent serves any more: an orphaned one. Pruning destroys its resources
+// and needs &approve=true when there are any to destroy, as the prune guard
+// needs an approval to empty a source. 200 when the source is gone, 202
+// while its resources are being destroyed.
+func (s *Server) deleteSource(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	q := r.URL.Query()
+	mode := sync.RemoveMode(q.Get("mode"))
+	if mode != sync.ModeForget && mode != sync.ModePrune {
+		return errorf(http.StatusBadRequest, "mode: %q is not a mode: use mode=forget (drop the source's rows, destroy nothing) or mode=prune (destroy its resources)", mode)
+	}
+	approve := false
+	if v := q.Get("approve"); v != "" {
+		var err error
+		if approve, err = strconv.ParseBool(v); err != nil {
+			return errorf(http.StatusBadRequest, "approve: %q is not true or false", v)
+		}
+	}
+	if s.opts.Sources != nil && slices.Contains(s.opts.Sources.Sources(), name) {
+		return errorf(http.StatusConflict, "source %q is configured on this agent: remove it from the configuration and restart the agent first", name)
+	}
+	removal, err := s.syncer.RemoveSource(r.Context(), name, mode, approve)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if !removal.Removed {
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, removal)
+	return nil
+}
+
+// maxRevisionLen is far above any revision a source makes (a branch name,
+// a hash algorithm and a hash).
+const maxRevisionLen = 512
+
+// wellFormedRevision reports whether rev is empty (the stalled one) or
+// could be a revision: printable, without spaces, not too long.
+func wellFormedRevision(rev string) bool {
+	if len(rev) > maxRevisionLen || !utf8.ValidString(rev) {
+		return false
+	}
+	for _, c := range rev {
+		if unicode.IsSpace(c) || !unicode.IsPrint(c) {
+			return false
+		}
+	}
+	return true
 }

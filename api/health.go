@@ -19,6 +19,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.store.Ping(ctx); err != nil {
 		// The error may name the database's host and user: logged, not shown.
 		s.log.Warn("not ready", "error", err)
+		w.Header().Set("Retry-After", retryAfter)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable",
 			"store": "unreachable, or its schema is not current; the agent's log says which"})
 		return

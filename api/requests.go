@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -62,6 +63,9 @@ func decodeBody(r *http.Request, v any, ignored []string) error {
 	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
 		return errorf(http.StatusBadRequest, "the request body must be a JSON object: %s", jsonProblem(data, err))
 	}
+	if err := duplicateKeys(data); err != nil {
+		return err
+	}
 	for _, k := range ignored {
 		delete(fields, k)
 	}
@@ -85,6 +89,70 @@ func decodeBody(r *http.Request, v any, ignored []string) error {
 		return errorf(http.StatusBadRequest, "the request body is not valid: %v", err)
 	}
 	return nil
+}
+
+// duplicateKeys refuses a body in which an object has a key twice: JSON
+// decoders keep one of them silently (Go's the last), so what the client
+// meant is unknown. Manifest files are held to the same rule.
+func duplicateKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var walk func(path []string) error
+	walk = func(path []string) error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				key, _ := kt.(string)
+				p := append(path[:len(path):len(path)], key)
+				if seen[key] {
+					pointer := pointerOf(p)
+					return &Error{Status: http.StatusBadRequest,
+						Message: fmt.Sprintf("%s: duplicate key %q", manifest.FieldPath(pointer), key),
+						Details: []Detail{{Field: manifest.FieldPath(pointer), Pointer: pointer, Message: fmt.Sprintf("duplicate key %q", key)}}}
+				}
+				seen[key] = true
+				if err := walk(p); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token() // }
+			return err
+		case json.Delim('['):
+			for i := 0; dec.More(); i++ {
+				if err := walk(append(path[:len(path):len(path)], strconv.Itoa(i))); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token() // ]
+			return err
+		}
+		return nil
+	}
+	err := walk(nil)
+	var apiErr *Error
+	if errors.As(err, &apiErr) {
+		return err
+	}
+	return nil // syntax errors are reported by the decoding proper
+}
+
+// pointerOf writes a JSON pointer (RFC 6901) of path.
+func pointerOf(path []string) string {
+	var b strings.Builder
+	for _, p := range path {
+		b.WriteByte('/')
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(p))
+	}
+	return b.String()
 }
 
 func describeType(goType string) string {

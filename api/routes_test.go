@@ -101,7 +101,7 @@ func TestRoutes(t *testing.T) {
 		{"sync unknown", "POST", "/api/v1/sources/nope/sync", writeToken, "", 404, nil},
 		{"sync api", "POST", "/api/v1/sources/api/sync", writeToken, "", 400, []string{"nothing to fetch"}},
 		{"approve not stalled", "POST", "/api/v1/sources/infra/approve", writeToken, "", 400, []string{"not stalled"}},
-		{"approve revision", "POST", "/api/v1/sources/infra/approve?revision=main@sha1:1234", writeToken, "", 202, []string{`"approved_revision":"main@sha1:1234"`}},
+		{"approve a revision of a source not stalled", "POST", "/api/v1/sources/infra/approve?revision=main@sha1:1234", writeToken, "", 409, []string{"not stalled"}},
 		{"approve missing", "POST", "/api/v1/sources/nope/approve?revision=x", writeToken, "", 404, nil},
 		{"approve api", "POST", "/api/v1/sources/api/approve?revision=zzz", writeToken, "", 400, []string{"nothing to fetch"}},
 		{"type version keeps the group", "POST", "/api/v1/resource-types", writeToken,
@@ -141,8 +141,8 @@ func TestRoutes(t *testing.T) {
 			}
 		})
 	}
-	if got := e.runner.calls(); strings.Join(got, ",") != "infra,infra" {
-		t.Errorf("triggers = %v, want the sync and the approval of infra", got)
+	if got := e.runner.calls(); strings.Join(got, ",") != "infra" {
+		t.Errorf("triggers = %v, want the sync of infra (its approval was refused)", got)
 	}
 	// The refused approval left no trace.
 	if src, err := e.store.GetSource(t.Context(), "api"); err != nil || src.ApprovedRevision != "" {

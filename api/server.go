@@ -1,14 +1,19 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -18,6 +23,10 @@ import (
 
 // DefaultMaxBodyBytes caps request bodies unless Options say otherwise.
 const DefaultMaxBodyBytes = 1 << 20
+
+// DefaultBodyReadTimeout bounds how long a client may take to send a
+// request body unless Options say otherwise.
+const DefaultBodyReadTimeout = 10 * time.Second
 
 // Triggerer asks for a sync of a source now (the agent's sync runner).
 type Triggerer interface {
@@ -40,6 +49,11 @@ type Options struct {
 	ReadToken, WriteToken string
 	// MaxBodyBytes caps request bodies; zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds how long a client may take to send a request
+	// body, which is answered 408 when late; zero means
+	// DefaultBodyReadTimeout. Requests without a body (event streams, long
+	// reads) are not bounded by it.
+	BodyReadTimeout time.Duration
 	// Dashboard, Metrics and GitHubWebhook are mounted at /, /metrics and
 	// /hooks/github when set.
 	Dashboard, Metrics, GitHubWebhook http.Handler
@@ -53,6 +67,9 @@ type Options struct {
 	// of the store's connection pool, at most one per two cores.
 	MaxConcurrentReads int
 	Logger             *slog.Logger
+	// Wrap, when set, wraps the whole handler, outside everything else: the
+	// agent masks secret values in every response with it.
+	Wrap func(http.Handler) http.Handler
 }
 
 // Server is the agent's HTTP interface: the JSON API, its event stream, and
@@ -76,6 +93,9 @@ func New(opts Options) *Server {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 15 * time.Second
 	}
+	if opts.BodyReadTimeout <= 0 {
+		opts.BodyReadTimeout = DefaultBodyReadTimeout
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -84,6 +104,9 @@ func New(opts Options) *Server {
 	s.loader = newLoader(opts.Store)
 	s.reads = newReadLimiter(opts.MaxConcurrentReads, opts.Store)
 	s.handler = s.routes()
+	if opts.Wrap != nil {
+		s.handler = opts.Wrap(s.handler)
+	}
 	return s
 }
 
@@ -157,10 +180,7 @@ func (s *Server) routes() http.Handler {
 		if need == read && strings.HasPrefix(pattern, "GET /api/") && pattern != "GET /api/v1/events" {
 			h = s.limit(h)
 		}
-		h = s.authorize(need, h)
-		if pattern != "GET /api/v1/events" {
-			h = readDeadline(h)
-		}
+		h = s.bodyDeadline(s.authorize(need, h))
 		if s.opts.Instrument != nil {
 			h = s.opts.Instrument(pattern, h)
 		}
@@ -189,6 +209,7 @@ func (s *Server) routes() http.Handler {
 	fn("GET /api/v1/sources/{name}/history", read, s.sourceHistory)
 	fn("POST /api/v1/sources/{name}/sync", write, s.syncSource)
 	fn("POST /api/v1/sources/{name}/approve", write, s.approveSource)
+	fn("DELETE /api/v1/sources/{name}", write, s.deleteSource)
 
 	handle("GET /api/v1/events", read, http.HandlerFunc(s.serveEvents))
 	// Any other read under /api is a JSON 404, not the dashboard's page.
@@ -212,16 +233,46 @@ func (s *Server) routes() http.Handler {
 	return jsonMethodErrors(mux)
 }
 
-// bodyReadTimeout bounds how long a client may take to send its request,
-// so that slow senders cannot hold the server's goroutines. The event
-// stream is exempt: a server-wide read timeout would cut it.
-const bodyReadTimeout = 30 * time.Second
+// errBodyTimeout is a request body that did not arrive in time (408).
+var errBodyTimeout = errors.New("request timeout")
 
-func readDeadline(h http.Handler) http.Handler {
+// bodyDeadline bounds how long a client may take to send its request body,
+// so that slow or stalled senders cannot hold the server's goroutines. The
+// deadline is lifted once the body is in, and requests without a body get
+// none: a connection-wide read timeout would cut event streams and long
+// reads, whose connection the server watches with a read.
+func (s *Server) bodyDeadline(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
+		if r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyReadTimeout))
+		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc, timeout: s.opts.BodyReadTimeout}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// deadlineBody lifts the read deadline at the end of the body and turns
+// the deadline's error into errBodyTimeout.
+type deadlineBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+	done    bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF && !b.done:
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	case err != nil && errors.Is(err, os.ErrDeadlineExceeded):
+		return n, fmt.Errorf("%w: the request body did not arrive within %s", errBodyTimeout, b.timeout)
+	}
+	return n, err
 }
 
 // jsonMethodErrors answers a wrong method under /api/ with a JSON error,
@@ -269,11 +320,28 @@ func (m *methodErrorWriter) Flush() {
 	}
 }
 
-// json adapts a handler that returns an error, capping the request body.
+// json adapts a handler that returns an error. It reads the request body
+// first, capped, so that a body too large or too slow is refused (413,
+// 408) before the handler acts, even a handler that ignores bodies.
 func (s *Server) json(h func(http.ResponseWriter, *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+		if r.Body != nil && r.Body != http.NoBody {
+			data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+			if err != nil {
+				var maxErr *http.MaxBytesError
+				if !errors.Is(err, errBodyTimeout) && !errors.As(err, &maxErr) {
+					if r.Context().Err() != nil {
+						return // the client went away
+					}
+					err = errorf(http.StatusBadRequest, "reading the request body: %v", err)
+				}
+				// A failed read cancels the request's context, but the
+				// client still waits for an answer.
+				s.writeError(w, r, err, nil)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(data))
+			r.ContentLength = int64(len(data)) // known now, chunked or not
 		}
 		if err := h(w, r); err != nil {
 			if r.Context().Err() != nil {
@@ -305,7 +373,11 @@ func (s *Server) authorize(need access, h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.check(need, r); err != nil {
+		err := s.check(need, r)
+		if err == nil && need == write {
+			err = crossSite(r)
+		}
+		if err != nil {
 			if err.Status == http.StatusUnauthorized && need == read && !strings.HasPrefix(r.URL.Path, "/api/") {
 				// Browsers cannot send bearer tokens: let them log in with
 				// the token as a basic-auth password.
@@ -326,7 +398,7 @@ func (s *Server) check(need access, r *http.Request) *Error {
 	if need == read && readTok == "" {
 		return nil
 	}
-	got, ok := presentedToken(r)
+	got, _, ok := presentedToken(r)
 	switch {
 	case !ok:
 		return errorf(http.StatusUnauthorized, "a token is required: send Authorization: Bearer <token>")
@@ -340,17 +412,52 @@ func (s *Server) check(need access, r *http.Request) *Error {
 	return errorf(http.StatusUnauthorized, "the token is not valid")
 }
 
-// presentedToken returns the bearer token, or a basic-auth password.
-func presentedToken(r *http.Request) (string, bool) {
+// presentedToken returns the bearer token, or a basic-auth password
+// (basic is then true).
+func presentedToken(r *http.Request) (tok string, basic, ok bool) {
 	h := r.Header.Get("Authorization")
 	if scheme, tok, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
 		tok = strings.TrimSpace(tok)
-		return tok, tok != ""
+		return tok, false, tok != ""
 	}
 	if _, pass, ok := r.BasicAuth(); ok && pass != "" {
-		return pass, true
+		return pass, true, true
 	}
-	return "", false
+	return "", false, false
+}
+
+// crossSite refuses writes a browser may have been made to send. Browsers
+// replay basic-auth credentials (the dashboard's login) on requests any
+// site triggers, and a form can post text/plain across sites without asking
+// first; so a basic-auth write must be JSON, which a cross-site page cannot
+// send without a CORS preflight this server never grants, and must say it
+// comes from this origin. Bearer tokens are never sent by browsers on their
+// own, so writes with one (scripts, the CLI) are not checked.
+func crossSite(r *http.Request) *Error {
+	if _, basic, _ := presentedToken(r); !basic {
+		return nil
+	}
+	const hint = "; scripts and the CLI should send Authorization: Bearer <token>"
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		return errorf(http.StatusForbidden, "writes with basic-auth credentials must send Content-Type: application/json, not %q%s",
+			r.Header.Get("Content-Type"), hint)
+	}
+	switch site := r.Header.Get("Sec-Fetch-Site"); site {
+	case "same-origin", "none":
+		return nil
+	case "":
+		// Older browsers: the Origin header says the same.
+	default:
+		return errorf(http.StatusForbidden, "cross-site write refused: the request comes from another site (Sec-Fetch-Site: %q)%s", site, hint)
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return errorf(http.StatusForbidden, "writes with basic-auth credentials must come from this agent's own pages (the request has no Origin)%s", hint)
+	}
+	if u, err := url.Parse(origin); err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+		return errorf(http.StatusForbidden, "cross-site write refused: Origin %q is not this agent (%s)%s", origin, r.Host, hint)
+	}
+	return nil
 }
 
 // equal compares tokens in constant time. Comparing digests, which have one

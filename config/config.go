@@ -16,6 +16,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -153,7 +154,9 @@ func (a GitAuth) SSHKeyPassphrase() string { return a.passphrase.get() }
 type Prune struct {
 	// Enabled turns pruning on; nil means true.
 	Enabled *bool `json:"enabled,omitempty"`
-	// MaxDeletes caps the deletions of one sync; more need approval.
+	// MaxDeletes caps the deletions of one sync; more need approval. Unset,
+	// the cap is DefaultMaxDeletes (10) or DefaultMaxDeletesPercent (25%) of
+	// the resources the source owns, whichever is larger; "100%" lifts it.
 	MaxDeletes MaxDeletes `json:"maxDeletes"`
 	// AllowEmpty lets an empty snapshot delete everything the source owns.
 	AllowEmpty bool `json:"allowEmpty"`
@@ -415,4 +418,64 @@ func (c *Config) resolve(getenv func(string) (string, bool), ps *problems) {
 	c.API.writeToken = get("api.writeTokenEnv", c.API.WriteTokenEnv)
 	c.API.readToken = get("api.readTokenEnv", c.API.ReadTokenEnv)
 	c.Webhooks.githubSecret = get("webhooks.githubSecretEnv", c.Webhooks.GitHubSecretEnv)
+}
+
+// Secret is one secret value the configuration names: the agent masks
+// every such value in what it writes and serves. Printing, logging or
+// marshalling a Secret shows its setting and variable, never its value.
+type Secret struct {
+	// Setting is the key that names the variable, e.g. "api.writeTokenEnv".
+	Setting string
+	// Env is the variable's name.
+	Env string
+
+	value *secret
+}
+
+// Value returns the secret value.
+func (s Secret) Value() string { return s.value.get() }
+
+// Format prints the setting and the variable, whatever the verb.
+func (s Secret) Format(f fmt.State, _ rune) { fmt.Fprintf(f, "%s (%s)", s.Setting, s.Env) }
+
+// LogValue logs the setting and the variable.
+func (s Secret) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("setting", s.Setting), slog.String("env", s.Env))
+}
+
+// MarshalJSON writes the setting and the variable.
+func (s Secret) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]string{"setting": s.Setting, "env": s.Env})
+}
+
+// Secrets lists every secret value the configuration names through an
+// ...Env setting and Load resolved, in the order of the file: Git
+// credentials and pull-request tokens per source, then the API tokens and
+// the webhook secret. A pull-request token that is the source's Git token
+// is listed once. Action settings are the plugins' to read: the action
+// instances list theirs.
+func (c *Config) Secrets() []Secret {
+	var out []Secret
+	add := func(setting, env string, v *secret) {
+		if v != nil && env != "" {
+			out = append(out, Secret{Setting: setting, Env: env, value: v})
+		}
+	}
+	for i, s := range c.Sources {
+		if g := s.Git; g != nil {
+			key := fmt.Sprintf("sources[%d].git.auth.", i)
+			a := g.Auth
+			add(key+"tokenEnv", a.TokenEnv, a.token)
+			add(key+"usernameEnv", a.UsernameEnv, a.username)
+			add(key+"passwordEnv", a.PasswordEnv, a.password)
+			add(key+"sshKeyPassphraseEnv", a.SSHKeyPassphraseEnv, a.passphrase)
+		}
+		if pr := s.PullRequests; pr.TokenEnv != "" {
+			add(fmt.Sprintf("sources[%d].pullRequests.tokenEnv", i), pr.TokenEnv, pr.token)
+		}
+	}
+	add("api.writeTokenEnv", c.API.WriteTokenEnv, c.API.writeToken)
+	add("api.readTokenEnv", c.API.ReadTokenEnv, c.API.readToken)
+	add("webhooks.githubSecretEnv", c.Webhooks.GitHubSecretEnv, c.Webhooks.githubSecret)
+	return out
 }

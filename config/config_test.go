@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	nosync "github.com/no8s/no8s-agent/sync"
 )
 
 // Secret values used by the tests; none may ever appear in output.
@@ -399,7 +401,8 @@ webhooks: {githubSecretEnv: NO8S_GITHUB_WEBHOOK_SECRET}
 		t.Fatal("secrets not resolved")
 	}
 	var outputs []string
-	for _, v := range []any{c, *c, c.Sources, *c.Sources[0].Git, c.Sources[0].Git.Auth, &c.Sources[1].Git.Auth, c.API, &c.Webhooks} {
+	for _, v := range []any{c, *c, c.Sources, *c.Sources[0].Git, c.Sources[0].Git.Auth, &c.Sources[1].Git.Auth, c.API, &c.Webhooks,
+		c.Secrets(), c.Secrets()[0], &c.Secrets()[1]} {
 		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d"} {
 			outputs = append(outputs, fmt.Sprintf(verb, v))
 		}
@@ -411,8 +414,8 @@ webhooks: {githubSecretEnv: NO8S_GITHUB_WEBHOOK_SECRET}
 	}
 	// Nor may logging the configuration, in either format.
 	var logs strings.Builder
-	slog.New(slog.NewTextHandler(&logs, nil)).Info("config", "config", c, "auth", c.Sources[0].Git.Auth)
-	slog.New(slog.NewJSONHandler(&logs, nil)).Info("config", "config", c, "auth", c.Sources[0].Git.Auth)
+	slog.New(slog.NewTextHandler(&logs, nil)).Info("config", "config", c, "auth", c.Sources[0].Git.Auth, "secrets", c.Secrets(), "secret", c.Secrets()[0])
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("config", "config", c, "auth", c.Sources[0].Git.Auth, "secrets", c.Secrets(), "secret", c.Secrets()[0])
 	outputs = append(outputs, logs.String())
 	// A configuration error must not show them either.
 	c.LogLevel = "loud"
@@ -421,6 +424,55 @@ webhooks: {githubSecretEnv: NO8S_GITHUB_WEBHOOK_SECRET}
 		if strings.Contains(out, "s3cr3t") {
 			t.Errorf("secret shown in %s", out)
 		}
+	}
+}
+
+func TestSecretsListed(t *testing.T) {
+	t.Parallel()
+	data := `
+sources:
+- name: https
+  git: {url: 'https://h/r.git', auth: {usernameEnv: GIT_USER, passwordEnv: GIT_PASS}}
+  pullRequests: {enabled: true, tokenEnv: PR_TOKEN}
+- name: ssh
+  git: {url: 'git@h:r.git', auth: {sshKeyFile: k, knownHostsFile: kh, sshKeyPassphraseEnv: KEY_PASS}}
+- name: token
+  git: {url: 'https://h/t.git', auth: {tokenEnv: GITHUB_TOKEN}}
+  pullRequests: {enabled: true}
+- name: folder
+  dir: ./x
+api: {writeTokenEnv: NO8S_API_TOKEN, readTokenEnv: READ}
+webhooks: {githubSecretEnv: NO8S_GITHUB_WEBHOOK_SECRET}
+actions:
+  a: {plugin: http, config: {tokenEnv: NOT_READ_HERE}}
+`
+	c, err := Parse([]byte(data), env(map[string]string{
+		"GIT_USER": "u", "GIT_PASS": "p", "PR_TOKEN": "pr", "KEY_PASS": "k", "READ": "r",
+		"GITHUB_TOKEN": "gh", "NO8S_API_TOKEN": "w", "NO8S_GITHUB_WEBHOOK_SECRET": "wh", "NOT_READ_HERE": "x",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range c.Secrets() {
+		got = append(got, s.Setting+" "+s.Env+"="+s.Value())
+	}
+	want := []string{
+		"sources[0].git.auth.usernameEnv GIT_USER=u",
+		"sources[0].git.auth.passwordEnv GIT_PASS=p",
+		"sources[0].pullRequests.tokenEnv PR_TOKEN=pr",
+		"sources[1].git.auth.sshKeyPassphraseEnv KEY_PASS=k",
+		// The pull-request token of source 2 is its Git token: listed once.
+		"sources[2].git.auth.tokenEnv GITHUB_TOKEN=gh",
+		"api.writeTokenEnv NO8S_API_TOKEN=w",
+		"api.readTokenEnv READ=r",
+		"webhooks.githubSecretEnv NO8S_GITHUB_WEBHOOK_SECRET=wh",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Secrets() =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if s := (&Config{}).Secrets(); len(s) != 0 {
+		t.Errorf("an empty configuration lists secrets: %v", s)
 	}
 }
 
@@ -442,7 +494,11 @@ func TestMaxDeletes(t *testing.T) {
 		{`" 100% "`, MaxDeletes{Percent: 100, Set: true}, "100%", 10, 10, true},
 		{`"0%"`, MaxDeletes{Set: true}, "0", 1, 10, false},
 		{`0`, MaxDeletes{Set: true}, "0", 0, 10, true},
-		{`null`, MaxDeletes{}, "unlimited", 1000, 1000, true},
+		{`null`, MaxDeletes{}, "default (10 or 25%, whichever is larger)", 1000, 1000, false},
+		{`null`, MaxDeletes{}, "default (10 or 25%, whichever is larger)", 10, 12, true},
+		{`null`, MaxDeletes{}, "default (10 or 25%, whichever is larger)", 11, 12, false},
+		{`null`, MaxDeletes{}, "default (10 or 25%, whichever is larger)", 250, 1000, true},
+		{`null`, MaxDeletes{}, "default (10 or 25%, whichever is larger)", 251, 1000, false},
 	} {
 		var m MaxDeletes
 		if err := json.Unmarshal([]byte(tc.in), &m); err != nil {
@@ -619,5 +675,15 @@ func TestPostgresExampleMatches(t *testing.T) {
 	pg.Database = ""
 	if !reflect.DeepEqual(embedded, pg) {
 		t.Errorf("the examples differ beyond the database:\n%+v\n%+v", embedded, pg)
+	}
+}
+
+// TestDefaultMaxDeletesMatchesSync keeps the documented default the one the
+// sync applies when maxDeletes is left out.
+func TestDefaultMaxDeletesMatchesSync(t *testing.T) {
+	t.Parallel()
+	if DefaultMaxDeletes != nosync.DefaultMaxDeletes || DefaultMaxDeletesPercent != nosync.DefaultMaxDeletesPercent {
+		t.Errorf("config default %d or %d%%, sync default %d or %d%%", DefaultMaxDeletes, DefaultMaxDeletesPercent,
+			nosync.DefaultMaxDeletes, nosync.DefaultMaxDeletesPercent)
 	}
 }

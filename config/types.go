@@ -34,16 +34,27 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // MarshalJSON writes the duration as a string that UnmarshalJSON reads back.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
+// Default prune limit, used when a source does not set prune.maxDeletes: one
+// sync may delete DefaultMaxDeletes resources or DefaultMaxDeletesPercent
+// percent of those the source owns, whichever is larger; more waits for an
+// approval. It is the sync package's default, restated for the configuration.
+const (
+	DefaultMaxDeletes        = 10
+	DefaultMaxDeletesPercent = 25
+)
+
 // MaxDeletes caps how many resources one sync of a source may delete before
 // the deletion waits for approval: a count ("25") or a percentage of the
-// resources the source owns ("25%"). The zero value is no limit.
+// resources the source owns ("25%"). The zero value (not set) is the default
+// limit: DefaultMaxDeletes or DefaultMaxDeletesPercent, whichever is larger.
+// "100%" lifts the limit.
 type MaxDeletes struct {
 	// Count is the limit when Percent is zero.
 	Count int
 	// Percent, from 1 to 100, is the limit as a share of the owned
 	// resources. "0%" is kept as Count 0: both allow no deletion.
 	Percent int
-	// Set is false when there is no limit.
+	// Set is false when the default limit applies.
 	Set bool
 }
 
@@ -52,7 +63,7 @@ type MaxDeletes struct {
 func (m MaxDeletes) Allows(deletes, owned int) bool {
 	switch {
 	case !m.Set:
-		return true
+		return deletes <= max(DefaultMaxDeletes, owned*DefaultMaxDeletesPercent/100)
 	case m.Percent > 0:
 		// Integer arithmetic: 25% of 10 allows 2, never 2.5 rounded up.
 		return deletes*100 <= m.Percent*owned
@@ -60,11 +71,11 @@ func (m MaxDeletes) Allows(deletes, owned int) bool {
 	return deletes <= m.Count
 }
 
-// String returns the limit as written ("25", "25%"), or "unlimited".
+// String returns the limit as written ("25", "25%"), or the default.
 func (m MaxDeletes) String() string {
 	switch {
 	case !m.Set:
-		return "unlimited"
+		return fmt.Sprintf("default (%d or %d%%, whichever is larger)", DefaultMaxDeletes, DefaultMaxDeletesPercent)
 	case m.Percent > 0:
 		return strconv.Itoa(m.Percent) + "%"
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 var (
@@ -32,6 +33,37 @@ var (
 	logFormats = []string{"text", "json"}
 	logLevels  = []string{"debug", "info", "warn", "error"}
 )
+
+// Minimums of the durations a configuration sets. Below them the agent
+// would spin (intervals, backoff), give up before a remote can answer
+// (timeouts), or lose leases while renewing them.
+const (
+	// MinInterval is the shortest sync interval of a source.
+	MinInterval = time.Second
+	// MinPullRequestInterval is the shortest poll of open pull requests,
+	// which spends GitHub API quota.
+	MinPullRequestInterval = 10 * time.Second
+	// MinGitTimeout is the shortest timeout of a Git fetch.
+	MinGitTimeout = time.Second
+	// MinLeaseDuration is the shortest lease a worker takes on a resource.
+	MinLeaseDuration = time.Second
+	// MinBackoff is the shortest retry backoff (initial and max).
+	MinBackoff = 100 * time.Millisecond
+)
+
+// atLeast reports whether d is at least min, adding a problem naming key
+// and the minimum when it is not.
+func atLeast(ps *problems, key string, d Duration, minimum time.Duration) bool {
+	switch {
+	case d.Duration <= 0:
+		ps.add(key, "must be positive (at least %s), not %s", minimum, d)
+	case d.Duration < minimum:
+		ps.add(key, "must be at least %s, not %s", minimum, d)
+	default:
+		return true
+	}
+	return false
+}
 
 func (c *Config) validate(ps *problems) {
 	if err := checkListen(c.Listen); err != "" {
@@ -79,15 +111,10 @@ func (c *Config) validate(ps *problems) {
 	if r.Workers < 1 {
 		ps.add("reconcile.workers", "must be at least 1, not %d", r.Workers)
 	}
-	if r.LeaseDuration.Duration <= 0 {
-		ps.add("reconcile.leaseDuration", "must be positive, not %s", r.LeaseDuration)
-	}
-	if r.Backoff.Initial.Duration <= 0 {
-		ps.add("reconcile.backoff.initial", "must be positive, not %s", r.Backoff.Initial)
-	}
+	atLeast(ps, "reconcile.leaseDuration", r.LeaseDuration, MinLeaseDuration)
+	atLeast(ps, "reconcile.backoff.initial", r.Backoff.Initial, MinBackoff)
 	switch {
-	case r.Backoff.Max.Duration <= 0:
-		ps.add("reconcile.backoff.max", "must be positive, not %s", r.Backoff.Max)
+	case !atLeast(ps, "reconcile.backoff.max", r.Backoff.Max, MinBackoff):
 	case r.Backoff.Max.Duration < r.Backoff.Initial.Duration:
 		ps.add("reconcile.backoff.max", "%s is less than backoff.initial (%s)", r.Backoff.Max, r.Backoff.Initial)
 	}
@@ -110,9 +137,7 @@ func validateSource(key string, s *Source, ps *problems) {
 	case s.Git == nil && s.Dir == "":
 		ps.add(key, "set either git or dir")
 	}
-	if s.Interval.Duration <= 0 {
-		ps.add(key+".interval", "must be positive, not %s", s.Interval)
-	}
+	atLeast(ps, key+".interval", s.Interval, MinInterval)
 	if m := s.Prune.MaxDeletes; m.Count < 0 || m.Percent < 0 || m.Percent > 100 || (m.Count > 0 && m.Percent > 0) {
 		ps.add(key+".prune.maxDeletes", "invalid limit (count %d, percent %d)", m.Count, m.Percent)
 	}
@@ -126,8 +151,9 @@ func validateSource(key string, s *Source, ps *problems) {
 		if pr.Token() == "" && pr.TokenEnv == "" && s.Git.Auth.TokenEnv == "" {
 			ps.add(key+".pullRequests.tokenEnv", "previews need a GitHub token: set pullRequests.tokenEnv or git.auth.tokenEnv")
 		}
-		if pr.Interval.Duration < 0 {
-			ps.add(key+".pullRequests.interval", "must be positive, not %s", pr.Interval)
+		// Zero is the default, filled in by Parse; programmatic configs may leave it.
+		if pr.Interval.Duration != 0 {
+			atLeast(ps, key+".pullRequests.interval", pr.Interval, MinPullRequestInterval)
 		}
 		if u, err := url.Parse(pr.APIURL); pr.APIURL != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil) {
 			ps.add(key+".pullRequests.apiURL", "%q is not an http(s) URL without credentials", pr.APIURL)
@@ -135,14 +161,10 @@ func validateSource(key string, s *Source, ps *problems) {
 	}
 	g := s.Git
 	key += ".git"
-	if g.Interval.Duration <= 0 {
-		ps.add(key+".interval", "must be positive, not %s", g.Interval)
-	} else if g.Interval != s.Interval {
+	if atLeast(ps, key+".interval", g.Interval, MinInterval) && g.Interval != s.Interval {
 		ps.add(key+".interval", "%s differs from the source's interval (%s); set only one", g.Interval, s.Interval)
 	}
-	if g.Timeout.Duration <= 0 {
-		ps.add(key+".timeout", "must be positive, not %s", g.Timeout)
-	}
+	atLeast(ps, key+".timeout", g.Timeout, MinGitTimeout)
 	if g.Commit != "" && !commitRE.MatchString(g.Commit) {
 		ps.add(key+".commit", "must be a full commit hash (40 hex digits), not %q", g.Commit)
 	}

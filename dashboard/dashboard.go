@@ -210,14 +210,20 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, code int, message
 }
 
 // storeFailed answers a request whose store read failed: 400 for a request
-// the store calls invalid, nothing when the client went away, 500 otherwise.
-// The details go to the log, not to the page.
+// the store calls invalid, nothing when the client went away, 503 while the
+// store cannot be reached, 500 otherwise. The details go to the log, not to
+// the page.
 func (h *handler) storeFailed(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		return
 	case errors.Is(err, store.ErrInvalid):
 		h.fail(w, r, http.StatusBadRequest, "The store refused this request: "+strings.TrimSpace(err.Error()))
+		return
+	case errors.Is(err, store.ErrUnavailable):
+		h.log.Warn("dashboard: the store is unavailable", "path", r.URL.Path, "error", err)
+		w.Header().Set("Retry-After", "5")
+		h.fail(w, r, http.StatusServiceUnavailable, "The store cannot be reached right now; this page retries.")
 		return
 	}
 	h.log.Error("dashboard: reading the store failed", "path", r.URL.Path, "error", err)

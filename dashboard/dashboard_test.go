@@ -402,9 +402,9 @@ func TestStoreFailure(t *testing.T) {
 		t.Parallel()
 		st := openStore(t)
 		st.Close()
-		code, _, _ := get(t, New(st, Options{}), "/")
-		if code != http.StatusInternalServerError {
-			t.Fatalf("GET / on a closed store: status %d, want 500", code)
+		code, body, _ := get(t, New(st, Options{}), "/")
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "cannot be reached") {
+			t.Fatalf("GET / on a closed store: status %d, want 503 saying the store cannot be reached", code)
 		}
 	})
 }

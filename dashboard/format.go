@@ -165,6 +165,11 @@ func badgeOf(v any) badge {
 		return badge{"warn", "⊖", s}
 	case "stalled":
 		return badge{"warn", "‖", s}
+	case "orphaned":
+		// No configuration lists the source: its resources wait untouched.
+		return badge{"warn", "⌀", s}
+	case "pruning":
+		return badge{"warn", "⊖", s}
 	case "pending":
 		return badge{"idle", "○", s}
 	case "":

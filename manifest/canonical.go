@@ -56,7 +56,7 @@ func canonicalNumbers(v any) (any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("number %s out of range", x)
 		}
-		return canonicalNumber(f), nil
+		return canonicalNumberText(string(x), f), nil
 	case float64:
 		return canonicalNumber(x), nil
 	case int:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/big"
 	"regexp"
 	"strconv"
 	"strings"
@@ -93,6 +94,11 @@ type DecodeOptions struct {
 	// multiple of the values written in it; YAML aliases beyond it are rejected
 	// as an alias bomb. Zero means DefaultAliasExpansion.
 	AliasExpansion int
+	// MaxExpandedSize caps the bytes of keys and scalar values a document
+	// may expand to through YAML aliases, so that a small file cannot
+	// stand for a huge spec. A document never counts as over the limit for
+	// what its file holds as written. Zero means DefaultMaxFileSize.
+	MaxExpandedSize int64
 }
 
 // DefaultAliasExpansion lets aliases expand a document to ten times its written size.
@@ -100,6 +106,14 @@ const DefaultAliasExpansion = 10
 
 // errExpansion aborts the conversion of a document whose aliases expand too far.
 var errExpansion = errors.New("document expands to too many values through YAML aliases (alias bomb?)")
+
+// sizeError aborts the conversion of a document whose aliases expand to
+// more bytes than allowed.
+type sizeError struct{ limit int64 }
+
+func (e *sizeError) Error() string {
+	return fmt.Sprintf("document expands to more than %d bytes through YAML aliases (alias bomb?)", e.limit)
+}
 
 var (
 	yamlLineRE   = regexp.MustCompile(`line (\d+)`)
@@ -147,6 +161,12 @@ func DecodeFile(file string, data []byte, opts DecodeOptions) ([]*Document, []Pr
 	if opts.AliasExpansion <= 0 {
 		opts.AliasExpansion = DefaultAliasExpansion
 	}
+	if opts.MaxExpandedSize <= 0 {
+		opts.MaxExpandedSize = DefaultMaxFileSize
+	}
+	// What the file holds as written is within the limit by definition: the
+	// limit is about what aliases add.
+	opts.MaxExpandedSize = max(opts.MaxExpandedSize, int64(len(data)))
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark is harmless
 	if !utf8.Valid(data) {
 		at := firstInvalidUTF8(data)
@@ -183,7 +203,8 @@ func DecodeFile(file string, data []byte, opts DecodeOptions) ([]*Document, []Pr
 			continue
 		}
 		doc := &Document{File: file, Index: index, Line: content.Line, root: content}
-		c := converter{budget: opts.AliasExpansion*countNodes(content) + 1000}
+		c := converter{budget: opts.AliasExpansion*countNodes(content) + 1000,
+			bytes: opts.MaxExpandedSize, maxBytes: opts.MaxExpandedSize}
 		v, err := c.value(content)
 		if err != nil {
 			var pe *pointerError
@@ -241,10 +262,22 @@ type pointerError struct {
 func (e *pointerError) Error() string { return e.pointer + ": " + e.msg }
 
 // converter turns a YAML node tree into JSON-compatible values, expanding
-// aliases and merge keys within a budget of values.
+// aliases and merge keys within a budget of values and one of bytes (of
+// keys and scalar values: what a stored spec would hold).
 type converter struct {
-	budget int
-	path   []string
+	budget   int
+	bytes    int64
+	maxBytes int64
+	path     []string
+}
+
+// spend takes n bytes from the byte budget.
+func (c *converter) spend(n int) error {
+	c.bytes -= int64(n)
+	if c.bytes < 0 {
+		return &sizeError{limit: c.maxBytes}
+	}
+	return nil
 }
 
 func (c *converter) fail(format string, args ...any) error {
@@ -280,6 +313,9 @@ func (c *converter) value(n *yaml.Node) (any, error) {
 		}
 		return c.value(n.Alias)
 	case yaml.ScalarNode:
+		if err := c.spend(len(n.Value)); err != nil {
+			return nil, err
+		}
 		return c.scalar(n)
 	case yaml.SequenceNode:
 		out := make([]any, 0, len(n.Content))
@@ -330,6 +366,9 @@ func (c *converter) mapping(n *yaml.Node, out map[string]any, merged bool) error
 			if _, exists := out[key]; exists {
 				continue
 			}
+		}
+		if err := c.spend(len(key)); err != nil {
+			return err
 		}
 		c.path = append(c.path, key)
 		val, err := c.value(v)
@@ -389,36 +428,55 @@ func (c *converter) scalar(n *yaml.Node) (any, error) {
 		if i, err := strconv.ParseInt(n.Value, 0, 64); err == nil {
 			return json.Number(strconv.FormatInt(i, 10)), nil
 		}
-		var f float64
-		if err := n.Decode(&f); err != nil {
+		// Beyond int64: kept exactly, as big integers, never rounded
+		// through float64.
+		b, ok := new(big.Int).SetString(n.Value, 0)
+		if !ok {
 			return nil, c.fail("invalid integer %q", n.Value)
 		}
-		return c.number(f)
+		if f, _ := new(big.Float).SetInt(b).Float64(); math.IsInf(f, 0) {
+			return nil, c.fail("integer %s is too large: numbers must be within ±%g", n.Value, math.MaxFloat64)
+		}
+		return json.Number(b.String()), nil
 	case "!!float":
 		var f float64
 		if err := n.Decode(&f); err != nil {
 			return nil, c.fail("invalid number %q", n.Value)
 		}
-		return c.number(f)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, c.fail("%v cannot be represented in JSON", f)
+		}
+		return canonicalNumberText(strings.ReplaceAll(n.Value, "_", ""), f), nil
 	default:
 		return nil, c.fail("unsupported YAML tag %s", tag)
 	}
 }
 
-func (c *converter) number(f float64) (any, error) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return nil, c.fail("%v cannot be represented in JSON", f)
-	}
-	return canonicalNumber(f), nil
-}
+// maxExactInt is 2^53: integers up to it are exact in float64.
+const maxExactInt = 1 << 53
 
 // canonicalNumber writes integral values as integers and others in the
 // shortest form that round-trips, so that 1, 1.0 and 1e0 hash alike.
 func canonicalNumber(f float64) json.Number {
-	if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+	if f == math.Trunc(f) && math.Abs(f) < maxExactInt {
 		return json.Number(strconv.FormatInt(int64(f), 10))
 	}
 	return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
+}
+
+// canonicalNumberText is canonicalNumber for a number written as text
+// whose float64 value is f. Integers beyond float64's exact range keep the
+// exact value written (1e29 is 100000000000000000000000000000, not
+// 99999999999999991433150857216 or 1e+29 read back as that), so that no
+// digit is silently rounded; 1e29 and its digits still hash alike.
+func canonicalNumberText(text string, f float64) json.Number {
+	if f != math.Trunc(f) || math.Abs(f) < maxExactInt {
+		return canonicalNumber(f)
+	}
+	if r, ok := new(big.Rat).SetString(text); ok && r.IsInt() {
+		return json.Number(r.Num().String())
+	}
+	return canonicalNumber(f)
 }
 
 func kindName(k yaml.Kind) string {

@@ -143,6 +143,10 @@ func Load(fsys fs.FS, opts LoadOptions) ([]*Document, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Decode.MaxExpandedSize <= 0 {
+		// A document may expand to what a file may hold.
+		opts.Decode.MaxExpandedSize = opts.MaxFileSize
+	}
 	docs, ps := DecodeFiles(files, opts.Decode)
 	errs = append(errs, ps...)
 	return docs, problems(errs).err()
@@ -154,7 +158,7 @@ func checkSymlink(fsys fs.FS, p string) string {
 	if target, err := fs.ReadLink(fsys, p); err == nil {
 		if path.IsAbs(target) || strings.HasPrefix(path.Clean(path.Join(path.Dir(p), target)), "../") ||
 			path.Clean(path.Join(path.Dir(p), target)) == ".." {
-			return fmt.Sprintf("symlink points outside the source root (-> %s)", target)
+			return fmt.Sprintf("symlink points outside the source root (-> %s)", QuotePath(target))
 		}
 	}
 	info, err := fs.Stat(fsys, p)

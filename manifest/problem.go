@@ -2,7 +2,10 @@ package manifest
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Problem is one thing wrong with the manifests: where it is and what it is.
@@ -21,17 +24,55 @@ type Problem struct {
 }
 
 // String formats the problem as "file:line: message"; the message names the
-// field itself.
+// field itself. Control characters are escaped (a file name holding one is
+// quoted), so that a problem is always one line, and a file name cannot
+// forge lines of output or logs.
 func (p Problem) String() string {
 	var b strings.Builder
 	if p.File != "" {
-		b.WriteString(p.File)
+		b.WriteString(QuotePath(p.File))
 		if p.Line > 0 {
 			fmt.Fprintf(&b, ":%d", p.Line)
 		}
 		b.WriteString(": ")
 	}
-	b.WriteString(p.Message)
+	b.WriteString(EscapeControl(p.Message))
+	return b.String()
+}
+
+// unsafeRune reports whether r must not be printed raw: control characters
+// (newlines, escape sequences of terminals) and the Unicode line separators
+// and bidirectional overrides, which change how the rest of a line reads.
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' ||
+		(r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') || r == utf8.RuneError
+}
+
+// QuotePath returns a path ready to print: as it is when it holds only
+// printable characters, else quoted as a Go string ("a\nb.yaml"), so that
+// it cannot forge a line of output and what it really holds is visible.
+func QuotePath(p string) string {
+	if strings.IndexFunc(p, unsafeRune) < 0 {
+		return p
+	}
+	return strconv.Quote(p)
+}
+
+// EscapeControl replaces the characters QuotePath would quote for by their
+// Go escapes (\n, \x1b, \u202e), leaving the rest of s as it is.
+func EscapeControl(s string) string {
+	if strings.IndexFunc(s, unsafeRune) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unsafeRune(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
 	return b.String()
 }
 

@@ -260,9 +260,9 @@ func SortProblems(ps []Problem) {
 
 func (o Origin) at() string {
 	if o.Line > 0 {
-		return fmt.Sprintf("%s:%d", o.File, o.Line)
+		return fmt.Sprintf("%s:%d", QuotePath(o.File), o.Line)
 	}
-	return o.File
+	return QuotePath(o.File)
 }
 
 func nestedString(obj map[string]any, keys ...string) (string, bool) {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
 )
 
 // storeCollector reads the store at every scrape and reports what it found.
@@ -28,6 +29,7 @@ type storeCollector struct {
 	inProgress  *prometheus.Desc
 	waiting     *prometheus.Desc
 	lastApplied *prometheus.Desc
+	sourcePhase *prometheus.Desc
 }
 
 func newStoreCollector(src Source, timeout time.Duration, log *slog.Logger) *storeCollector {
@@ -52,6 +54,10 @@ func newStoreCollector(src Source, timeout time.Duration, log *slog.Logger) *sto
 		lastApplied: prometheus.NewDesc(name("source_last_applied_timestamp_seconds"),
 			"Unix time at which the source's last applied revision was applied; absent until a revision is applied.",
 			[]string{"source"}, nil),
+		sourcePhase: prometheus.NewDesc(name("source_phase"),
+			"Each stored source's phase: 1 for the phase it is in, 0 for the others "+
+				"(pending, ready, failed, stalled, orphaned: no longer configured, pruning).",
+			[]string{"source", "phase"}, nil),
 	}
 }
 
@@ -65,7 +71,7 @@ func unixSeconds(t time.Time) float64 {
 
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.resources, c.queueDepth, c.inProgress, c.waiting, c.lastApplied} {
+	for _, d := range []*prometheus.Desc{c.up, c.resources, c.queueDepth, c.inProgress, c.waiting, c.lastApplied, c.sourcePhase} {
 		ch <- d
 	}
 }
@@ -89,6 +95,13 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		fail("sources", err)
 	} else {
 		for _, s := range sources {
+			for _, p := range store.SourcePhases() {
+				v := 0.0
+				if s.Phase == p {
+					v = 1
+				}
+				ch <- prometheus.MustNewConstMetric(c.sourcePhase, prometheus.GaugeValue, v, s.Name, string(p))
+			}
 			if s.LastAppliedTime == nil || s.LastAppliedTime.IsZero() {
 				continue
 			}

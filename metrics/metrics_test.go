@@ -65,6 +65,7 @@ func TestStoreGauges(t *testing.T) {
 						LastAppliedRevision: src.Revision, LastAppliedTime: &applied},
 					{Name: "never-applied", Kind: store.SourceDir, Path: "/srv/manifests", Phase: store.SourceFailed,
 						Message: "ValidationFailed: bad"},
+					{Name: "gone", Kind: store.SourceDir, Path: "/srv/gone", Phase: store.SourceOrphaned},
 				} {
 					if _, err := st.PutSource(t.Context(), s); err != nil {
 						t.Fatal(err)
@@ -99,6 +100,20 @@ func TestStoreGauges(t *testing.T) {
 				"no8s_reconciles_in_progress": tt.inProgress, "no8s_resources_waiting": tt.waiting} {
 				if v := got.value(t, name, nil); v != want {
 					t.Errorf("%s = %v, want %v", name, v, want)
+				}
+			}
+			if len(tt.lastApplied) > 0 {
+				for source, phase := range map[string]store.SourcePhase{"infra": store.SourceReady, "never-applied": store.SourceFailed,
+					"gone": store.SourceOrphaned} {
+					for _, p := range store.SourcePhases() {
+						want := 0.0
+						if p == phase {
+							want = 1
+						}
+						if v := got.value(t, "no8s_source_phase", map[string]string{"source": source, "phase": string(p)}); v != want {
+							t.Errorf("no8s_source_phase{source=%q,phase=%q} = %v, want %v", source, p, v, want)
+						}
+					}
 				}
 			}
 			series := got["no8s_source_last_applied_timestamp_seconds"].GetMetric()
@@ -443,6 +458,7 @@ var allFamilies = map[string]dto.MetricType{
 	"no8s_sync_runs_total":                       dto.MetricType_COUNTER,
 	"no8s_sync_duration_seconds":                 dto.MetricType_HISTOGRAM,
 	"no8s_source_last_applied_timestamp_seconds": dto.MetricType_GAUGE,
+	"no8s_source_phase":                          dto.MetricType_GAUGE,
 	"no8s_webhook_deliveries_total":              dto.MetricType_COUNTER,
 	"no8s_http_requests_total":                   dto.MetricType_COUNTER,
 	"no8s_http_request_duration_seconds":         dto.MetricType_HISTOGRAM,

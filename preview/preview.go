@@ -89,6 +89,9 @@ type Options struct {
 	// Retry tunes the retries of GitHub calls; the zero value retries
 	// after a second, growing to a minute.
 	Retry githubapi.Retrier
+	// Mask, when set, masks secret values in every comment and commit
+	// status before it is sent: plans quote what actions answered.
+	Mask func(string) string
 }
 
 // Previewer previews the pull requests of its sources. It is safe for
@@ -115,6 +118,9 @@ type worker struct {
 func New(opts Options) *Previewer {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Mask == nil {
+		opts.Mask = func(s string) string { return s }
 	}
 	if opts.Retry.Backoff == 0 {
 		opts.Retry = githubapi.Retrier{Backoff: time.Second, MaxBackoff: time.Minute}
@@ -363,7 +369,7 @@ func (p *Previewer) Preview(ctx context.Context, src *Source, pull Pull) error {
 	if err := sync.WriteMarkdown(&body, plan, planErr, plans...); err != nil {
 		return err
 	}
-	text := body.String()
+	text := p.opts.Mask(body.String())
 	if len(text) > maxComment {
 		text = text[:maxComment] + "\n\n*The preview is cut here: it is longer than a comment may be. `no8s-agent diff` shows all of it.*\n"
 	}
@@ -427,7 +433,7 @@ func (p *Previewer) status(ctx context.Context, src *Source, sha, state, desc st
 	if sha == "" {
 		return nil
 	}
-	desc = truncate(desc, maxDescription)
+	desc = truncate(p.opts.Mask(desc), maxDescription)
 	return p.opts.Retry.Call(ctx, func() (*github.Response, error) {
 		_, resp, err := src.Client.Repositories.CreateStatus(ctx, src.Owner, src.Repo, sha, &github.RepoStatus{
 			State: github.String(state), Description: github.String(desc), Context: github.String(StatusContext)})

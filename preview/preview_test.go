@@ -15,6 +15,7 @@ import (
 	"github.com/no8s/no8s-agent/action/githubactions/githubtest"
 	"github.com/no8s/no8s-agent/githubapi"
 	"github.com/no8s/no8s-agent/preview"
+	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/source"
 	"github.com/no8s/no8s-agent/source/git"
 	"github.com/no8s/no8s-agent/source/git/gittest"
@@ -234,6 +235,28 @@ func TestValidPullRequest(t *testing.T) {
 	}
 	if after := f.dump(); after != before {
 		t.Errorf("a preview changed the store:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestSecretsMasked previews with a mask: the plan an action printed and
+// the status's summary reach GitHub masked. The fake planner's output and
+// the summary stand in for secret values an action echoes.
+func TestSecretsMasked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 5)
+	m := redact.New("disk of a to 150 GB", "1 created, 1 updated")
+	p := preview.New(preview.Options{Store: f.st, Syncer: f.syncer, Actions: actions{}, Sources: []*preview.Source{f.src},
+		Retry: githubapi.Retrier{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}, Mask: m.Mask})
+	sha := f.push(1, map[string]string{"dbs/a.yaml": db("a", 150), "dbs/d.yaml": db("d", 50)})
+	if err := p.Preview(t.Context(), f.src, preview.Pull{Number: 1, HeadSHA: sha, BaseRef: "main"}); err != nil {
+		t.Fatalf("Preview: %v", err)
+	}
+	if st := lastStatus(t, f.gh, sha); !strings.HasPrefix(st.Description, "***, 0 deleted") {
+		t.Errorf("status description %q, want it masked", st.Description)
+	}
+	c := f.only(1)
+	if !strings.Contains(c.Body, "~ ***") || !strings.Contains(c.Body, "~ disk of d to 50 GB") || m.Contains(c.Body) {
+		t.Errorf("comment not masked:\n%s", c.Body)
 	}
 }
 

@@ -46,15 +46,21 @@ func TestApplyAndUpdate(t *testing.T) {
 		t.Errorf("retry %d next %v last %v", r.RetryCount, r.NextReconcileAt, r.LastReconcileTime)
 	}
 
-	// The spec changes: generation 2 is applied with the new spec, and the
-	// Ready condition's transition time stays, since it stayed True.
+	// The spec changes: generation 2 is applied with the new spec. Ready
+	// was Unknown while generation 2 waited, and Reconciling True while it
+	// was applied: both transitions are newer than generation 1's.
+	reconciling := condition(t, r, manifest.ConditionReconciling)
 	apply(t, st, widget("a", `{"size":2}`, "widgets"))
 	r2 := waitPhase(t, st, "a", manifest.PhaseReady, 2)
 	if string(r2.Outputs) != `{"spec":{"size":2}}` {
 		t.Errorf("outputs after update = %s", r2.Outputs)
 	}
-	if got := condition(t, r2, manifest.ConditionReady); !got.LastTransitionTime.Equal(ready.LastTransitionTime) {
-		t.Errorf("Ready transition time moved from %v to %v without a status change", ready.LastTransitionTime, got.LastTransitionTime)
+	if got := condition(t, r2, manifest.ConditionReady); got.Status != manifest.ConditionTrue || !got.LastTransitionTime.After(ready.LastTransitionTime) {
+		t.Errorf("Ready after generation 2 = %+v; want True since after %v", got, ready.LastTransitionTime)
+	}
+	if got := condition(t, r2, manifest.ConditionReconciling); got.Status != manifest.ConditionFalse ||
+		!got.LastTransitionTime.After(reconciling.LastTransitionTime) {
+		t.Errorf("Reconciling after generation 2 = %+v; want False since after %v, not back to generation 1's time", got, reconciling.LastTransitionTime)
 	}
 	calls := act.callsOf("a")
 	if len(calls) != 2 || calls[0].spec != `{"size":1}` || calls[1].spec != `{"size":2}` ||

@@ -174,8 +174,9 @@ func (a *attempt) destroy(ctx context.Context, k *keeper, inst action.Instance, 
 		return a.destroyFailed(ReasonActionNotFound, instErr)
 	}
 	a.rec.Phase = stageDestroying
-	k.progress(fmt.Sprintf("destroying with action %s", inst.Name), a.conds)
+	a.progress(k, fmt.Sprintf("destroying with action %s", inst.Name))
 	req := a.request(inst, action.OperationDestroy, k)
+	a.acted = true
 	res, err := a.call(ctx, inst, func(ctx context.Context) (*action.Result, error) { return inst.Action.Destroy(ctx, req) })
 	if err != nil {
 		if ctx.Err() != nil {

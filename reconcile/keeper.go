@@ -3,11 +3,13 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	gosync "sync"
 	"time"
 
+	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
 )
@@ -192,4 +194,31 @@ func (k *keeper) pluginConditions() []manifest.Condition {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return slices.Clone(k.plugin)
+}
+
+// attemptReporter is the Reporter of one operation: the keeper's, and a
+// HandleRecorder that stores the operation's handle under the claim's lease.
+type attemptReporter struct {
+	*keeper
+	instance string
+	op       action.Operation
+}
+
+var _ action.HandleRecorder = attemptReporter{}
+
+// RecordHandle implements action.HandleRecorder. It writes through to the
+// store before it returns, so that an agent killed right after leaves the
+// handle for the next claimant. A lost lease cancels the attempt, as a
+// failed heartbeat does.
+func (r attemptReporter) RecordHandle(ctx context.Context, handle string) error {
+	k := r.keeper
+	err := k.st.RecordHandle(ctx, k.cl, store.Handle{Value: handle, Action: r.instance, Operation: string(r.op), Generation: k.cl.Generation})
+	if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) {
+		k.cancel(errLeaseLost)
+	}
+	if err != nil {
+		return fmt.Errorf("record handle %q: %w", handle, err)
+	}
+	k.log.Debug("attempt handle recorded", "handle", handle, "operation", r.op)
+	return nil
 }

@@ -73,6 +73,11 @@ type attempt struct {
 	conds []manifest.Condition
 	// drift is the summary of the drift a plan found, when it found some.
 	drift string
+	// acted is set once Apply or Destroy was called: they were offered the
+	// claim's handle and dealt with it, so the outcome may clear it. An
+	// attempt that never got that far keeps it for the next one, and so
+	// does one whose action says its work may still run (stillRunning).
+	acted, stillRunning bool
 }
 
 // work reconciles one claim and returns after its outcome is written or
@@ -113,6 +118,9 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim) time.Duration {
 	}
 	if done.interrupted {
 		done.Completion = a.release()
+	}
+	if !a.acted || a.stillRunning {
+		done.KeepHandle = true
 	}
 	writeCtx, cancelWrite := context.WithTimeout(context.WithoutCancel(ctx), completionWriteTimeout)
 	defer cancelWrite()
@@ -169,7 +177,8 @@ func (a *attempt) run(ctx context.Context, k *keeper) outcome {
 		}
 	}
 	a.rec.Phase = stageApplying
-	k.progress(fmt.Sprintf("applying generation %d with action %s", a.cl.Generation, inst.Name), a.conds)
+	a.progress(k, fmt.Sprintf("applying generation %d with action %s", a.cl.Generation, inst.Name))
+	a.acted = true
 	res, err := a.call(ctx, inst, func(ctx context.Context) (*action.Result, error) { return inst.Action.Apply(ctx, req) })
 	if err != nil {
 		return a.actionFailed(ctx, ReasonActionFailed, err)
@@ -194,17 +203,25 @@ func (a *attempt) instance() (action.Instance, error) {
 // request builds the request for an operation on the claimed resource.
 func (a *attempt) request(inst action.Instance, op action.Operation, k *keeper) *action.Request {
 	cl := a.cl
-	return &action.Request{
+	req := &action.Request{
 		Operation: op,
 		Instance:  inst.Name,
 		Trigger:   string(a.trigger),
-		Reporter:  k,
+		Reporter:  attemptReporter{keeper: k, instance: inst.Name, op: op},
+		// The claim's lease token fences the action's side effects too, for
+		// systems that check it.
+		FencingToken: cl.Lease.Token,
 		Resource: action.Resource{
 			ID: cl.ID, Kind: cl.Kind, APIVersion: cl.APIVersion(), Name: cl.Name,
 			Labels: cl.Labels, Annotations: cl.Annotations, Spec: cl.Spec, Generation: cl.Generation,
 			Outputs: cl.Outputs, Source: cl.Source.Name, Revision: string(cl.Source.Revision),
 		},
 	}
+	// Only the instance that recorded a handle can make sense of it.
+	if h := cl.Handle; h != nil && h.Action == inst.Name {
+		req.PriorHandle = &action.Handle{Value: h.Value, Operation: action.Operation(h.Operation), Generation: h.Generation}
+	}
+	return req
 }
 
 // timeoutError is the cause of an operation cancelled by its timeout.
@@ -234,6 +251,9 @@ func (a *attempt) call(ctx context.Context, inst action.Instance, op func(contex
 		}
 	}()
 	res, err = op(ctx)
+	if errors.Is(err, action.ErrStillRunning) {
+		a.stillRunning = true
+	}
 	if err == nil && res == nil {
 		res = &action.Result{}
 	}
@@ -248,7 +268,7 @@ func (a *attempt) call(ctx context.Context, inst action.Instance, op func(contex
 // drifted, or apply = true when the action reported changes.
 func (a *attempt) plan(ctx context.Context, k *keeper, inst action.Instance, planner action.Planner, req *action.Request) (outcome, bool) {
 	a.rec.Phase = stagePlanning
-	k.progress(fmt.Sprintf("checking for drift with action %s", inst.Name), a.conds)
+	a.progress(k, fmt.Sprintf("checking for drift with action %s", inst.Name))
 	planReq := *req
 	planReq.Operation = action.OperationPlan
 	var plan *action.Plan
@@ -402,6 +422,9 @@ func (a *attempt) release() store.Completion {
 		},
 		Requeue: true,
 		Record:  a.finish(now),
+		// The action was stopped with its work perhaps still running: the
+		// next attempt must see to it.
+		KeepHandle: true,
 	}
 }
 
@@ -410,6 +433,14 @@ func (a *attempt) finish(now time.Time) *store.ReconcileRecord {
 	a.rec.FinishedAt = now
 	a.rec.Duration = now.Sub(a.rec.StartedAt)
 	return a.rec
+}
+
+// progress reports the attempt's progress through k: Reconciling turns
+// True, in the attempt's conditions too, so that the outcome's Reconciling
+// False is a transition with a time of its own, not the claimed one.
+func (a *attempt) progress(k *keeper, message string) {
+	a.set(manifest.ConditionReconciling, manifest.ConditionTrue, ReasonProgressing, message)
+	k.progress(message, a.conds)
 }
 
 // set sets one of the controller's conditions for the claimed generation.

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -34,6 +35,10 @@ var (
 	// released, or it expired and another worker claimed the resource. The
 	// worker must drop its result.
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrUnavailable means the store cannot be reached (connections are
+	// refused, dropped or the pool is closed): nothing was decided, and the
+	// same call may succeed later.
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 // OwnerConflictError reports that a resource or type is owned by another
@@ -296,6 +301,26 @@ type Claim struct {
 	// DriftInterval is the drift interval of the resource's type version:
 	// zero when drift checks are off or the type version is gone.
 	DriftInterval time.Duration
+	// Handle is the handle an earlier attempt recorded with RecordHandle and
+	// no completion cleared: remote work that may still be running, which
+	// this attempt must follow or cancel before it starts anew. Nil when
+	// there is none.
+	Handle *Handle
+}
+
+// Handle identifies remote work an attempt started: a workflow run, a
+// pipeline. The worker records it while it holds the lease, before it goes
+// on, so that an agent killed while the work runs leaves it behind for the
+// next claimant; CompleteReconcile clears it unless told to keep it.
+type Handle struct {
+	// Value is the action's own identifier of the work, opaque to the store.
+	Value string `json:"value"`
+	// Action is the action instance that started the work and can read Value.
+	Action string `json:"action"`
+	// Operation is the action operation the work does (apply, destroy).
+	Operation string `json:"operation"`
+	// Generation is the resource generation the work is for.
+	Generation int64 `json:"generation"`
 }
 
 // Progress is what a worker reports while it holds a lease.
@@ -329,6 +354,10 @@ type Completion struct {
 	Delete bool
 	// Record, when not nil, is appended to the history in the same transaction.
 	Record *ReconcileRecord
+	// KeepHandle keeps the claim's handle for the next attempt: the attempt
+	// was handed back before its remote work was over. Otherwise the
+	// completion clears it, since the attempt followed its work to the end.
+	KeepHandle bool
 }
 
 // Notification is a message received on a topic by Listen.
@@ -398,7 +427,79 @@ const (
 	SourceFailed  SourcePhase = "failed"
 	// SourceStalled means the sync is refused until someone acts, e.g. a prune limit.
 	SourceStalled SourcePhase = "stalled"
+	// SourceOrphaned means no agent's configuration lists the source any
+	// more: its resources are kept, neither reconciled nor destroyed, until
+	// it comes back, or is forgotten or pruned.
+	SourceOrphaned SourcePhase = "orphaned"
+	// SourcePruning means an orphaned source's resources are being
+	// destroyed; the source goes once the last of them is gone.
+	SourcePruning SourcePhase = "pruning"
 )
+
+// SourcePhases lists every source phase.
+func SourcePhases() []SourcePhase {
+	return []SourcePhase{SourcePending, SourceReady, SourceFailed, SourceStalled, SourceOrphaned, SourcePruning}
+}
+
+// Retired reports whether the phase is one of a source no agent serves:
+// orphaned or pruning.
+func (p SourcePhase) Retired() bool { return p == SourceOrphaned || p == SourcePruning }
+
+// SQL shared by the backends, in a dialect both speak.
+const (
+	// OrphanedSourcesSQL selects the names of orphaned sources.
+	OrphanedSourcesSQL = `SELECT name FROM sources WHERE phase = 'orphaned'`
+	// PruningSourceSQL is true of a sources row that is being pruned.
+	PruningSourceSQL = `phase = 'pruning'`
+)
+
+// ReasonProgressing is the reason of the Ready condition of a resource
+// whose new generation waits to be reconciled.
+const ReasonProgressing = "Progressing"
+
+// PendingMessage is the status message of a resource whose generation gen
+// waits to be reconciled.
+func PendingMessage(gen int64) string {
+	return fmt.Sprintf("generation %d is waiting to be reconciled", gen)
+}
+
+// PendingConditions returns conds with Ready set to Unknown for generation
+// gen, as a new generation is stored: what was Ready is no longer known to
+// be. Its transition time moves only when its status changes.
+func PendingConditions(conds []manifest.Condition, gen int64, now time.Time) []manifest.Condition {
+	return manifest.SetCondition(slices.Clone(conds), manifest.Condition{
+		Type: manifest.ConditionReady, Status: manifest.ConditionUnknown, Reason: ReasonProgressing,
+		Message: PendingMessage(gen), LastTransitionTime: now.UTC(),
+	})
+}
+
+// KeepTransitionTimes returns next with the transition times that prev, as
+// stored, says are right. A writer may hold an older copy of the
+// conditions than the store (a worker holds them as claimed, older than
+// what its heartbeats wrote since), so a time is never moved back: a
+// condition whose status stays keeps the later of the two times (a later
+// one given means the writer saw it change and change back), and one whose
+// status changed takes the time given only if it is after the stored one,
+// and now otherwise.
+func KeepTransitionTimes(prev, next []manifest.Condition, now time.Time) []manifest.Condition {
+	if len(next) == 0 {
+		return next
+	}
+	out := slices.Clone(next)
+	for i := range out {
+		old := manifest.FindCondition(prev, out[i].Type)
+		switch {
+		case old == nil:
+		case old.Status == out[i].Status:
+			if old.LastTransitionTime.After(out[i].LastTransitionTime) {
+				out[i].LastTransitionTime = old.LastTransitionTime
+			}
+		case !out[i].LastTransitionTime.After(old.LastTransitionTime):
+			out[i].LastTransitionTime = now.UTC()
+		}
+	}
+	return out
+}
 
 // Source is the stored state of one source.
 type Source struct {
@@ -466,7 +567,10 @@ type Store interface {
 	// dependsOn and the source path and revision are refreshed either way. A
 	// resource whose deletion was requested is brought back with a new
 	// generation. A new generation clears the retry count and any scheduled
-	// reconcile, so that it is due at once. A resource owned by another
+	// reconcile, so that it is due at once, and sets the status pending (unless
+	// a worker holds the resource: it stays reconciling, and its completion
+	// leaves it pending), with the message PendingMessage and the Ready
+	// condition Unknown (PendingConditions). A resource owned by another
 	// source fails with an *OwnerConflictError and is left untouched.
 	ApplyResource(ctx context.Context, r *manifest.Resource, src SourceRef) (*Resource, ApplyOutcome, error)
 	GetResource(ctx context.Context, id int64) (*Resource, error)
@@ -516,15 +620,27 @@ type Store interface {
 	// ones. Resources locked by concurrent claims are skipped, never waited
 	// for, and no resource is leased to two workers at once. Claims may
 	// come back with an error: they are held all the same, and the caller
-	// must complete or hand them back.
+	// must complete or hand them back. Resources of an orphaned source are
+	// never due. When a claim destroys the last resource of a source being
+	// pruned, the completion removes the source and the resource types it
+	// owns that no resource uses, in the same transaction.
 	ClaimResources(ctx context.Context, p ClaimParams) ([]*Claim, error)
 	// Heartbeat extends a lease to d from now and, when p is not nil, writes
-	// the progress (message and conditions). It fails with ErrLeaseLost when
+	// the progress (message and conditions; transition times as
+	// KeepTransitionTimes says). It fails with ErrLeaseLost when
 	// the lease is no longer current, and ErrNotFound when the row is gone.
 	Heartbeat(ctx context.Context, c *Claim, d time.Duration, p *Progress) error
+	// RecordHandle stores h as the handle of the claim's current attempt,
+	// replacing any earlier one, fenced by the lease like Heartbeat: it fails
+	// with ErrLeaseLost when the lease is no longer current, ErrNotFound when
+	// the row is gone, and ErrInvalid when h.Value is empty. The handle is
+	// returned with the next claim of the resource until a completion
+	// clears it (see Completion.KeepHandle); a crash or a lost lease keeps it.
+	RecordHandle(ctx context.Context, c *Claim, h Handle) error
 	// CompleteReconcile writes the outcome of a claim and frees the lease, in
 	// one transaction with its history record, so that a result is recorded
-	// exactly when it is applied. It fails with ErrLeaseLost, writing
+	// exactly when it is applied. Condition transition times are written as
+	// KeepTransitionTimes says. It fails with ErrLeaseLost, writing
 	// nothing, when the lease is no longer current. It returns the row as
 	// written, or nil when it was deleted. When the resource changed while it
 	// was claimed (new generation, deletion or manual request) it stays due.
@@ -535,7 +651,7 @@ type Store interface {
 	// NextDue returns how long until the earliest scheduled reconcile of a
 	// resource no one holds, or the earliest lease expiry, measured by the
 	// store's clock; zero when one is due already, false when none exists.
-	// Reconcilers sleep until then unless notified earlier.
+	// Resources of orphaned sources do not count. Reconcilers sleep until then unless notified earlier.
 	NextDue(ctx context.Context) (time.Duration, bool, error)
 	// Listen subscribes to topics and delivers their notifications, from
 	// every agent sharing the store, until ctx is done; then the channel is
@@ -553,6 +669,10 @@ type Store interface {
 	GetSource(ctx context.Context, name string) (*Source, error)
 	// ListSources returns sources ordered by name.
 	ListSources(ctx context.Context) ([]*Source, error)
+	// DeleteSource removes a source's row; its sync history stays. It fails
+	// with ErrNotFound when there is none, and with ErrInUse while resources
+	// or resource types it owns remain.
+	DeleteSource(ctx context.Context, name string) error
 	// AddSyncRecord appends a sync attempt and returns its ID.
 	AddSyncRecord(ctx context.Context, r *SyncRecord) (int64, error)
 	// ListSyncRecords returns a source's attempts, newest first.
@@ -577,6 +697,18 @@ func (f ResourceFilter) Check() error {
 	}
 	if f.Phase != "" && !f.Phase.Valid() {
 		return fmt.Errorf("list resources: unknown phase %q: %w", f.Phase, ErrInvalid)
+	}
+	return nil
+}
+
+// Check refuses a handle no backend stores: one without a value. Backends
+// call it first, so that both answer alike.
+func (h Handle) Check() error {
+	if h.Value == "" {
+		return fmt.Errorf("record handle: empty value: %w", ErrInvalid)
+	}
+	if h.Generation < 1 {
+		return fmt.Errorf("record handle %q: generation %d is not positive: %w", h.Value, h.Generation, ErrInvalid)
 	}
 	return nil
 }

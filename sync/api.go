@@ -218,6 +218,32 @@ func (s *Syncer) DeleteResource(ctx context.Context, id int64) (*store.Resource,
 	return out, nil
 }
 
+// ReasonNotApprovable refuses an approval of a revision the source is not
+// stalled on: approving anything else would let a future revision past the
+// prune guard unseen.
+const ReasonNotApprovable = "NotApprovable"
+
+// approvable checks that rev is the revision cur is stalled on (a refusal
+// by the prune guard), the only revision an operator can approve.
+func approvable(cur *store.Source, rev manifest.Revision) error {
+	if cur.Phase != store.SourceStalled || cur.LastAttemptedRevision == "" {
+		return &Error{Reason: ReasonNotApprovable, Message: fmt.Sprintf(
+			"source %s is not stalled (it is %s): only a revision the prune guard stopped can be approved", cur.Name, phaseOf(cur))}
+	}
+	if rev != cur.LastAttemptedRevision {
+		return &Error{Reason: ReasonNotApprovable, Message: fmt.Sprintf(
+			"source %s is stalled on revision %s, not %s: only that revision can be approved", cur.Name, cur.LastAttemptedRevision, rev)}
+	}
+	return nil
+}
+
+func phaseOf(s *store.Source) string {
+	if s.Phase == "" {
+		return "not synced yet"
+	}
+	return string(s.Phase)
+}
+
 // invalidDocument is the refusal of a document that does not validate.
 func invalidDocument(problems []manifest.Problem) *Error {
 	manifest.SortProblems(problems)

@@ -130,7 +130,11 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 		switch {
 		case o == nil:
 			if owner, taken := owners[r.Ref()]; taken {
-				conflicts = append(conflicts, conflictProblem(r, owner))
+				hint, err := retiredHint(ctx, st, owner.Name)
+				if err != nil {
+					return nil, err
+				}
+				conflicts = append(conflicts, conflictProblem(r, owner, hint))
 				continue
 			}
 			p.Creates = append(p.Creates, Change{Action: Create, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
@@ -242,8 +246,12 @@ func planTypes(ctx context.Context, st store.Store, t Target, snap *source.Snaps
 			if owner.Path != "" {
 				where += " (" + owner.Path + ")"
 			}
+			hint, err := retiredHint(ctx, st, owner.Name)
+			if err != nil {
+				return nil, err
+			}
 			conflicts = append(conflicts, manifest.Problem{File: ty.Origin.File, Line: ty.Origin.Line, Document: ty.Origin.Document,
-				Pointer: "/metadata/name", Message: fmt.Sprintf("metadata.name: ResourceType %s is already declared by source %s", ty.Name, where)})
+				Pointer: "/metadata/name", Message: fmt.Sprintf("metadata.name: ResourceType %s is already declared by source %s%s", ty.Name, where, hint)})
 			continue
 		}
 		for _, v := range ty.Versions {
@@ -337,8 +345,8 @@ func checkTypesInUse(ctx context.Context, st store.Store, p *Plan) error {
 }
 
 // pruneGuard refuses plans that would destroy too much: an empty snapshot
-// for a source that owns resources, or more deletions than MaxDeletes. An
-// approved revision passes both.
+// for a source that owns resources, or more deletions than MaxDeletes (or
+// the default limit when it is not set). An approved revision passes both.
 func pruneGuard(t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, p *Plan) error {
 	if cur.ApprovedRevision != "" && cur.ApprovedRevision == snap.Revision {
 		return nil
@@ -348,10 +356,13 @@ func pruneGuard(t Target, snap *source.Snapshot, set *manifest.Set, cur *store.S
 			"revision %s declares no resources but the source owns %d; if that is intended, set prune.allowEmpty or approve the revision",
 			snap.Revision, p.Owned)}
 	}
-	if m := t.Prune.MaxDeletes; m != nil && len(p.Deletes) > 0 && !m.Allows(len(p.Deletes), p.Owned) {
+	if len(p.Deletes) == 0 {
+		return nil
+	}
+	if ok, limit := t.Prune.allows(len(p.Deletes), p.Owned); !ok {
 		return &Error{Reason: ReasonPruneLimitExceeded, Message: fmt.Sprintf(
-			"revision %s would delete %d of %d resources, over maxDeletes %s: approve the revision to go ahead (POST /api/v1/sources/%s/approve?revision=%s)",
-			snap.Revision, len(p.Deletes), p.Owned, m, t.Name, snap.Revision)}
+			"revision %s would delete %d of %d resources, over %s: approve the revision to go ahead (POST /api/v1/sources/%s/approve?revision=%s)",
+			snap.Revision, len(p.Deletes), p.Owned, limit, t.Name, snap.Revision)}
 	}
 	return nil
 }
@@ -406,9 +417,9 @@ func (p *Plan) All() []Change {
 // Location is "file:line", or the file alone when the line is unknown.
 func (c Change) Location() string {
 	if c.Line > 0 {
-		return fmt.Sprintf("%s:%d", c.File, c.Line)
+		return fmt.Sprintf("%s:%d", manifest.QuotePath(c.File), c.Line)
 	}
-	return c.File
+	return manifest.QuotePath(c.File)
 }
 
 // String renders a change as "create Kind/name (file:line)".

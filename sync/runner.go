@@ -22,9 +22,14 @@ type Job struct {
 }
 
 // Runner keeps sources in sync: for each, fetch, sync, then wait for the
-// next interval, a change the source reports, or a trigger. Failures (a
-// remote that cannot be reached, a refused snapshot) are retried with
-// exponential backoff, and the store keeps the last applied state meanwhile.
+// next interval, a change the source reports, or a trigger. Failures to
+// fetch or to write the store are retried with exponential backoff, and the
+// store keeps the last applied state meanwhile. A refused revision (invalid,
+// over the prune limit, in conflict) is not retried on a timer: it is
+// recorded once and judged again only when something that could change the
+// outcome happens, which the Syncer checks at each interval, change or
+// trigger: an approval, another source applying a change (which also wakes
+// refused sources at once), a forced sync, a new revision.
 type Runner struct {
 	syncer *Syncer
 	jobs   []Job
@@ -39,6 +44,7 @@ type Runner struct {
 
 	mu       gosync.Mutex
 	triggers map[string]chan bool
+	refused  map[string]bool // sources whose revision is refused
 }
 
 // NewRunner returns a Runner for jobs. Source names must be unique.
@@ -47,7 +53,7 @@ func NewRunner(s *Syncer, jobs []Job, log *slog.Logger) *Runner {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Runner{syncer: s, jobs: jobs, log: log, MinBackoff: 5 * time.Second, MaxBackoff: 5 * time.Minute,
-		triggers: map[string]chan bool{}}
+		triggers: map[string]chan bool{}, refused: map[string]bool{}}
 	for _, j := range jobs {
 		r.triggers[j.Target.Name] = make(chan bool, 1)
 	}
@@ -124,16 +130,29 @@ func (r *Runner) serve(ctx context.Context, j Job) {
 		if r.OnSync != nil {
 			r.OnSync(name, res, err, time.Since(start))
 		}
-		var wait time.Duration
-		if err != nil {
-			failures++
-			// Retry the same revision: a conflict may have been resolved in
-			// another source, or a remote may be back.
-			force = true
-			wait = backoff(r.MinBackoff, r.MaxBackoff, failures)
-		} else {
+		var (
+			wait  time.Duration
+			serr  *Error
+			isRef = errors.As(err, &serr) || (res != nil && res.Refused)
+		)
+		r.setRefused(name, isRef)
+		switch {
+		case isRef:
+			// Judging the same revision again would refuse it again; the
+			// Syncer knows when something changed that could change that.
 			failures, force = 0, false
 			wait = jitter(j.Interval)
+		case err != nil:
+			// The remote or the store may be back after a while. A forced
+			// attempt stays forced.
+			failures++
+			wait = backoff(r.MinBackoff, r.MaxBackoff, failures)
+		default:
+			failures, force = 0, false
+			wait = jitter(j.Interval)
+			if res != nil && res.Plan != nil && (res.Plan.Changes() > 0 || len(res.Plan.Types) > 0) {
+				r.wakeRefused(name)
+			}
 		}
 		var (
 			timer   *time.Timer
@@ -156,6 +175,35 @@ func (r *Runner) serve(ctx context.Context, j Job) {
 		if timer != nil {
 			timer.Stop()
 		}
+	}
+}
+
+// setRefused records whether the named source's revision is refused.
+func (r *Runner) setRefused(name string, refused bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if refused {
+		r.refused[name] = true
+	} else {
+		delete(r.refused, name)
+	}
+}
+
+// wakeRefused asks every refused source but the named one for a sync: a
+// change applied by one source (a type, a resource given up) may let another
+// source's refused revision through. The Syncer judges it again only if
+// something it depends on changed.
+func (r *Runner) wakeRefused(changed string) {
+	r.mu.Lock()
+	var names []string
+	for name := range r.refused {
+		if name != changed {
+			names = append(names, name)
+		}
+	}
+	r.mu.Unlock()
+	for _, name := range names {
+		r.Trigger(name, false)
 	}
 }
 

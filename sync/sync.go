@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	gosync "sync"
@@ -72,18 +73,43 @@ func (m MaxDeletes) String() string {
 	return fmt.Sprintf("%d", m.Value)
 }
 
+// The default prune limit, used when Prune.MaxDeletes is nil: one sync may
+// delete DefaultMaxDeletes resources, or DefaultMaxDeletesPercent percent of
+// those the source owns, whichever is larger. A small source can drop a
+// handful of resources in one commit and a large one a quarter of them,
+// which covers everyday refactors, while a wrong path, a bad merge or a
+// half-wiped repository that would delete most of a source waits for an
+// approval. A source that needs more says so with MaxDeletes.
+const (
+	DefaultMaxDeletes        = 10
+	DefaultMaxDeletesPercent = 25
+)
+
 // Prune says what a sync does with resources that left the source.
 type Prune struct {
 	// Enabled destroys them; otherwise they are forgotten (their rows removed
 	// without running their action's Destroy).
 	Enabled bool
-	// MaxDeletes, when set, refuses syncs that would delete more, until the
-	// revision is approved.
+	// MaxDeletes refuses syncs that would delete more, until the revision is
+	// approved; nil means the default limit (DefaultMaxDeletes or
+	// DefaultMaxDeletesPercent, whichever is larger), never no limit. Use
+	// 100% for no limit.
 	MaxDeletes *MaxDeletes
 	// AllowEmpty lets a snapshot without resources delete everything the
 	// source owns. Otherwise such a snapshot is refused (a wrong path or an
 	// emptied repository must not destroy everything).
 	AllowEmpty bool
+}
+
+// allows reports whether a sync may delete deletes of the owned resources,
+// and describes the limit for the refusal.
+func (p Prune) allows(deletes, owned int) (bool, string) {
+	if m := p.MaxDeletes; m != nil {
+		return m.Allows(deletes, owned), "maxDeletes " + m.String()
+	}
+	limit := max(DefaultMaxDeletes, owned*DefaultMaxDeletesPercent/100)
+	return deletes <= limit, fmt.Sprintf("the default limit of %d (%d or %d%% of the resources owned, whichever is larger; set prune.maxDeletes to allow more)",
+		limit, DefaultMaxDeletes, DefaultMaxDeletesPercent)
 }
 
 // Target is the source a snapshot comes from, as the store records it.
@@ -102,6 +128,11 @@ type Result struct {
 	Revision manifest.Revision
 	// Skipped is true when the revision was already applied: nothing was done.
 	Skipped bool
+	// Refused is set with Skipped when the revision is one refused before
+	// and nothing it was judged against has changed since (approval, the
+	// other sources, the resources in the store): judging it again would
+	// give the same refusal, which the source's status still shows.
+	Refused bool
 	// Plan is what was applied; nil when skipped.
 	Plan     *Plan
 	Duration time.Duration
@@ -117,6 +148,17 @@ type Syncer struct {
 	mu         gosync.Mutex
 	validators map[string]*manifest.Validator
 	compiled   map[string]*manifest.ResourceType
+	// refusals are the last refusal of each source, with what it was
+	// judged against, so that a refused revision is judged again only
+	// when something that could change the outcome changed.
+	refusals map[string]refusal
+}
+
+// refusal is a refused revision and the state of the store it was refused in.
+type refusal struct {
+	revision manifest.Revision
+	message  string
+	against  string
 }
 
 // New returns a Syncer writing to st.
@@ -124,7 +166,8 @@ func New(st store.Store, log *slog.Logger) *Syncer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Syncer{store: st, log: log, now: time.Now, validators: map[string]*manifest.Validator{}, compiled: map[string]*manifest.ResourceType{}}
+	return &Syncer{store: st, log: log, now: time.Now, validators: map[string]*manifest.Validator{},
+		compiled: map[string]*manifest.ResourceType{}, refusals: map[string]refusal{}}
 }
 
 // errSkip ends the apply transaction when another agent applied the
@@ -133,8 +176,12 @@ var errSkip = errors.New("revision already applied")
 
 // Sync applies snap to the store as the state of source t. With force, a
 // revision already applied is synced again. A refused sync returns an *Error
-// after recording it in the source's status; other errors (the store failing)
-// leave the store as it was.
+// after recording it in the source's status, once: the same refusal of the
+// same revision adds no history row. Without force, a revision this Syncer
+// refused is not judged again until something it was judged against changes
+// (an approval, another source's applied revision or types, the resources in
+// the store); the result is then Skipped and Refused. Other errors (the store
+// failing) leave the store as it was.
 func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, force bool) (*Result, error) {
 	start := s.now()
 	res := &Result{Source: t.Name, Revision: snap.Revision}
@@ -145,11 +192,22 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 	// The common case, nothing new, costs one query.
 	if !force && alreadyApplied(cur, snap.Revision) {
 		res.Skipped = true
+		if fetchFailed(cur) {
+			return res, s.recordFetchRecovered(ctx, t, snap.Revision)
+		}
+		return res, nil
+	}
+	against, err := s.judgedAgainst(ctx, t.Name, cur)
+	if err != nil {
+		return nil, err
+	}
+	if !force && s.refusedAlready(t.Name, snap.Revision, cur, against) {
+		res.Skipped, res.Refused = true, true
 		return res, nil
 	}
 	set, err := s.validate(ctx, t, snap)
 	if err != nil {
-		return nil, s.fail(ctx, t, snap, start, err)
+		return nil, s.fail(ctx, t, snap, start, against, err)
 	}
 	err = s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
 		if err := tx.LockSource(ctx, t.Name); err != nil {
@@ -188,8 +246,11 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 		default:
 			return nil, fmt.Errorf("sync %s at %s: %w", t.Name, snap.Revision, err)
 		}
-		return nil, s.fail(ctx, t, snap, start, err)
+		return nil, s.fail(ctx, t, snap, start, against, err)
 	}
+	s.mu.Lock()
+	delete(s.refusals, t.Name)
+	s.mu.Unlock()
 	p := res.Plan
 	s.log.Info("synced", "source", t.Name, "revision", string(snap.Revision),
 		"created", len(p.Creates), "updated", len(p.Updates), "deleted", len(p.Deletes)+len(p.Forgets),
@@ -213,7 +274,9 @@ func (s *Syncer) Plan(ctx context.Context, t Target, snap *source.Snapshot) (*Pl
 	return makePlan(ctx, s.store, t, snap, set, cur, true)
 }
 
-// Approve lets a revision refused by the prune guard through on its next sync.
+// Approve lets a revision refused by the prune guard through on its next
+// sync. Only the revision the source is stalled on can be approved; any
+// other is an *Error with reason ReasonNotApprovable, and nothing changes.
 func (s *Syncer) Approve(ctx context.Context, sourceName string, rev manifest.Revision) error {
 	if rev == "" {
 		return fmt.Errorf("approve: %w: a revision is required", store.ErrInvalid)
@@ -225,6 +288,9 @@ func (s *Syncer) Approve(ctx context.Context, sourceName string, rev manifest.Re
 		cur, err := tx.GetSource(ctx, sourceName)
 		if err != nil {
 			return fmt.Errorf("approve %s: %w", sourceName, err)
+		}
+		if err := approvable(cur, rev); err != nil {
+			return err
 		}
 		cur.ApprovedRevision = rev
 		if _, err := tx.PutSource(ctx, cur); err != nil {
@@ -254,10 +320,101 @@ func (s *Syncer) RecordFetchFailure(ctx context.Context, t Target, fetchErr erro
 	})
 }
 
+// judgedAgainst digests what the outcome of a sync of the named source
+// depends on besides its snapshot: its approved revision, the other
+// sources' applied revisions (their resources and types, the API's writes
+// included) and whether they are retired (which a conflict's advice
+// depends on), the resource types in the store, and how many resources it
+// holds (a resource another source gave up is gone once destroyed). Any
+// change of these may turn a refusal into a success.
+func (s *Syncer) judgedAgainst(ctx context.Context, name string, cur *store.Source) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "approved %s\n", cur.ApprovedRevision)
+	sources, err := s.store.ListSources(ctx)
+	if err != nil {
+		return "", fmt.Errorf("list sources: %w", err)
+	}
+	for _, o := range sources {
+		if o.Name != name {
+			fmt.Fprintf(&b, "source %s %s retired=%t\n", o.Name, o.LastAppliedRevision, o.Phase.Retired())
+		}
+	}
+	types, err := s.store.ListResourceTypes(ctx, store.TypeFilter{})
+	if err != nil {
+		return "", fmt.Errorf("list resource types: %w", err)
+	}
+	for _, ty := range types {
+		fmt.Fprintf(&b, "type %s %s %s %s\n", ty.Name, ty.Version, ty.Source.Name, manifest.HashJSON(ty.Schema))
+	}
+	stats, err := s.store.Stats(ctx)
+	if err != nil {
+		return "", fmt.Errorf("count resources: %w", err)
+	}
+	total := 0
+	for _, n := range stats.ByPhase {
+		total += n
+	}
+	fmt.Fprintf(&b, "resources %d\n", total)
+	return b.String(), nil
+}
+
+// refusedAlready reports whether rev is the revision this Syncer last
+// refused for the source, the source's status still shows that refusal,
+// and nothing it was judged against changed since.
+func (s *Syncer) refusedAlready(name string, rev manifest.Revision, cur *store.Source, against string) bool {
+	s.mu.Lock()
+	r, ok := s.refusals[name]
+	s.mu.Unlock()
+	return ok && r.revision == rev && r.against == against &&
+		cur.LastAttemptedRevision == rev && cur.LastAppliedRevision != rev && cur.Message == r.message
+}
+
+// fetchFailed reports whether the source's status is a fetch failure.
+func fetchFailed(cur *store.Source) bool {
+	return cur.Phase == store.SourceFailed && strings.HasPrefix(cur.Message, ReasonFetchFailed+":")
+}
+
+// recordFetchRecovered clears a fetch failure from the status of a source
+// fetched again at the revision it has applied: nothing is synced, so no
+// history row is written, but the status must no longer say it fails.
+func (s *Syncer) recordFetchRecovered(ctx context.Context, t Target, rev manifest.Revision) error {
+	recovered := false
+	err := s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+		if err := tx.LockSource(ctx, t.Name); err != nil {
+			return err
+		}
+		cur, err := s.sourceState(ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		if !fetchFailed(cur) || !alreadyApplied(cur, rev) {
+			return nil // another agent got there first
+		}
+		now := s.now()
+		cur.Phase = store.SourceReady
+		cur.Message = fmt.Sprintf("fetched again: %s is applied", rev)
+		cur.Errors = nil
+		cur.LastSyncTime = &now
+		if _, err := tx.PutSource(ctx, cur); err != nil {
+			return err
+		}
+		recovered = true
+		return tx.Notify(ctx, store.TopicSources, t.Name)
+	})
+	if err != nil {
+		return fmt.Errorf("record the recovery of %s: %w", t.Name, err)
+	}
+	if recovered {
+		s.log.Info("source fetched again", "source", t.Name, "revision", string(rev))
+	}
+	return nil
+}
+
 // alreadyApplied reports whether rev is the source's applied revision and
 // nothing was attempted since.
+// A retired source is never up to date: its sync makes it normal again.
 func alreadyApplied(cur *store.Source, rev manifest.Revision) bool {
-	return cur.LastAppliedRevision == rev && cur.LastAttemptedRevision == rev
+	return cur.LastAppliedRevision == rev && cur.LastAttemptedRevision == rev && !cur.Phase.Retired()
 }
 
 // sourceState returns the stored state of t, or a new pending one.
@@ -343,12 +500,16 @@ func (s *Syncer) otherTypes(ctx context.Context, st store.Store, self string) (m
 }
 
 // fail records a refused sync in the source's status and history and
-// returns the refusal. Nothing else changes.
-func (s *Syncer) fail(ctx context.Context, t Target, snap *source.Snapshot, start time.Time, cause error) error {
+// returns the refusal. Nothing else changes. The same refusal of the same
+// revision as the last history row is not written again, nor logged as a
+// warning: it was judged again (forced, or something changed, or by a new
+// process) and nothing came of it. against is what it was judged against.
+func (s *Syncer) fail(ctx context.Context, t Target, snap *source.Snapshot, start time.Time, against string, cause error) error {
 	var serr *Error
 	if !errors.As(cause, &serr) {
 		return cause
 	}
+	repeated := false
 	phase := store.SourceFailed
 	if serr.Reason == ReasonPruneLimitExceeded || serr.Reason == ReasonEmptySnapshot {
 		phase = store.SourceStalled
@@ -371,15 +532,30 @@ func (s *Syncer) fail(ctx context.Context, t Target, snap *source.Snapshot, star
 		if _, err := tx.PutSource(ctx, cur); err != nil {
 			return err
 		}
-		if _, err := tx.AddSyncRecord(ctx, &store.SyncRecord{Source: t.Name, Revision: snap.Revision,
-			Commit: snap.Commit, Success: false, Errors: serr.Problems, Message: serr.Error(),
-			Duration: now.Sub(start), StartedAt: start, FinishedAt: now}); err != nil {
-			return err
+		last, err := tx.ListSyncRecords(ctx, t.Name, 1)
+		if err != nil {
+			return fmt.Errorf("read sync history: %w", err)
+		}
+		repeated = len(last) == 1 && !last[0].Success && last[0].Revision == snap.Revision && last[0].Message == serr.Error() &&
+			slices.Equal(last[0].Errors, serr.Problems)
+		if !repeated {
+			if _, err := tx.AddSyncRecord(ctx, &store.SyncRecord{Source: t.Name, Revision: snap.Revision,
+				Commit: snap.Commit, Success: false, Errors: serr.Problems, Message: serr.Error(),
+				Duration: now.Sub(start), StartedAt: start, FinishedAt: now}); err != nil {
+				return err
+			}
 		}
 		return tx.Notify(ctx, store.TopicSources, t.Name)
 	})
 	if err != nil {
 		return fmt.Errorf("record failed sync of %s: %w (the sync failed: %v)", t.Name, err, serr)
+	}
+	s.mu.Lock()
+	s.refusals[t.Name] = refusal{revision: snap.Revision, message: serr.Error(), against: against}
+	s.mu.Unlock()
+	if repeated {
+		s.log.Debug("sync refused again, as before", "source", t.Name, "revision", string(snap.Revision), "reason", serr.Reason)
+		return serr
 	}
 	s.log.Warn("sync refused", "source", t.Name, "revision", string(snap.Revision), "reason", serr.Reason,
 		"problems", len(serr.Problems), "message", serr.Message)
@@ -414,14 +590,18 @@ func (s *Syncer) recordSuccess(ctx context.Context, tx store.Store, t Target, sn
 	return tx.Notify(ctx, store.TopicSources, t.Name)
 }
 
-// conflictProblem points at the declaration that collides with another owner.
-func conflictProblem(r *manifest.Resource, owner store.SourceRef) manifest.Problem {
+// conflictProblem points at the declaration that collides with another
+// owner; hint, from retiredHint, says what to do when that owner is retired.
+func conflictProblem(r *manifest.Resource, owner store.SourceRef, hint string) manifest.Problem {
 	where := owner.Name
 	if owner.Path != "" {
 		where += " (" + owner.Path + ")"
 	}
+	if hint == "" {
+		hint = "; remove it there first"
+	}
 	return manifest.Problem{File: r.Origin.File, Line: r.Origin.Line, Document: r.Origin.Document, Pointer: "/metadata/name",
-		Message: fmt.Sprintf("metadata.name: %s is already declared by source %s; remove it there first", r.Ref(), where)}
+		Message: fmt.Sprintf("metadata.name: %s is already declared by source %s%s", r.Ref(), where, hint)}
 }
 
 // listRefs writes up to five refs for a message.

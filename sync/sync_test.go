@@ -360,9 +360,16 @@ func TestSyncPruneGuard(t *testing.T) {
 		t.Errorf("preview of the refused plan: %v %+v", err, plan)
 	}
 
-	// Approving another revision does not help; approving this one does.
-	if err := s.Approve(t.Context(), "infra", empty.Revision); err != nil {
-		t.Fatal(err)
+	// Approving another revision is refused and changes nothing; approving
+	// this one lets it through.
+	for _, rev := range []manifest.Revision{empty.Revision, "main@sha1:" + manifest.Revision(strings.Repeat("0", 40))} {
+		err := s.Approve(t.Context(), "infra", rev)
+		if !errors.As(err, &serr) || serr.Reason != sync.ReasonNotApprovable || !strings.Contains(serr.Message, "stalled on revision "+string(thirty.Revision)) {
+			t.Fatalf("approving %s: %v", rev, err)
+		}
+	}
+	if src, _ := st.GetSource(t.Context(), "infra"); src.ApprovedRevision != "" {
+		t.Fatalf("a refused approval was recorded: %s", src.ApprovedRevision)
 	}
 	if _, err := s.Sync(t.Context(), tg, thirty, true); !errors.As(err, &serr) || serr.Reason != sync.ReasonPruneLimitExceeded {
 		t.Fatalf("approval of another revision let it through: %v", err)
@@ -379,6 +386,11 @@ func TestSyncPruneGuard(t *testing.T) {
 	res = mustSync(t, s, tg, snapshot(files))
 	if len(res.Plan.Deletes) != 1 {
 		t.Errorf("small deletion: %s", res.Plan.Summary())
+	}
+	// A source that is not stalled has nothing to approve.
+	if err := s.Approve(t.Context(), "infra", thirty.Revision); !errors.As(err, &serr) || serr.Reason != sync.ReasonNotApprovable ||
+		!strings.Contains(serr.Message, "not stalled") {
+		t.Errorf("approving on a ready source: %v", err)
 	}
 	if err := s.Approve(t.Context(), "nope", thirty.Revision); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("approving an unknown source: %v", err)

@@ -10,13 +10,24 @@
 // agent's own tokens: it gets PATH and HOME, the fixed values of the env
 // setting and the variables passEnv names, nothing else.
 //
+// NO8S_FENCING_TOKEN is the request's fencing token: it grows with every
+// claim of the resource, so a system the command changes can refuse a
+// token lower than the highest it has seen for the resource.
+//
 // Each run has its own process group. When the operation times out or its
 // context is cancelled, the whole group gets SIGTERM and, after a short
 // grace, SIGKILL, so that a script's children do not outlive it. Processes
 // of the group still running when the command exits are killed as well. The
 // plugin reaps the orphans it kills when the agent is their parent (as when
 // it runs as PID 1 in a container); otherwise the system's init does.
-// It works on Linux and other Unix systems.
+//
+// On Linux the group also dies with the agent, even when the agent is
+// killed with SIGKILL: the agent's binary, started again as a small
+// supervisor (see supervise_linux.go), leads the group, runs the command in
+// it and kills the group when the agent dies. Otherwise a crashed agent's
+// commands would run on next to those of the agent that takes their
+// resources over. Elsewhere the command runs directly and outlives a
+// killed agent. It works on Linux and other Unix systems.
 package exec
 
 import (
@@ -31,6 +42,7 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,6 +102,11 @@ type settings struct {
 	Plan bool `json:"plan"`
 }
 
+// supervisorEnv switches the agent's binary into the supervisor that runs
+// a command on Linux; its value is the pid of the agent that started the
+// supervisor. The command never sees it.
+const supervisorEnv = "NO8S_EXEC_SUPERVISOR"
+
 // reservedEnv are the variables the plugin sets for each request; settings
 // may not set them, since they would be overwritten.
 var reservedEnv = []string{
@@ -97,7 +114,8 @@ var reservedEnv = []string{
 	"NO8S_RESOURCE_ID", "NO8S_RESOURCE_KIND", "NO8S_RESOURCE_NAME",
 	"NO8S_RESOURCE_API_VERSION", "NO8S_RESOURCE_GENERATION",
 	"NO8S_RESOURCE_SOURCE", "NO8S_RESOURCE_REVISION",
-	"NO8S_RESOURCE_SPEC", "NO8S_RESOURCE_SPEC_OMITTED",
+	"NO8S_RESOURCE_SPEC", "NO8S_RESOURCE_SPEC_OMITTED", "NO8S_FENCING_TOKEN",
+	supervisorEnv,
 }
 
 // envName is what a portable environment variable name looks like.
@@ -112,6 +130,7 @@ type runner struct {
 	dir      string   // absolute
 	timeout  time.Duration
 	env      []string // PATH, HOME, env and passEnv, in that order
+	secrets  []string // the values of the passEnv variables
 	log      *slog.Logger
 }
 
@@ -123,9 +142,10 @@ type planner struct {
 }
 
 var (
-	_ action.Action    = (*runner)(nil)
-	_ action.Timeouter = (*runner)(nil)
-	_ action.Planner   = planner{}
+	_ action.Action       = (*runner)(nil)
+	_ action.Timeouter    = (*runner)(nil)
+	_ action.SecretHolder = (*runner)(nil)
+	_ action.Planner      = planner{}
 )
 
 // New builds an exec instance from its settings. It checks that the command
@@ -227,6 +247,7 @@ func New(s action.Settings) (action.Action, error) {
 			continue
 		}
 		a.env = append(a.env, name+"="+value)
+		a.secrets = append(a.secrets, value)
 	}
 
 	if len(problems) > 0 {
@@ -267,6 +288,10 @@ func resolve(program, dir string) (string, error) {
 
 // Timeout implements action.Timeouter.
 func (a *runner) Timeout() time.Duration { return a.timeout }
+
+// Secrets returns the values of the passEnv variables: passEnv is how
+// secrets reach a command, and a command may print them.
+func (a *runner) Secrets() []string { return a.secrets }
 
 // Apply implements action.Action.
 func (a *runner) Apply(ctx context.Context, req *action.Request) (*action.Result, error) {
@@ -394,11 +419,30 @@ func (a *runner) run(ctx context.Context, op action.Operation, req *action.Reque
 	// keeps stdout or stderr open.
 	cmd.WaitDelay = grace
 
-	if err := cmd.Start(); err != nil {
+	// On Linux, the command runs under a supervisor that kills the group
+	// when the agent dies. Its parent-death signal fires when the thread
+	// that started it exits, so the thread stays this goroutine's until the
+	// supervisor is reaped.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	status, closeStatus, err := superviseCommand(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", a.path, err)
+	}
+	err = cmd.Start()
+	closeStatus()
+	if err != nil {
+		if status != nil {
+			status.Close()
+		}
 		return nil, fmt.Errorf("start %s: %w", a.path, err)
 	}
 	pgid := cmd.Process.Pid
 	waitErr := cmd.Wait()
+	if err := startError(status); err != nil {
+		stopGroup(pgid, time.Now())
+		return nil, fmt.Errorf("start %s: %w", a.path, err)
+	}
 
 	deadline := time.Now() // leftovers of a command that exited get no grace
 	if ns := termAt.Load(); ns != 0 {
@@ -484,6 +528,7 @@ func requestEnv(r *action.Request) []string {
 		"NO8S_OPERATION=" + string(r.Operation),
 		"NO8S_ACTION=" + r.Instance,
 		"NO8S_TRIGGER=" + r.Trigger,
+		"NO8S_FENCING_TOKEN=" + strconv.FormatInt(r.FencingToken, 10),
 		"NO8S_RESOURCE_ID=" + strconv.FormatInt(res.ID, 10),
 		"NO8S_RESOURCE_KIND=" + res.Kind,
 		"NO8S_RESOURCE_NAME=" + res.Name,

@@ -27,12 +27,34 @@ const prSetChildSubreaper = 36
 // it kills, as the agent is when it runs as PID 1 in a container. Otherwise
 // they would go to the system's init, which in some containers never reaps
 // them, and a killed process would stay visible as a zombie.
+//
+// Started with agentEnv set, the test binary is a stand-in for the agent
+// instead: see runAgent.
 func TestMain(m *testing.M) {
+	if cfg, ok := os.LookupEnv(agentEnv); ok {
+		os.Exit(runAgent(cfg))
+	}
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
 		fmt.Fprintln(os.Stderr, "prctl(PR_SET_CHILD_SUBREAPER):", errno)
 		os.Exit(1)
 	}
 	os.Exit(m.Run())
+}
+
+// agentEnv makes the test binary a stand-in for the agent: it builds an
+// exec instance from the variable's value (the settings, as JSON), applies
+// request() and blocks in Apply until it is killed.
+const agentEnv = "NO8S_EXEC_TEST_AGENT"
+
+func runAgent(cfg string) int {
+	a, err := New(action.Settings{Instance: "deploy", Config: json.RawMessage(cfg), Getenv: os.LookupEnv})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "New:", err)
+		return 2
+	}
+	_, err = a.Apply(context.Background(), request())
+	fmt.Fprintln(os.Stderr, "Apply returned:", err)
+	return 3
 }
 
 // Tests write their scripts before calling t.Parallel. Executing a file
@@ -95,6 +117,8 @@ func request() *action.Request {
 	return &action.Request{
 		Instance: "deploy",
 		Trigger:  "create",
+		// Past 2^53, where a JSON number read as a float loses digits.
+		FencingToken: 9007199254740993,
 		Resource: action.Resource{
 			ID:         42,
 			Kind:       "Database",
@@ -253,6 +277,26 @@ exit 1
 			},
 		},
 		{
+			name:   "terminated by a signal",
+			script: "kill -TERM $$\n",
+			op:     action.OperationApply,
+			check: func(t *testing.T, res *action.Result, err error) {
+				if err == nil || err.Error() != "signal: terminated" {
+					t.Fatalf("error = %v, want signal: terminated", err)
+				}
+			},
+		},
+		{
+			name:   "exit 255",
+			script: "exit 255\n",
+			op:     action.OperationApply,
+			check: func(t *testing.T, res *action.Result, err error) {
+				if err == nil || err.Error() != "exit status 255" {
+					t.Fatalf("error = %v, want exit status 255", err)
+				}
+			},
+		},
+		{
 			name:   "killed by a signal",
 			script: "kill -9 $$\n",
 			op:     action.OperationApply,
@@ -359,6 +403,7 @@ func TestEnvironment(t *testing.T) {
 				"NO8S_OPERATION":            string(tt.op),
 				"NO8S_ACTION":               "deploy",
 				"NO8S_TRIGGER":              "create",
+				"NO8S_FENCING_TOKEN":        "9007199254740993",
 				"NO8S_RESOURCE_ID":          "42",
 				"NO8S_RESOURCE_KIND":        "Database",
 				"NO8S_RESOURCE_NAME":        "orders",
@@ -392,6 +437,9 @@ func TestEnvironment(t *testing.T) {
 			}
 			if string(got.Resource.Spec) != string(tt.spec) {
 				t.Errorf("stdin spec is %d bytes, want the full %d", len(got.Resource.Spec), len(tt.spec))
+			}
+			if got.FencingToken != 9007199254740993 {
+				t.Errorf("stdin fencingToken = %d, want 9007199254740993", got.FencingToken)
 			}
 		})
 	}
@@ -737,5 +785,20 @@ func TestKillsProcessGroup(t *testing.T) {
 				return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 			})
 		})
+	}
+}
+
+// TestStartFails removes the program after New checked it: the error says
+// that the command did not start, not how it exited.
+func TestStartFails(t *testing.T) {
+	script := writeScript(t, t.TempDir(), "gone.sh", "exit 0\n")
+	t.Parallel()
+	a := mustAction(t, map[string]any{"command": []string{script}}, nil)
+	if err := os.Remove(script); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Apply(t.Context(), request())
+	if err == nil || !strings.HasPrefix(err.Error(), "start "+script+": ") || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("Apply error = %v, want start %s: ... no such file", err, script)
 	}
 }

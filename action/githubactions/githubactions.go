@@ -19,6 +19,20 @@
 // the keys of the JSON object in the artifact named no8s-outputs, when the
 // run uploads one.
 //
+// A run outlives the agent that dispatched it. Its id is recorded as the
+// attempt's handle (action.RecordHandle) as soon as the run is known, before
+// it is followed; a run whose id cannot be recorded is cancelled. The next
+// attempt, on whichever agent, looks the handle up: a run of the same
+// operation and generation is followed instead of dispatching again (if it
+// completed already, its conclusion is the result); any other run still
+// going is cancelled, and the new dispatch waits until GitHub reports it
+// completed; a cancelled run of the same operation and generation has no
+// result and is dispatched anew. A handle GitHub does not know (404) is
+// ignored. A run the plugin stopped following and cancelled may go on until
+// GitHub completes the cancel, so such errors wrap action.ErrStillRunning,
+// which keeps the handle for the next attempt. So a resource never has two
+// runs at once, even after a kill -9.
+//
 // Nothing lives only in memory: Destroy dispatches the workflow with
 // operation=destroy from the request alone, after a restart too. The plugin
 // is no Planner: a workflow run cannot observe drift, so it is never
@@ -116,11 +130,15 @@ type runner struct {
 	// that later dispatches do not ask again.
 	noRunDetails atomic.Bool
 	now          func() time.Time
+	// token is the value tokenEnv names, as read, kept only for Secrets:
+	// the client holds its own copy.
+	token string
 }
 
 var (
-	_ action.Action    = (*runner)(nil)
-	_ action.Timeouter = (*runner)(nil)
+	_ action.Action       = (*runner)(nil)
+	_ action.Timeouter    = (*runner)(nil)
+	_ action.SecretHolder = (*runner)(nil)
 )
 
 var (
@@ -183,6 +201,7 @@ func New(s action.Settings) (action.Action, error) {
 		fail("tokenEnv: %s is empty", cfg.TokenEnv)
 	default:
 		token = strings.TrimSpace(v)
+		r.token = v
 	}
 
 	for _, d := range []struct {
@@ -254,6 +273,15 @@ func New(s action.Settings) (action.Action, error) {
 // Timeout implements action.Timeouter: one operation may take the
 // configured timeout, plus a minute to find the run and cancel it.
 func (r *runner) Timeout() time.Duration { return r.timeout + time.Minute }
+
+// Secrets returns the token: a workflow's logs, outputs or errors may show
+// it.
+func (r *runner) Secrets() []string {
+	if r.token == "" {
+		return nil
+	}
+	return []string{r.token}
+}
 
 func sortedKeys(m map[string]string) []string {
 	out := make([]string, 0, len(m))

@@ -292,6 +292,11 @@ func TestCancelledRunIsCancelled(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "did not complete within the timeout") || !strings.Contains(err.Error(), "cancelled") {
 			t.Fatalf("error = %v", err)
 		}
+		// The run may go on until GitHub completes the cancel: the next
+		// attempt must be told of it.
+		if !errors.Is(err, action.ErrStillRunning) {
+			t.Errorf("error %v is not ErrStillRunning", err)
+		}
 		if got := srv.Cancelled(); len(got) != 1 || got[0] != srv.Dispatches()[0].RunID {
 			t.Errorf("cancelled runs %v", got)
 		}

@@ -31,21 +31,58 @@ func (r *runner) Destroy(ctx context.Context, req *action.Request) (*action.Resu
 }
 
 // operate dispatches the workflow for op and follows the run to its end.
+// When an earlier attempt left a run behind (req.PriorHandle), that run is
+// seen to first: followed instead of dispatching when it does the same
+// operation for the same generation, cancelled and waited for otherwise,
+// so that a resource never has two runs at once.
 func (r *runner) operate(ctx context.Context, op action.Operation, req *action.Request) (*action.Result, error) {
 	rep := req.Reporter
 	if rep == nil {
 		rep = action.NoopReporter{}
 	}
+	// The run gets the configured time; cancelling it afterwards must still
+	// be possible, so it has a context of its own.
+	runCtx, cancel := context.WithTimeoutCause(ctx, r.timeout, errRunTimeout)
+	defer cancel()
+	run, err := r.prior(runCtx, op, req, rep)
+	switch {
+	case err != nil && run == nil:
+		// The prior run could not be looked up: err says why (a timeout
+		// or cancellation among them) and that it may still run.
+		return nil, explain(err)
+	case err != nil:
+		return nil, r.stopped(ctx, runCtx, run, explain(err))
+	}
+	if run != nil {
+		rep.SetCondition(manifest.Condition{Type: ConditionType, Status: manifest.ConditionUnknown, Reason: "Following",
+			Message: "run " + run.GetHTMLURL() + " of an earlier attempt"})
+	} else {
+		if run, err = r.start(ctx, runCtx, op, req, rep); err != nil {
+			return nil, err
+		}
+		rep.SetCondition(manifest.Condition{Type: ConditionType, Status: manifest.ConditionUnknown, Reason: "Dispatched",
+			Message: "run " + run.GetHTMLURL()})
+	}
+	done, jobs, err := r.wait(runCtx, run.GetID(), rep)
+	if err != nil {
+		return nil, r.stopped(ctx, runCtx, run, explain(err))
+	}
+	// The run is over: reading its outputs must not fail because the
+	// operation's time is nearly up.
+	finishCtx, cancelFinish := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancelFinish()
+	return r.finish(finishCtx, op, done, jobs)
+}
+
+// start dispatches the workflow for op, finds the run it started and
+// records its id as the attempt's handle before anything else, so that an
+// agent killed from then on leaves the run to the next attempt.
+func (r *runner) start(ctx, runCtx context.Context, op action.Operation, req *action.Request, rep action.Reporter) (*github.WorkflowRun, error) {
 	correlation, err := correlationID(req, op)
 	if err != nil {
 		return nil, err
 	}
 	inputs := r.inputsFor(op, req, correlation)
-
-	// The run gets the configured time; cancelling it afterwards must still
-	// be possible, so it has a context of its own.
-	runCtx, cancel := context.WithTimeoutCause(ctx, r.timeout, errRunTimeout)
-	defer cancel()
 	rep.Progress(fmt.Sprintf("dispatching workflow %s on %s/%s@%s", r.workflow, r.owner, r.repo, r.ref))
 	since := r.now().Add(-time.Minute)
 	run, accepted, err := r.dispatch(runCtx, inputs, correlation)
@@ -56,21 +93,121 @@ func (r *runner) operate(ctx context.Context, op action.Operation, req *action.R
 			// context of its own, and cancel it if it shows.
 			rescueCtx, cancelRescue := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			run, _ = r.find(rescueCtx, correlation, since, 30*time.Second)
+			if run != nil {
+				// Until it is seen completed, the next attempt must know of it.
+				if rerr := action.RecordHandle(rescueCtx, req, strconv.FormatInt(run.GetID(), 10)); rerr != nil {
+					r.log.Warn("recording the handle of a run about to be cancelled failed", "run", run.GetID(), "error", rerr)
+				}
+			}
 			cancelRescue()
 		}
 		return nil, r.stopped(ctx, runCtx, run, err)
 	}
-	rep.SetCondition(manifest.Condition{Type: ConditionType, Status: manifest.ConditionUnknown, Reason: "Dispatched",
-		Message: "run " + run.GetHTMLURL()})
-	done, jobs, err := r.wait(runCtx, run.GetID(), rep)
-	if err != nil {
-		return nil, r.stopped(ctx, runCtx, run, explain(err))
+	if err := action.RecordHandle(runCtx, req, strconv.FormatInt(run.GetID(), 10)); err != nil {
+		// A run nobody could find again must not go on.
+		return nil, r.stopped(ctx, runCtx, run, err)
 	}
-	// The run is over: reading its outputs must not fail because the
-	// operation's time is nearly up.
-	finishCtx, cancelFinish := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-	defer cancelFinish()
-	return r.finish(finishCtx, op, done, jobs)
+	return run, nil
+}
+
+// prior sees to the run an earlier attempt left behind, if any. It returns
+// the run to follow instead of dispatching: the prior run when it does the
+// same operation for the same generation (still running, or completed, in
+// which case its conclusion is this attempt's result: the attempt that
+// dispatched it died before it could write it; only a cancelled run, which
+// has no result, is dispatched anew). Any other prior run that
+// has not completed is cancelled, and prior waits until GitHub reports it
+// completed, then returns nil: dispatch anew. A handle GitHub does not
+// know (404) is ignored. On error, the run it returns is one that may
+// still be running and must be cancelled.
+func (r *runner) prior(ctx context.Context, op action.Operation, req *action.Request, rep action.Reporter) (*github.WorkflowRun, error) {
+	h := req.PriorHandle
+	if h == nil {
+		return nil, nil
+	}
+	id, err := strconv.ParseInt(h.Value, 10, 64)
+	if err != nil || id <= 0 {
+		r.log.Warn("ignoring a handle that is no workflow run id", "handle", h.Value)
+		return nil, nil
+	}
+	var run *github.WorkflowRun
+	err = r.retry.Call(ctx, func() (resp *github.Response, err error) {
+		run, resp, err = r.client.Actions.GetWorkflowRunByID(ctx, r.owner, r.repo, id)
+		return resp, err
+	})
+	if ce := (*githubapi.ConfigError)(nil); errors.As(err, &ce) && ce.Status == http.StatusNotFound {
+		r.log.Info("the run of an earlier attempt is unknown to GitHub; dispatching anew", "run", id)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up run %d of an earlier attempt: %w (%w)", id, err, action.ErrStillRunning)
+	}
+	same := h.Operation == op && h.Generation == req.Resource.Generation
+	completed := run.GetStatus() == "completed"
+	switch {
+	case same && completed && run.GetConclusion() == "cancelled":
+		// A cancelled run has no result to use: dispatch anew.
+		return nil, nil
+	case same:
+		r.log.Info("following the run of an earlier attempt", "run", id, "status", run.GetStatus(), "conclusion", run.GetConclusion())
+		rep.Progress(fmt.Sprintf("following run %s of an earlier attempt", run.GetHTMLURL()))
+		return run, nil
+	case completed:
+		return nil, nil
+	}
+	r.log.Info("cancelling the run of an earlier attempt before dispatching", "run", id,
+		"run operation", h.Operation, "run generation", h.Generation)
+	rep.Progress(fmt.Sprintf("cancelling run %s (%s of generation %d) before dispatching", run.GetHTMLURL(), h.Operation, h.Generation))
+	if err := r.cancelRun(ctx, id); err != nil {
+		return run, fmt.Errorf("cancel run %s of an earlier attempt: %w", run.GetHTMLURL(), err)
+	}
+	if err := r.awaitCompleted(ctx, id); err != nil {
+		return run, fmt.Errorf("wait for cancelled run %s to complete: %w", run.GetHTMLURL(), err)
+	}
+	return nil, nil
+}
+
+// cancelRun asks GitHub to cancel a run. A run that completed meanwhile
+// (409) needs no cancelling.
+func (r *runner) cancelRun(ctx context.Context, id int64) error {
+	err := r.retry.Call(ctx, func() (*github.Response, error) {
+		resp, err := r.client.Actions.CancelWorkflowRunByID(ctx, r.owner, r.repo, id)
+		var accepted *github.AcceptedError
+		if errors.As(err, &accepted) {
+			return resp, nil
+		}
+		return resp, err
+	})
+	var er *github.ErrorResponse
+	if errors.As(err, &er) && er.Response != nil &&
+		(er.Response.StatusCode == http.StatusConflict || er.Response.StatusCode == http.StatusNotFound) {
+		// Completed meanwhile, or gone: nothing runs any more.
+		return nil
+	}
+	return err
+}
+
+// awaitCompleted polls a run until GitHub reports it completed: a
+// cancelled run goes on until its jobs have stopped.
+func (r *runner) awaitCompleted(ctx context.Context, id int64) error {
+	wait := r.pollInterval
+	for {
+		var run *github.WorkflowRun
+		err := r.retry.Call(ctx, func() (resp *github.Response, err error) {
+			run, resp, err = r.client.Actions.GetWorkflowRunByID(ctx, r.owner, r.repo, id)
+			return resp, err
+		})
+		if err != nil {
+			return err
+		}
+		if run.GetStatus() == "completed" {
+			return nil
+		}
+		if err := githubapi.Sleep(ctx, wait); err != nil {
+			return err
+		}
+		wait = min(wait*3/2, r.maxInterval)
+	}
 }
 
 // explain gives configuration errors the plugin's own advice.
@@ -118,15 +255,18 @@ func (r *runner) stopped(ctx, runCtx context.Context, run *github.WorkflowRun, e
 	_, err = r.client.Actions.CancelWorkflowRunByID(cancelCtx, r.owner, r.repo, run.GetID())
 	var accepted *github.AcceptedError
 	var er *github.ErrorResponse
+	// Until GitHub reports the run completed, it may still be changing the
+	// world: the handle is kept, so that the next attempt waits for it.
 	switch {
 	case err == nil, errors.As(err, &accepted):
 		// 202: GitHub cancels the run.
+		return fmt.Errorf("%w; run %s cancelled (%w)", cause, run.GetHTMLURL(), action.ErrStillRunning)
 	case errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusConflict:
 		// 409: it completed meanwhile.
+		return fmt.Errorf("%w; run %s completed", cause, run.GetHTMLURL())
 	default:
-		return fmt.Errorf("%w; cancelling run %s failed: %v", cause, run.GetHTMLURL(), err)
+		return fmt.Errorf("%w; cancelling run %s failed: %v (%w)", cause, run.GetHTMLURL(), err, action.ErrStillRunning)
 	}
-	return fmt.Errorf("%w; run %s cancelled", cause, run.GetHTMLURL())
 }
 
 // correlationID is unique per dispatch: the resource, the generation, the

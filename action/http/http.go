@@ -28,6 +28,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -57,6 +58,11 @@ const (
 	HeaderOperation = "X-No8s-Operation"
 	// HeaderDelivery is a random id, unique per call.
 	HeaderDelivery = "X-No8s-Delivery"
+	// HeaderFencingToken is the request's fencing token in decimal: it
+	// grows with every claim of the resource, so the receiver can refuse a
+	// request whose token is lower than the highest it has seen for that
+	// resource.
+	HeaderFencingToken = "X-No8s-Fencing-Token"
 	// HeaderSignature is "sha256=" and the hex HMAC-SHA256 of the body, keyed
 	// with the secret; only sent when secretEnv is set.
 	HeaderSignature = "X-No8s-Signature-256"
@@ -106,9 +112,10 @@ type planner struct {
 }
 
 var (
-	_ action.Action    = (*poster)(nil)
-	_ action.Timeouter = (*poster)(nil)
-	_ action.Planner   = planner{}
+	_ action.Action       = (*poster)(nil)
+	_ action.Timeouter    = (*poster)(nil)
+	_ action.SecretHolder = (*poster)(nil)
+	_ action.Planner      = planner{}
 )
 
 // New builds an http instance from its settings. It checks the URL and
@@ -240,6 +247,19 @@ func validHeaderValue(v string) bool {
 // Timeout implements action.Timeouter.
 func (p *poster) Timeout() time.Duration { return p.timeout }
 
+// Secrets returns the signing secret and the bearer token, those set: a
+// receiver may echo either in its answer.
+func (p *poster) Secrets() []string {
+	var out []string
+	if len(p.secret) > 0 {
+		out = append(out, string(p.secret))
+	}
+	if p.token != "" {
+		out = append(out, p.token)
+	}
+	return out
+}
+
 // Apply implements action.Action.
 func (p *poster) Apply(ctx context.Context, req *action.Request) (*action.Result, error) {
 	return p.operate(ctx, action.OperationApply, req)
@@ -324,6 +344,7 @@ func (p *poster) post(ctx context.Context, op action.Operation, req *action.Requ
 	hreq.Header.Set("User-Agent", userAgent)
 	hreq.Header.Set(HeaderOperation, string(op))
 	hreq.Header.Set(HeaderDelivery, deliveryID())
+	hreq.Header.Set(HeaderFencingToken, strconv.FormatInt(r.FencingToken, 10))
 	if p.secret != nil {
 		mac := hmac.New(sha256.New, p.secret)
 		mac.Write(body)

@@ -1,6 +1,7 @@
 package httpaction
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -174,6 +175,56 @@ func TestRequestUnsigned(t *testing.T) {
 	}
 	if _, ok := got.header["Authorization"]; ok {
 		t.Error("Authorization header sent without a token")
+	}
+}
+
+func TestFencingToken(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		token int64
+		want  string
+	}{
+		{name: "first claim", token: 1, want: "1"},
+		{name: "large", token: 9007199254740993, want: "9007199254740993"},
+		{name: "unset", token: 0, want: "0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv, ch := recordingServer(t, http.StatusOK, `{"changes":false}`)
+			a := newAction(t, map[string]any{"url": srv.URL, "plan": true})
+			req := request()
+			req.FencingToken = tt.token
+			for _, op := range []action.Operation{action.OperationApply, action.OperationDestroy, action.OperationPlan} {
+				var err error
+				switch op {
+				case action.OperationApply:
+					_, err = a.Apply(t.Context(), req)
+				case action.OperationDestroy:
+					_, err = a.Destroy(t.Context(), req)
+				default:
+					_, err = a.(action.Planner).Plan(t.Context(), req)
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", op, err)
+				}
+				got := receive(t, ch)
+				if v := got.header.Get("X-No8s-Fencing-Token"); v != tt.want {
+					t.Errorf("%s: X-No8s-Fencing-Token = %q, want %q", op, v, tt.want)
+				}
+				// Decoded as a number would lose precision past 2^53; the
+				// body must carry the exact digits.
+				var body struct {
+					FencingToken json.Number `json:"fencingToken"`
+				}
+				dec := json.NewDecoder(bytes.NewReader(got.body))
+				dec.UseNumber()
+				if err := dec.Decode(&body); err != nil || body.FencingToken.String() != tt.want {
+					t.Errorf("%s: body fencingToken = %q (%v), want %s", op, body.FencingToken, err, tt.want)
+				}
+			}
+		})
 	}
 }
 

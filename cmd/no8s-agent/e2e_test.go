@@ -77,7 +77,7 @@ func TestEndToEndGitToExec(t *testing.T) {
 	cfgPath := filepath.Join(dir, "no8s.yaml")
 	cfg := fmt.Sprintf(`sources:
   - name: infra
-    git: {url: %q, branch: main, path: infra, interval: 100ms}
+    git: {url: %q, branch: main, path: infra, interval: 1s}
 actions:
   web:
     plugin: exec

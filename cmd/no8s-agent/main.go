@@ -40,6 +40,7 @@ func commands() []command {
 		{"validate", "check manifests offline: every problem as file:line: message", runValidate},
 		{"diff", "show what syncing a folder as a source would change in the live store", runDiff},
 		{"get", "read the store: types, resources, sources, history", runGet},
+		{"delete", "remove an orphaned source from the store: forget or prune it", runDelete},
 		{"migrate", "apply database migrations and exit", runMigrate},
 		{"version", "print the version", runVersion},
 	}

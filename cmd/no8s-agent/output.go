@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/no8s/no8s-agent/manifest"
 )
 
 // printObjects writes objs as JSON or YAML, or calls table to write a table.
@@ -31,10 +33,12 @@ func printObjects(w io.Writer, format string, objs any, table func(tw *tabwriter
 	return fmt.Errorf("-o must be table, json or yaml, not %q", format)
 }
 
-// orDash writes empty values as "-" so that table columns stay aligned.
+// orDash writes empty values as "-" so that table columns stay aligned,
+// and escapes control characters, so that a value (a file name, say)
+// cannot break the table or forge rows.
 func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return manifest.EscapeControl(s)
 }

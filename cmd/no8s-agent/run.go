@@ -48,12 +48,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(cfg.Sources) == 0 && cfg.API.WriteToken() == "" {
 		return fail(stderr, "run", errors.New("no sources: list them in --config or give --source (or set api.writeTokenEnv to declare resources through the API only)"))
 	}
-	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	masker, log := maskSecrets(cfg, newLogger(stderr, cfg.LogFormat, cfg.LogLevel))
 
 	instances, err := actionInstances(cfg, log)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
+	addActionSecrets(masker, instances, log)
 	var jobs []sync.Job
 	for _, s := range cfg.Sources {
 		src, err := newSource(s, *cacheDir, log)
@@ -66,6 +67,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
+	st = maskStore(st, masker)
 	defer st.Close()
 	logStore(log, cfg.Database)
 	if err := st.Migrate(ctx); err != nil {
@@ -83,6 +85,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		},
 	})
 	syncer := sync.New(st, log)
+	// Before the first syncs, so that a source renamed in the configuration
+	// is told that its resources belong to an orphan it may forget.
+	configured := make([]string, len(cfg.Sources))
+	for i, s := range cfg.Sources {
+		configured[i] = s.Name
+	}
+	if _, err := syncer.MarkOrphans(ctx, configured); err != nil {
+		return fail(stderr, "run", err)
+	}
 	runner := sync.NewRunner(syncer, jobs, log)
 	runner.OnSync = func(source string, res *sync.Result, err error, took time.Duration) {
 		m.ObserveSync(source, syncResult(res, err), took)
@@ -91,8 +102,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
-	previewer := preview.New(preview.Options{Store: st, Syncer: syncer, Actions: instances, Sources: previewSrcs, Logger: log})
-	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, previewer, m, log)
+	previewer := preview.New(preview.Options{Store: st, Syncer: syncer, Actions: instances, Sources: previewSrcs, Logger: log, Mask: masker.Mask})
+	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, previewer, m, masker, log)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}

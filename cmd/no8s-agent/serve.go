@@ -11,6 +11,7 @@ import (
 	"github.com/no8s/no8s-agent/dashboard"
 	"github.com/no8s/no8s-agent/metrics"
 	"github.com/no8s/no8s-agent/preview"
+	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/source/git"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
@@ -27,7 +28,7 @@ type httpServer struct {
 
 // newHTTPServer listens on cfg.Listen and builds the API with the
 // dashboard, metrics and webhook receiver.
-func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runner *sync.Runner, previewer *preview.Previewer, m *metrics.Metrics, log *slog.Logger) (*httpServer, error) {
+func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runner *sync.Runner, previewer *preview.Previewer, m *metrics.Metrics, masker *redact.Masker, log *slog.Logger) (*httpServer, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -48,6 +49,7 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		Dashboard:     dashboard.New(st, dashboard.Options{Logger: log, Version: versionString()}),
 		Instrument:    m.InstrumentHandler,
 		Logger:        log,
+		Wrap:          masker.HTTP,
 	})
 	return &httpServer{ln: ln, srv: srv, log: log}, nil
 }

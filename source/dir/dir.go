@@ -123,6 +123,14 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dir source %s: %w", s.name, err)
 	}
+	links, err := s.folderLinks(root.FS())
+	if err != nil {
+		return nil, fmt.Errorf("dir source %s: %w", s.name, err)
+	}
+	if len(links) > 0 {
+		problems = append(problems, links...)
+		manifest.SortProblems(problems)
+	}
 	return &source.Snapshot{
 		Revision: source.DigestRevision(files, problems),
 		Files:    files,
@@ -134,42 +142,87 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 // each burst of changes. Sub-folders created later are watched as they
 // appear; dot-folders are not watched, since their content is never read.
 //
+// A folder that does not exist yet, or that is removed or renamed while
+// watched, is waited for: the nearest existing parent folder is watched
+// instead, one level down each time a folder on the way appears, and a
+// signal is sent when the folder itself appears, so that it is synced at
+// once rather than at the next interval. Its removal is signalled too, so
+// that the reader fetches and records the folder as missing.
+//
 // The channel has room for one signal and sends never block: a signal that
 // finds the channel full is merged with the one already waiting, so a slow
 // reader sees one signal for many changes and should Fetch once per signal.
-// The channel is closed when ctx is done, when the watcher fails, or when the
-// folder itself is removed or renamed: the kernel drops the watch with the
-// folder, so nothing would be seen if it came back. In that last case a final
-// signal is sent first, so the reader fetches and records the folder as
-// missing; the reader's interval polling then notices its return, and Watch
-// can be called again.
+// The channel is closed when ctx is done or when the watcher fails.
 func (s *Source) Watch(ctx context.Context) (<-chan struct{}, error) {
-	info, err := os.Stat(s.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("dir source %s: watch %s: %w", s.name, s.path, source.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("dir source %s: watch: %w", s.name, err)
-	}
-	if !info.IsDir() {
-		return nil, fmt.Errorf("dir source %s: watch %s: not a folder", s.name, s.path)
-	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("dir source %s: start watcher: %w", s.name, err)
 	}
-	if err := s.addTree(w, s.path); err != nil {
+	present, err := s.arm(w)
+	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("dir source %s: watch: %w", s.name, err)
 	}
+	if !present {
+		s.log.Info("source folder does not exist; waiting for it to appear", "path", s.path)
+	}
 	ch := make(chan struct{}, 1)
-	go s.loop(ctx, w, ch)
+	go s.loop(ctx, w, ch, present)
 	return ch, nil
 }
 
+// arm sets the watches for the folder's current state: the whole tree when
+// the folder exists (present), otherwise only its nearest existing parent.
+// A folder on the way that appears while arm adds a watch raised no event
+// for that watch, so arm looks again after each watch it adds.
+func (s *Source) arm(w *fsnotify.Watcher) (present bool, err error) {
+	for _, p := range w.WatchList() {
+		_ = w.Remove(p) // gone already, or watched under a stale name
+	}
+	watched := ""
+	for {
+		dir := nearestFolder(s.path)
+		if dir == s.path {
+			if watched != "" {
+				_ = w.Remove(watched)
+			}
+			return true, s.addTree(w, s.path)
+		}
+		if dir == watched {
+			return false, nil
+		}
+		if err := w.Add(dir); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed meanwhile: look again
+			}
+			return false, fmt.Errorf("watch %s, the nearest parent of %s: %w", dir, s.path, err)
+		}
+		if watched != "" {
+			_ = w.Remove(watched)
+		}
+		watched = dir
+	}
+}
+
+// nearestFolder returns path when it is a folder, or else its nearest
+// ancestor that is one. The root of the file system always is.
+func nearestFolder(path string) string {
+	for {
+		if info, err := os.Stat(path); err == nil && info.IsDir() {
+			return path
+		}
+		parent := filepath.Dir(path)
+		if parent == path {
+			return path
+		}
+		path = parent
+	}
+}
+
 // loop owns the watcher: it alone reads its channels, adds watches and
-// closes it, so no locking is needed.
-func (s *Source) loop(ctx context.Context, w *fsnotify.Watcher, ch chan struct{}) {
+// closes it, so no locking is needed. present says whether the folder
+// itself is watched, or only a parent while waiting for it.
+func (s *Source) loop(ctx context.Context, w *fsnotify.Watcher, ch chan struct{}, present bool) {
 	defer close(ch)
 	defer w.Close()
 
@@ -199,6 +252,26 @@ func (s *Source) loop(ctx context.Context, w *fsnotify.Watcher, ch chan struct{}
 		default: // a signal is already waiting; it covers this change too
 		}
 	}
+	// rearm follows the folder appearing or disappearing.
+	rearm := func() {
+		was := present
+		var err error
+		present, err = s.arm(w)
+		if err != nil {
+			s.log.Error("cannot watch source folder", "path", s.path, "error", err)
+		}
+		switch {
+		case present && !was:
+			s.log.Info("source folder appeared; watching it", "path", s.path)
+			changed()
+		case !present && was:
+			s.log.Error("source folder was removed or renamed; waiting for it to come back", "path", s.path)
+			signal()
+		case present:
+			// Removed and back already: whatever it holds now is new.
+			changed()
+		}
+	}
 
 	for {
 		select {
@@ -211,10 +284,17 @@ func (s *Source) loop(ctx context.Context, w *fsnotify.Watcher, ch chan struct{}
 				s.log.Error("folder watcher stopped")
 				return
 			}
+			if !present {
+				// Only a parent is watched: anything in it may be a folder
+				// on the way.
+				rearm()
+				continue
+			}
 			if ev.Name == s.path && ev.Has(fsnotify.Remove|fsnotify.Rename) {
-				s.log.Error("source folder was removed or renamed; watching stopped", "path", s.path)
-				signal()
-				return
+				// The kernel drops the watch with the folder (or keeps it on
+				// the folder under its new name, which is no longer read).
+				rearm()
+				continue
 			}
 			if !s.relevant(ev.Name) {
 				continue
@@ -231,12 +311,70 @@ func (s *Source) loop(ctx context.Context, w *fsnotify.Watcher, ch chan struct{}
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
 				// Events were lost, so something may have changed unseen.
 				s.log.Warn("folder watcher lost events; rescanning", "error", err)
+				if !present {
+					rearm()
+				}
 				changed()
 				continue
 			}
 			s.log.Error("folder watcher error", "error", err)
 		}
 	}
+}
+
+// folderLinks returns a problem for each symbolic link in the tree that
+// leads to a folder outside the root, except under dot-folders and ignored
+// paths. Links to manifest files are checked as they are read; a link to a
+// folder is never followed, so without this the manifests it leads to would
+// be left out without a word. A link to a folder inside the root loses
+// nothing (that folder is read where it is) and is left alone.
+func (s *Source) folderLinks(fsys fs.FS) ([]manifest.Problem, error) {
+	ignore, err := source.LoadIgnore(fsys)
+	if err != nil {
+		return nil, err
+	}
+	root := s.rootReal()
+	var problems []manifest.Problem
+	err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == "." {
+			return nil // the manifest reader reports unreadable folders
+		}
+		skip := strings.HasPrefix(d.Name(), ".") || (ignore != nil && ignore(p, d.IsDir()))
+		switch {
+		case skip && d.IsDir():
+			return fs.SkipDir
+		case skip, d.Type()&fs.ModeSymlink == 0, manifest.IsManifestFile(p):
+			return nil
+		}
+		// The link is resolved outside the os.Root on purpose, to tell a
+		// folder out of the root from a file, which is no manifest.
+		real := filepath.Join(s.path, filepath.FromSlash(p))
+		info, err := os.Stat(real)
+		if err != nil || !info.IsDir() {
+			return nil
+		}
+		out, err := filepath.EvalSymlinks(real)
+		if err != nil {
+			return nil
+		}
+		if rel, err := filepath.Rel(root, out); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return nil
+		}
+		target, _ := os.Readlink(real)
+		problems = append(problems, manifest.Problem{File: p,
+			Message: fmt.Sprintf("symlink points outside the source root (-> %s): a folder out of the root is never read", target)})
+		return nil
+	})
+	return problems, err
+}
+
+// rootReal is the folder's path with symlinks resolved, to compare link
+// targets with.
+func (s *Source) rootReal() string {
+	if p, err := filepath.EvalSymlinks(s.path); err == nil {
+		return p
+	}
+	return s.path
 }
 
 // relevant reports whether a change at name can change a snapshot: paths

@@ -205,7 +205,10 @@ func TestWatchCancelClosesChannel(t *testing.T) {
 	}
 }
 
-func TestWatchRootRemovedClosesChannel(t *testing.T) {
+// TestWatchRootRemovedAndBack shows that a removed folder is signalled, so
+// the reader records it missing, and that its return is watched and
+// signalled too, with changes inside it afterwards.
+func TestWatchRootRemovedAndBack(t *testing.T) {
 	t.Parallel()
 	root := filepath.Join(t.TempDir(), "src")
 	write(t, filepath.Join(root, "db.yaml"), fmt.Sprintf(doc, "a", 1))
@@ -214,27 +217,103 @@ func TestWatchRootRemovedClosesChannel(t *testing.T) {
 	if err := os.RemoveAll(root); err != nil {
 		t.Fatal(err)
 	}
-	timeout := time.After(deadline)
-	for {
-		select {
-		case _, ok := <-ch:
-			if !ok {
-				if _, err := s.Fetch(context.Background()); !errors.Is(err, source.ErrNotFound) {
-					t.Errorf("Fetch after removal: %v, want ErrNotFound", err)
-				}
-				return
-			}
-		case <-timeout:
-			t.Fatalf("channel still open %v after the folder was removed", deadline)
+	waitSignal(t, ch, "folder removed")
+	if _, err := s.Fetch(context.Background()); !errors.Is(err, source.ErrNotFound) {
+		t.Errorf("Fetch after removal: %v, want ErrNotFound", err)
+	}
+	write(t, filepath.Join(root, "db.yaml"), fmt.Sprintf(doc, "b", 1))
+	waitSignal(t, ch, "folder back")
+	if snap := fetch(t, s); len(snap.Files) != 1 {
+		t.Fatalf("files after the folder came back = %v", paths(snap))
+	}
+	write(t, filepath.Join(root, "more", "db.yaml"), fmt.Sprintf(doc, "c", 1))
+	waitSignal(t, ch, "write in the folder that came back")
+}
+
+// TestWatchMissingFolder shows that a folder missing when the watch starts
+// is waited for, through parents that do not exist yet either, and
+// signalled when it appears.
+func TestWatchMissingFolder(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	root := filepath.Join(base, "a", "b", "src")
+	s := newSource(t, root)
+	ch := watch(t, s)
+	if err := os.MkdirAll(filepath.Join(base, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, ch, "folder created")
+	write(t, filepath.Join(root, "db.yaml"), fmt.Sprintf(doc, "a", 1))
+	waitSignal(t, ch, "file written in the new folder")
+	if snap := fetch(t, s); len(snap.Files) != 1 {
+		t.Fatalf("files = %v, want db.yaml", paths(snap))
+	}
+}
+
+// TestFetchFolderLinks shows that links to folders out of the root are
+// errors for that file rather than silently skipped, and that links to
+// folders inside it (read where they are) and to other files, which are no
+// manifests, are left alone.
+func TestFetchFolderLinks(t *testing.T) {
+	t.Parallel()
+	outside := t.TempDir()
+	write(t, filepath.Join(outside, "secret.yaml"), fmt.Sprintf(doc, "s", 1))
+	write(t, filepath.Join(outside, "LICENSE"), "text")
+	root := t.TempDir()
+	write(t, filepath.Join(root, "db.yaml"), fmt.Sprintf(doc, "a", 1))
+	write(t, filepath.Join(root, "inner", "x.yaml"), fmt.Sprintf(doc, "x", 1))
+	for link, target := range map[string]string{
+		"escape":       outside,
+		"up":           "..",
+		"again":        "inner",
+		"LICENSE":      filepath.Join(outside, "LICENSE"),
+		".hidden":      outside,
+		"inner/.other": outside,
+	} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := fetch(t, newSource(t, root))
+	if got := paths(snap); len(got) != 2 {
+		t.Errorf("files = %v, want db.yaml and inner/x.yaml, once each", got)
+	}
+	want := map[string]string{"escape": "outside the source root", "up": "outside the source root"}
+	if len(snap.Problems) != len(want) {
+		t.Fatalf("problems = %+v, want one per folder link: %v", snap.Problems, want)
+	}
+	for _, p := range snap.Problems {
+		if !strings.Contains(p.Message, want[p.File]) {
+			t.Errorf("problem %s, want it to say %q", p, want[p.File])
 		}
 	}
 }
 
-func TestWatchMissingFolder(t *testing.T) {
+// TestWatchFolderLinkAddedLater shows that a link out of the root added
+// while watched is signalled and changes the revision, with a problem that
+// names it, so that the sync reports it.
+func TestWatchFolderLinkAddedLater(t *testing.T) {
 	t.Parallel()
-	s := newSource(t, filepath.Join(t.TempDir(), "nope"))
-	if _, err := s.Watch(context.Background()); !errors.Is(err, source.ErrNotFound) {
-		t.Errorf("Watch of a missing folder: %v, want ErrNotFound", err)
+	outside := t.TempDir()
+	write(t, filepath.Join(outside, "secret.yaml"), fmt.Sprintf(doc, "s", 1))
+	root := t.TempDir()
+	write(t, filepath.Join(root, "db.yaml"), fmt.Sprintf(doc, "a", 1))
+	s := newSource(t, root)
+	ch := watch(t, s)
+	before := fetch(t, s)
+	if err := os.Symlink(outside, filepath.Join(root, "team")); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, ch, "link added")
+	after := fetch(t, s)
+	if after.Revision == before.Revision {
+		t.Fatal("a link out of the root kept the revision: no sync would see it")
+	}
+	if len(after.Problems) != 1 || after.Problems[0].File != "team" || !strings.Contains(after.Problems[0].Message, "outside the source root") {
+		t.Fatalf("problems = %+v, want one for team", after.Problems)
 	}
 }
 

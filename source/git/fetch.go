@@ -56,11 +56,14 @@ func (t *target) key(refHash plumbing.Hash) string {
 // fetches nothing; otherwise it fetches it (shallow, one ref, forced) and
 // checks it out. The whole call is bounded by Config.Timeout.
 //
-// A repository nobody pushed to yet gives an empty snapshot at the zero
-// hash ("main@sha1:000…") when following a branch; a commit whose tree is
-// empty gives an empty snapshot even when Path is set. Either way whether to
-// prune is the sync layer's decision. The returned snapshot is shared with
-// later calls that find nothing new: treat it as read-only.
+// A branch, tag, commit or path that does not exist, and a remote with no
+// refs at all (never pushed to, or wiped and re-created), are errors wrapping
+// source.ErrNotFound, never an empty snapshot: reading them as "nothing is
+// declared any more" would destroy everything the source owns. Only a real
+// commit gives an empty snapshot: one whose tree at Path holds no manifest,
+// or whose whole tree is empty (every file deleted, even when Path is set).
+// Whether to prune then is the sync layer's decision. The returned snapshot
+// is shared with later calls that find nothing new: treat it as read-only.
 func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -69,12 +72,6 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 	start := time.Now()
 
 	refs, err := s.listRefs(ctx)
-	if errors.Is(err, transport.ErrEmptyRemoteRepository) && s.strategy == byBranch {
-		// Nothing was ever pushed: there is nothing to apply, which is the
-		// sync layer's call to make, not an error.
-		s.log.Info("repository is empty", "url", s.location)
-		return &source.Snapshot{Revision: manifest.Revision(s.cfg.Ref.Branch + "@sha1:" + plumbing.ZeroHash.String())}, nil
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +149,8 @@ func (s *Source) transportError(what string, ctx context.Context, err error) err
 	err = s.redact(err)
 	switch {
 	case errors.Is(err, transport.ErrEmptyRemoteRepository):
-		return fmt.Errorf("%s: %w: %w", what, source.ErrNotFound, err)
+		return fmt.Errorf("%s: %s: the remote has no branches or tags at all (never pushed to, or emptied): %w: %w",
+			what, s.wanted(), source.ErrNotFound, err)
 	case errors.Is(err, transport.ErrAuthenticationRequired),
 		errors.Is(err, transport.ErrAuthorizationFailed),
 		strings.Contains(err.Error(), "unable to authenticate"):
@@ -170,6 +168,22 @@ func (s *Source) transportError(what string, ctx context.Context, err error) err
 		return fmt.Errorf("%s: %w (%w)", what, ctxErr, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// wanted names what the source follows, for errors.
+func (s *Source) wanted() string {
+	r := s.cfg.Ref
+	switch s.strategy {
+	case byPullRequest:
+		return fmt.Sprintf("pull request %d", r.PullRequest)
+	case byCommit:
+		return "commit " + r.Commit
+	case bySemVer:
+		return fmt.Sprintf("semver range %q", r.SemVer)
+	case byTag:
+		return fmt.Sprintf("tag %q", r.Tag)
+	}
+	return fmt.Sprintf("branch %q", r.Branch)
 }
 
 // resolve picks the remote reference the strategy asks for.
@@ -200,7 +214,7 @@ func (s *Source) resolve(refs []*plumbing.Reference) (*target, error) {
 	name := plumbing.NewBranchReferenceName(ref.Branch)
 	h, ok := hashes[name]
 	if !ok {
-		return nil, fmt.Errorf("branch %q of %s: %w", ref.Branch, s.location, source.ErrNotFound)
+		return nil, fmt.Errorf("branch %q of %s does not exist (deleted, or never pushed): %w", ref.Branch, s.location, source.ErrNotFound)
 	}
 	return &target{
 		name:       ref.Branch,
@@ -214,7 +228,7 @@ func (s *Source) tagTarget(hashes map[plumbing.ReferenceName]plumbing.Hash, tag 
 	name := plumbing.NewTagReferenceName(tag)
 	h, ok := hashes[name]
 	if !ok {
-		return nil, fmt.Errorf("tag %q of %s: %w", tag, s.location, source.ErrNotFound)
+		return nil, fmt.Errorf("tag %q of %s does not exist: %w", tag, s.location, source.ErrNotFound)
 	}
 	// An annotated tag is peeled after fetching, from the clone, so that
 	// servers that do not advertise peeled tags work the same.
@@ -541,7 +555,7 @@ func (s *Source) snapshot(c *object.Commit, t *target) (*source.Snapshot, error)
 	// checkouts leave empty folders behind.
 	if s.cfg.Path != "" {
 		if _, err := tree.Tree(s.cfg.Path); err != nil {
-			return nil, fmt.Errorf("path %q at %s of %s: %w", s.cfg.Path, snap.Revision, s.location, source.ErrNotFound)
+			return nil, fmt.Errorf("path %q does not exist at %s of %s (moved or deleted?): %w", s.cfg.Path, snap.Revision, s.location, source.ErrNotFound)
 		}
 	}
 	root, err := os.OpenRoot(s.cfg.CacheDir)

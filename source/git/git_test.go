@@ -120,23 +120,87 @@ func TestNotFound(t *testing.T) {
 	}
 }
 
+// TestEmptyRepository shows that a remote with no refs is a failure, never
+// an empty snapshot: an agent that read it as "nothing declared" would
+// destroy everything the source owns.
 func TestEmptyRepository(t *testing.T) {
 	t.Parallel()
 	r := gittest.NewRepo(t)
 	s := newSource(t, r.URL(), nil)
-	snap := fetch(t, s)
-	if len(snap.Files) != 0 || len(snap.Problems) != 0 {
-		t.Fatalf("empty repository: files %v problems %v", contents(snap), snap.Problems)
+	for range 2 {
+		snap, err := s.Fetch(context.Background())
+		if !errors.Is(err, source.ErrNotFound) {
+			t.Fatalf("empty repository: snapshot %v, err = %v, want ErrNotFound", snap, err)
+		}
+		for _, m := range []string{`branch "main"`, "no branches or tags"} {
+			if !strings.Contains(err.Error(), m) {
+				t.Fatalf("err = %q, want it to mention %s", err, m)
+			}
+		}
 	}
 
 	// Once something is pushed, it is fetched as usual.
 	r.Write(map[string]string{"a.yaml": "a: 1\n"})
 	head := r.Commit("first")
-	snap = fetch(t, s)
+	snap := fetch(t, s)
 	if want := manifest.Revision("main@sha1:" + head); snap.Revision != want {
 		t.Fatalf("revision = %s, want %s", snap.Revision, want)
 	}
 	assertContents(t, snap, map[string]string{"a.yaml": "a: 1\n"})
+}
+
+// TestVanishedRemoteState shows that what a source followed successfully
+// and then vanished is a failure naming what is missing, not an empty
+// snapshot: a wiped remote, a deleted branch or tag, a path moved away.
+func TestVanishedRemoteState(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		edit    func(*Config)
+		vanish  func(r *gittest.Repo)
+		mention []string
+	}{
+		{"remote wiped", nil, func(r *gittest.Repo) {
+			for _, ref := range []string{"refs/heads/main", "refs/heads/live", "refs/tags/v1"} {
+				r.Git("update-ref", "-d", ref)
+			}
+		},
+			[]string{`branch "main"`, "no branches or tags"}},
+		{"branch deleted", func(c *Config) { c.Ref.Branch = "live" }, func(r *gittest.Repo) { r.Git("branch", "-D", "live") },
+			[]string{`branch "live"`, "does not exist"}},
+		{"tag deleted", func(c *Config) { c.Ref.Tag = "v1" }, func(r *gittest.Repo) { r.Git("tag", "-d", "v1") },
+			[]string{`tag "v1"`, "does not exist"}},
+		{"path moved away", func(c *Config) { c.Path = "manifests" }, func(r *gittest.Repo) {
+			r.Git("mv", "manifests", "elsewhere")
+			r.Commit("move")
+		}, []string{`path "manifests"`, "does not exist"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := gittest.NewRepo(t)
+			r.Write(map[string]string{"manifests/a.yaml": "a: 1\n", "b.yaml": "b: 1\n"})
+			r.Commit("first")
+			r.Git("branch", "live")
+			r.Git("tag", "v1")
+			s := newSource(t, r.URL(), tc.edit)
+			if snap := fetch(t, s); len(snap.Files) == 0 {
+				t.Fatal("first fetch found no files")
+			}
+			tc.vanish(r)
+			for range 2 {
+				snap, err := s.Fetch(context.Background())
+				if !errors.Is(err, source.ErrNotFound) {
+					t.Fatalf("after %s: snapshot %v, err = %v, want ErrNotFound", tc.name, snap, err)
+				}
+				for _, m := range tc.mention {
+					if !strings.Contains(err.Error(), m) {
+						t.Fatalf("err = %q, want it to mention %s", err, m)
+					}
+				}
+			}
+		})
+	}
 }
 
 func TestRefStrategies(t *testing.T) {

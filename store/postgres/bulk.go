@@ -133,7 +133,15 @@ ON CONFLICT (kind, name) DO UPDATE SET
 	source_path = EXCLUDED.source_path, source_revision = EXCLUDED.source_revision, meta_hash = EXCLUDED.meta_hash,
 	generation = resources.generation + CASE WHEN resources.spec_hash <> EXCLUDED.spec_hash
 		OR resources.action <> EXCLUDED.action OR resources.deletion_requested_at IS NOT NULL THEN 1 ELSE 0 END,
-	phase = CASE WHEN resources.deletion_requested_at IS NOT NULL THEN 'pending' ELSE resources.phase END,
+	-- A new generation is pending until reconciled, unless a worker holds
+	-- it: its completion makes it pending then.
+	phase = CASE WHEN resources.deletion_requested_at IS NOT NULL THEN 'pending'
+		WHEN (`+bulkBump+`) AND (resources.lease_expires_at IS NULL OR resources.lease_expires_at <= now()) THEN 'pending'
+		ELSE resources.phase END,
+	status_message = CASE WHEN (`+bulkBump+`) AND (resources.lease_expires_at IS NULL OR resources.lease_expires_at <= now())
+		THEN 'generation ' || (resources.generation + 1) || ' is waiting to be reconciled' ELSE resources.status_message END,
+	conditions = CASE WHEN `+bulkBump+` THEN `+pendingConditions("resources.conditions", "resources.generation + 1")+`
+		ELSE resources.conditions END,
 	deletion_requested_at = NULL,
 	-- A new generation is due at once, whatever retry or drift schedule the
 	-- previous one had, and its retries start from the first backoff step.
@@ -301,3 +309,8 @@ func (s *Store) ListResourceDigests(ctx context.Context, source string) ([]store
 	}
 	return out, mapErr(rows.Err(), "list resources of "+source)
 }
+
+// bulkBump is true, in ApplyResources' upsert, of a row that gets a new
+// generation.
+const bulkBump = `resources.spec_hash <> EXCLUDED.spec_hash OR resources.action <> EXCLUDED.action
+	OR resources.deletion_requested_at IS NOT NULL`

@@ -43,7 +43,7 @@ func (s *Store) Listen(ctx context.Context, topics ...string) (<-chan store.Noti
 func (s *Store) listenConn(ctx context.Context, topics []string) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return nil, fmt.Errorf("postgres: listen: connect: %w", err)
+		return nil, fmt.Errorf("postgres: listen: connect: %w", unavailable(err))
 	}
 	for _, t := range topics {
 		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{t}.Sanitize()); err != nil {

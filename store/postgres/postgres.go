@@ -78,9 +78,9 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres: connect to %s/%s: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Database, err)
+		return nil, fmt.Errorf("postgres: connect to %s/%s: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Database, unavailable(err))
 	}
-	return &Store{pool: pool, q: pool}, nil
+	return &Store{pool: pool, q: classifying{pool}}, nil
 }
 
 // MaxConns is the size of the connection pool: pool_max_conns from the
@@ -102,10 +102,11 @@ func (s *Store) Close() {
 // transaction: fn should return the error rather than carry on.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx store.Store) error) error {
 	err := pgx.BeginFunc(ctx, s.q, func(tx pgx.Tx) error {
-		return fn(ctx, &Store{pool: s.pool, q: tx, tx: tx})
+		return fn(ctx, &Store{pool: s.pool, q: classifying{tx}, tx: tx})
 	})
 	if err != nil {
-		return fmt.Errorf("postgres: transaction: %w", err)
+		// Commit and rollback errors do not pass through classifying.
+		return fmt.Errorf("postgres: transaction: %w", unavailable(err))
 	}
 	return nil
 }
@@ -116,9 +117,9 @@ func (s *Store) withTx(ctx context.Context, fn func(s *Store) error) error {
 	if s.tx != nil {
 		return fn(s)
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return fn(&Store{pool: s.pool, q: tx, tx: tx})
-	})
+	return unavailable(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return fn(&Store{pool: s.pool, q: classifying{tx}, tx: tx})
+	}))
 }
 
 // loadMigrations parses the embedded migrations once.
@@ -220,7 +221,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	if s.tx == nil {
 		if err := s.pool.Ping(ctx); err != nil {
-			return fmt.Errorf("postgres: ping: %w", err)
+			return fmt.Errorf("postgres: ping: %w", unavailable(err))
 		}
 	}
 	// Checked first so that a missing table does not abort a caller's transaction.

@@ -28,14 +28,18 @@ const urgentDue = `(generation > observed_generation OR deletion_requested_at IS
 // scheduledDue is true of resources whose retry or drift check has come.
 const scheduledDue = `next_reconcile_at <= now()`
 
+// notOrphaned is true of resources whose source some agent serves: those
+// of orphaned sources are kept as they are, neither reconciled nor destroyed.
+const notOrphaned = `source_name NOT IN (` + store.OrphanedSourcesSQL + `)`
+
 // claimUrgent picks urgent resources in id order.
 const claimUrgent = `SELECT id, phase FROM resources
-	WHERE ` + urgentDue + ` AND ` + leaseFree + `
+	WHERE ` + urgentDue + ` AND ` + leaseFree + ` AND ` + notOrphaned + `
 	ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`
 
 // claimScheduled picks scheduled resources, earliest first.
 const claimScheduled = `SELECT id, phase FROM resources
-	WHERE ` + scheduledDue + ` AND ` + leaseFree + `
+	WHERE ` + scheduledDue + ` AND ` + leaseFree + ` AND ` + notOrphaned + `
 	ORDER BY next_reconcile_at LIMIT $3 FOR UPDATE SKIP LOCKED`
 
 // claimSQL leases the rows picked by one of the queries above. The picked
@@ -47,7 +51,8 @@ UPDATE resources r SET lease_owner = $1, lease_token = r.lease_token + 1,
 	phase = CASE WHEN r.deletion_requested_at IS NOT NULL THEN 'deleting' ELSE 'reconciling' END
 FROM picked WHERE r.id = picked.id
 RETURNING ` + prefixed("r.", resourceCols) + `, picked.phase,
-	coalesce((SELECT t.drift_interval_ms FROM resource_types t WHERE t.name = r.kind AND t.version = r.type_version), 0)`
+	coalesce((SELECT t.drift_interval_ms FROM resource_types t WHERE t.name = r.kind AND t.version = r.type_version), 0),
+	r.attempt_handle`
 }
 
 // ClaimResources leases up to p.Limit due resources to p.Owner: urgent ones
@@ -70,10 +75,15 @@ func (s *Store) ClaimResources(ctx context.Context, p store.ClaimParams) ([]*sto
 		}
 		claims, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.Claim, error) {
 			var (
-				prior string
-				drift int64
+				prior  string
+				drift  int64
+				handle []byte
 			)
-			r, err := scanResource(row, &prior, &drift)
+			r, err := scanResource(row, &prior, &drift, &handle)
+			if err != nil {
+				return nil, err
+			}
+			h, err := decodeHandle(handle)
 			if err != nil {
 				return nil, err
 			}
@@ -82,6 +92,7 @@ func (s *Store) ClaimResources(ctx context.Context, p store.ClaimParams) ([]*sto
 				Lease:         store.Lease{Owner: p.Owner, Token: r.LeaseToken},
 				PriorPhase:    manifest.Phase(prior),
 				DriftInterval: fromMillis(drift),
+				Handle:        h,
 			}, nil
 		})
 		if err != nil {
@@ -125,7 +136,7 @@ func (s *Store) Heartbeat(ctx context.Context, c *store.Claim, d time.Duration, 
 			return cerr
 		}
 		tag, err = s.q.Exec(ctx, `UPDATE resources SET lease_expires_at = now() + $4 * interval '1 millisecond',
-				status_message = $5, conditions = $6, updated_at = now()
+				status_message = $5, conditions = `+keepTransitionTimes("$6")+`, updated_at = now()
 			WHERE id = $1 AND lease_owner = $2 AND lease_token = $3`,
 			c.ID, c.Lease.Owner, c.Lease.Token, millis(d), p.Message, conds)
 	}
@@ -148,12 +159,19 @@ func (s *Store) Heartbeat(ctx context.Context, c *store.Claim, d time.Duration, 
 //
 // The status columns take the claim into account: a resource whose
 // generation, deletion request or manual request changed while it was
-// claimed keeps that change and is due at once.
-const completeSQL = `WITH upd AS (
+// claimed keeps that change and is due at once; one with a new generation
+// is pending, as ApplyResource made it. The attempt's handle is cleared
+// unless the completion keeps it ($33).
+var completeSQL = `WITH upd AS (
 	UPDATE resources SET
 		phase = CASE WHEN deletion_requested_at IS NOT NULL AND NOT $6 THEN 'deleting'
-			WHEN deletion_requested_at IS NULL AND $6 THEN 'pending' ELSE $7 END,
-		status_message = $8, conditions = $9, observed_generation = $10, outputs = $11,
+			WHEN deletion_requested_at IS NULL AND ($6 OR generation <> $4) THEN 'pending' ELSE $7 END,
+		status_message = CASE WHEN generation <> $4 AND deletion_requested_at IS NULL
+			THEN 'generation ' || generation || ' is waiting to be reconciled' ELSE $8 END,
+		conditions = CASE WHEN generation <> $4 AND deletion_requested_at IS NULL
+			THEN ` + pendingConditions(keepTransitionTimes("$9"), "generation") + `
+			ELSE ` + keepTransitionTimes("$9") + ` END,
+		observed_generation = $10, outputs = $11,
 		retry_count = CASE WHEN generation <> $4 THEN 0 ELSE $12 END,
 		last_reconcile_time = $13,
 		next_reconcile_at = CASE
@@ -162,7 +180,8 @@ const completeSQL = `WITH upd AS (
 			ELSE now() + $14::bigint * interval '1 millisecond' END,
 		reconcile_requested_at = CASE WHEN reconcile_requested_at IS NOT DISTINCT FROM $5 THEN NULL
 			ELSE reconcile_requested_at END,
-		waiting = $15, lease_owner = '', lease_expires_at = NULL, updated_at = now()
+		waiting = $15, lease_owner = '', lease_expires_at = NULL, updated_at = now(),
+		attempt_handle = CASE WHEN $33 THEN attempt_handle END
 	WHERE id = $1 AND lease_owner = $2 AND lease_token = $3
 	RETURNING *
 ), hist AS (
@@ -216,7 +235,7 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 		u.RetryCount, u.LastReconcileTime, next, done.Waiting, nowReady && !done.Delete, done.Record != nil,
 		string(rec.SourceRevision), string(rec.Trigger), rec.Phase, rec.Success, rec.Error,
 		rec.Created, rec.Updated, rec.Deleted, jsonDoc(rec.Outputs), rec.PlanOutput,
-		millis(rec.Duration), rec.AgentID, rec.StartedAt, rec.FinishedAt, dependsOnRef}
+		millis(rec.Duration), rec.AgentID, rec.StartedAt, rec.FinishedAt, dependsOnRef, done.KeepHandle}
 	if done.Record != nil && (rec.StartedAt.IsZero() || rec.FinishedAt.IsZero()) {
 		return nil, invalid("complete reconcile of resource %d: the record needs its start and finish times", c.ID)
 	}
@@ -268,6 +287,9 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 						if _, err := s.AddReconcileRecord(ctx, done.Record); err != nil {
 							return err
 						}
+					}
+					if err := s.finishPrune(ctx, c.Source.Name); err != nil {
+						return err
 					}
 					woken, err := s.wakeDependencies(ctx, c)
 					notify = woken
@@ -425,8 +447,8 @@ func (s *Store) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	// A scheduled resource that is due already but unclaimed (a claim raced
 	// with the clock) counts, as zero: the caller should claim now.
 	err := s.q.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM least(
-			(SELECT min(next_reconcile_at) FROM resources WHERE next_reconcile_at IS NOT NULL AND `+leaseFree+`),
-			(SELECT min(lease_expires_at) FROM resources WHERE lease_expires_at > now())) - now()) * 1000`).Scan(&ms)
+			(SELECT min(next_reconcile_at) FROM resources WHERE next_reconcile_at IS NOT NULL AND `+leaseFree+` AND `+notOrphaned+`),
+			(SELECT min(lease_expires_at) FROM resources WHERE lease_expires_at > now() AND `+notOrphaned+`)) - now()) * 1000`).Scan(&ms)
 	if err != nil {
 		return 0, false, mapErr(err, "next due reconcile")
 	}
@@ -440,7 +462,7 @@ func (s *Store) NextDue(ctx context.Context) (time.Duration, bool, error) {
 // one scan.
 func (s *Store) Stats(ctx context.Context) (*store.Stats, error) {
 	rows, err := s.q.Query(ctx, `SELECT phase, count(*),
-			count(*) FILTER (WHERE `+leaseFree+` AND ((`+urgentDue+`) OR `+scheduledDue+`)),
+			count(*) FILTER (WHERE `+leaseFree+` AND ((`+urgentDue+`) OR `+scheduledDue+`) AND `+notOrphaned+`),
 			count(*) FILTER (WHERE lease_expires_at > now()),
 			count(*) FILTER (WHERE waiting)
 		FROM resources GROUP BY phase`)
@@ -469,4 +491,38 @@ func (s *Store) Stats(ctx context.Context) (*store.Stats, error) {
 		return nil, mapErr(err, "count resources")
 	}
 	return out, nil
+}
+
+// utcNowJSON is the transaction's time as a JSON string in RFC 3339, UTC,
+// as Go writes times.
+const utcNowJSON = `to_jsonb(to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))`
+
+// keepTransitionTimes is the SQL of store.KeepTransitionTimes: the
+// conditions in the JSON parameter next, with their transition times
+// checked against the row's conditions. It is used in UPDATEs of
+// resources, where conditions is the row as it was.
+func keepTransitionTimes(next string) string {
+	return `(SELECT coalesce(jsonb_agg(CASE
+		WHEN o.c IS NULL THEN n.c
+		WHEN (n.c->>'lastTransitionTime')::timestamptz > (o.c->>'lastTransitionTime')::timestamptz THEN n.c
+		WHEN o.c->'status' = n.c->'status' THEN n.c || jsonb_build_object('lastTransitionTime', o.c->'lastTransitionTime')
+		ELSE n.c || jsonb_build_object('lastTransitionTime', ` + utcNowJSON + `) END ORDER BY n.i), '[]'::jsonb)
+	FROM jsonb_array_elements(` + next + `::jsonb) WITH ORDINALITY AS n(c, i)
+	LEFT JOIN LATERAL (SELECT e AS c FROM jsonb_array_elements(resources.conditions) AS e
+		WHERE e->>'type' = n.c->>'type' LIMIT 1) AS o ON true)`
+}
+
+// pendingConditions is the SQL of store.PendingConditions for the
+// conditions column conds and the new generation gen.
+func pendingConditions(conds, gen string) string {
+	ready := func(old string) string {
+		return `jsonb_build_object('type', 'Ready', 'status', 'Unknown', 'reason', '` + store.ReasonProgressing + `',
+			'message', 'generation ' || (` + gen + `) || ' is waiting to be reconciled',
+			'lastTransitionTime', CASE WHEN ` + old + `->>'status' = 'Unknown' THEN ` + old + `->'lastTransitionTime'
+				ELSE ` + utcNowJSON + ` END)`
+	}
+	return `(CASE WHEN ` + conds + ` @> '[{"type": "Ready"}]' THEN
+		(SELECT jsonb_agg(CASE WHEN c.e->>'type' = 'Ready' THEN ` + ready("c.e") + ` ELSE c.e END ORDER BY c.i)
+			FROM jsonb_array_elements(` + conds + `) WITH ORDINALITY AS c(e, i))
+		ELSE ` + conds + ` || jsonb_build_array(` + ready("NULL::jsonb") + `) END)`
 }

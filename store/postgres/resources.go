@@ -198,7 +198,12 @@ func (s *Store) ApplyResource(ctx context.Context, r *manifest.Resource, src sto
 					action = $8, depends_on = $9, origin_document = $10, origin_line = $11,
 					source_path = $12, source_revision = $13,
 					generation = generation + CASE WHEN $14 THEN 1 ELSE 0 END,
-					phase = CASE WHEN $15 THEN 'pending' ELSE phase END,
+					-- A new generation is pending until reconciled, unless a
+					-- worker holds it: its completion makes it pending then.
+					phase = CASE WHEN $15 OR ($14 AND `+leaseFree+`) THEN 'pending' ELSE phase END,
+					status_message = CASE WHEN $14 AND `+leaseFree+`
+						THEN 'generation ' || (generation + 1) || ' is waiting to be reconciled' ELSE status_message END,
+					conditions = CASE WHEN $14 THEN `+pendingConditions("conditions", "generation + 1")+` ELSE conditions END,
 					deletion_requested_at = CASE WHEN $15 THEN NULL ELSE deletion_requested_at END,
 					-- A new generation is due at once and its retries start afresh.
 					-- A resource waiting on others looks again when its dependsOn may have changed.

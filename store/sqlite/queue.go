@@ -29,14 +29,18 @@ const urgentDue = `(generation > observed_generation
 // scheduledDue is true of resources whose retry or drift check has come.
 const scheduledDue = `next_reconcile_at <= $1`
 
+// notOrphaned is true of resources whose source some agent serves: those
+// of orphaned sources are kept as they are, neither reconciled nor destroyed.
+const notOrphaned = `source_name NOT IN (` + store.OrphanedSourcesSQL + `)`
+
 // claimUrgent picks urgent resources in id order; $2 is the limit.
 const claimUrgent = `SELECT id, phase FROM resources
-	WHERE ` + urgentDue + ` AND ` + leaseFree + `
+	WHERE ` + urgentDue + ` AND ` + leaseFree + ` AND ` + notOrphaned + `
 	ORDER BY id LIMIT $2`
 
 // claimScheduled picks scheduled resources, earliest first.
 const claimScheduled = `SELECT id, phase FROM resources
-	WHERE ` + scheduledDue + ` AND ` + leaseFree + `
+	WHERE ` + scheduledDue + ` AND ` + leaseFree + ` AND ` + notOrphaned + `
 	ORDER BY next_reconcile_at, id LIMIT $2`
 
 // claimSQL leases the resources whose IDs are the JSON array $3 to the
@@ -46,7 +50,8 @@ const claimSQL = `UPDATE resources SET lease_owner = $2, lease_token = lease_tok
 WHERE id IN (SELECT value FROM json_each($3)) AND ` + leaseFree + `
 RETURNING ` + resourceCols + `,
 	coalesce((SELECT t.drift_interval_ms FROM resource_types t
-		WHERE t.name = resources.kind AND t.version = resources.type_version), 0)`
+		WHERE t.name = resources.kind AND t.version = resources.type_version), 0),
+	attempt_handle`
 
 // ClaimResources leases up to p.Limit due resources to p.Owner: urgent ones
 // first, then scheduled ones. Picking and leasing happen in one write
@@ -91,13 +96,20 @@ func (s *Store) ClaimResources(ctx context.Context, p store.ClaimParams) ([]*sto
 			}
 			claimed := make(map[int64]*store.Claim, len(picks))
 			rows, err := collect(ctx, s, func(row scanner) (*store.Claim, error) {
-				var drift int64
-				r, err := scanResource(row, &drift)
+				var (
+					drift  int64
+					handle sql.NullString
+				)
+				r, err := scanResource(row, &drift, &handle)
+				if err != nil {
+					return nil, err
+				}
+				h, err := decodeHandle(handle)
 				if err != nil {
 					return nil, err
 				}
 				return &store.Claim{Resource: r, Lease: store.Lease{Owner: p.Owner, Token: r.LeaseToken},
-					DriftInterval: fromMillis(drift)}, nil
+					DriftInterval: fromMillis(drift), Handle: h}, nil
 			}, claimSQL, ms(now), p.Owner, list, ms(now.Add(p.Duration)))
 			if err != nil {
 				return err
@@ -144,19 +156,26 @@ func (s *Store) Heartbeat(ctx context.Context, c *store.Claim, d time.Duration, 
 	if d <= 0 {
 		return invalid("heartbeat: duration must be positive")
 	}
-	var conds string
-	if p != nil {
-		var err error
-		if conds, err = jsonValue(p.Conditions, len(p.Conditions) == 0, "[]"); err != nil {
-			return err
-		}
-	}
 	err := s.withTx(ctx, func(s *Store) error {
 		now := clock()
 		var (
-			res sql.Result
-			err error
+			res   sql.Result
+			err   error
+			conds string
 		)
+		if p != nil {
+			prev, err := s.storedState(ctx, c.ID)
+			if errors.Is(err, sql.ErrNoRows) {
+				return s.leaseLost(ctx, c, "heartbeat")
+			}
+			if err != nil {
+				return err
+			}
+			next := store.KeepTransitionTimes(prev.conds, p.Conditions, now)
+			if conds, err = jsonValue(next, len(next) == 0, "[]"); err != nil {
+				return err
+			}
+		}
 		if p == nil {
 			res, err = s.exec(ctx, `UPDATE resources SET lease_expires_at = $4
 				WHERE id = $1 AND lease_owner = $2 AND lease_token = $3`,
@@ -181,16 +200,18 @@ func (s *Store) Heartbeat(ctx context.Context, c *store.Claim, d time.Duration, 
 // completeSQL writes a claim's outcome, fenced by the lease. The status
 // columns take the claim into account: a resource whose generation,
 // deletion request or manual request changed while it was claimed keeps
-// that change and is due at once.
+// that change and is due at once; one with a new generation is pending, as
+// ApplyResource made it.
 //
 // $1 now, $2 id, $3 lease owner, $4 lease token, $5 claimed generation,
 // $6 claimed manual request time, $7 claimed with a deletion request,
 // $8 phase, $9 message, $10 conditions, $11 observed generation,
 // $12 outputs, $13 retry count, $14 last reconcile time, $15 requeue after
-// (milliseconds, NULL for none), $16 waiting.
+// (milliseconds, NULL for none), $16 waiting, $17 keep the attempt's handle
+// (otherwise it is cleared).
 const completeSQL = `UPDATE resources SET
 	phase = CASE WHEN deletion_requested_at IS NOT NULL AND NOT $7 THEN 'deleting'
-		WHEN deletion_requested_at IS NULL AND $7 THEN 'pending' ELSE $8 END,
+		WHEN deletion_requested_at IS NULL AND ($7 OR generation <> $5) THEN 'pending' ELSE $8 END,
 	status_message = $9, conditions = $10, observed_generation = $11, outputs = $12,
 	retry_count = CASE WHEN generation <> $5 THEN 0 ELSE $13 END,
 	last_reconcile_time = $14,
@@ -199,7 +220,8 @@ const completeSQL = `UPDATE resources SET
 		WHEN $15 IS NULL THEN NULL
 		ELSE $1 + $15 END,
 	reconcile_requested_at = CASE WHEN reconcile_requested_at IS $6 THEN NULL ELSE reconcile_requested_at END,
-	waiting = $16, lease_owner = '', lease_expires_at = NULL, updated_at = $1
+	waiting = $16, lease_owner = '', lease_expires_at = NULL, updated_at = $1,
+	attempt_handle = CASE WHEN $17 THEN attempt_handle END
 WHERE id = $2 AND lease_owner = $3 AND lease_token = $4
 RETURNING ` + resourceCols
 
@@ -225,18 +247,15 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 			return nil, err
 		}
 	}
-	conds, err := jsonValue(u.Conditions, len(u.Conditions) == 0, "[]")
-	if err != nil {
-		return nil, err
-	}
 	// A completion that writes Ready for the claimed generation wakes the
 	// resources waiting for it.
 	readyCond := manifest.FindCondition(u.Conditions, manifest.ConditionReady)
 	nowReady := readyCond != nil && readyCond.Status == manifest.ConditionTrue && u.ObservedGeneration == c.Generation
 
 	var out *store.Resource
-	err = s.withTx(ctx, func(s *Store) error {
-		now := ms(clock())
+	err := s.withTx(ctx, func(s *Store) error {
+		at := clock()
+		now := ms(at)
 		notify := false
 		if done.Delete {
 			// Only the destruction that was claimed removes the row: a
@@ -255,6 +274,9 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 					if _, err := s.AddReconcileRecord(ctx, done.Record); err != nil {
 						return err
 					}
+				}
+				if err := s.finishPrune(ctx, c.Source.Name); err != nil {
+					return err
 				}
 				woken, err := s.wakeDependencies(ctx, c, now)
 				if err != nil || !woken {
@@ -278,10 +300,25 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 				next, notify = int64(0), true
 			}
 		}
+		prev, err := s.storedState(ctx, c.ID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return s.leaseLost(ctx, c, "complete reconcile of")
+		}
+		if err != nil {
+			return err
+		}
+		written, msg := store.KeepTransitionTimes(prev.conds, u.Conditions, at), u.Message
+		if prev.gen != c.Generation && !prev.deleting {
+			written, msg = store.PendingConditions(written, prev.gen, at), store.PendingMessage(prev.gen)
+		}
+		conds, err := jsonValue(written, len(written) == 0, "[]")
+		if err != nil {
+			return err
+		}
 		r, err := scanResource(s.queryRow(ctx, completeSQL,
 			now, c.ID, c.Lease.Owner, c.Lease.Token, c.Generation, msPtr(c.ReconcileRequestedAt),
-			c.DeletionRequestedAt != nil, string(u.Phase), u.Message, conds, u.ObservedGeneration,
-			jsonDoc(u.Outputs), u.RetryCount, msPtr(u.LastReconcileTime), next, done.Waiting))
+			c.DeletionRequestedAt != nil, string(u.Phase), msg, conds, u.ObservedGeneration,
+			jsonDoc(u.Outputs), u.RetryCount, msPtr(u.LastReconcileTime), next, done.Waiting, done.KeepHandle))
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.leaseLost(ctx, c, "complete reconcile of")
 		}
@@ -431,8 +468,8 @@ func (s *Store) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	// A scheduled resource that is due already but unclaimed counts, as
 	// zero: the caller should claim now.
 	err := s.queryRow(ctx, `SELECT
-			(SELECT min(next_reconcile_at) FROM resources WHERE next_reconcile_at IS NOT NULL AND `+leaseFree+`),
-			(SELECT min(lease_expires_at) FROM resources WHERE lease_expires_at > $1)`, ms(now)).Scan(&next, &expiry)
+			(SELECT min(next_reconcile_at) FROM resources WHERE next_reconcile_at IS NOT NULL AND `+leaseFree+` AND `+notOrphaned+`),
+			(SELECT min(lease_expires_at) FROM resources WHERE lease_expires_at > $1 AND `+notOrphaned+`)`, ms(now)).Scan(&next, &expiry)
 	if err != nil {
 		return 0, false, mapErr(err, "next due reconcile")
 	}
@@ -450,7 +487,7 @@ func (s *Store) NextDue(ctx context.Context) (time.Duration, bool, error) {
 // one scan.
 func (s *Store) Stats(ctx context.Context) (*store.Stats, error) {
 	rows, err := s.query(ctx, `SELECT phase, count(*),
-			count(*) FILTER (WHERE `+leaseFree+` AND ((`+urgentDue+`) OR `+scheduledDue+`)),
+			count(*) FILTER (WHERE `+leaseFree+` AND ((`+urgentDue+`) OR `+scheduledDue+`) AND `+notOrphaned+`),
 			count(*) FILTER (WHERE lease_expires_at > $1),
 			count(*) FILTER (WHERE waiting)
 		FROM resources GROUP BY phase`, ms(clock()))
@@ -479,4 +516,27 @@ func (s *Store) Stats(ctx context.Context) (*store.Stats, error) {
 		return nil, mapErr(err, "count resources")
 	}
 	return out, nil
+}
+
+// stored is what writes of conditions need of a resource as stored.
+type stored struct {
+	conds    []manifest.Condition
+	gen      int64
+	deleting bool
+}
+
+// storedState reads a resource's conditions, generation and deletion
+// request, inside the writing transaction.
+func (s *Store) storedState(ctx context.Context, id int64) (stored, error) {
+	var (
+		out   stored
+		conds string
+	)
+	if err := s.queryRow(ctx, `SELECT conditions, generation, deletion_requested_at IS NOT NULL FROM resources WHERE id = $1`, id).
+		Scan(&conds, &out.gen, &out.deleting); err != nil {
+		return out, err
+	}
+	var err error
+	out.conds, err = decodeSlice[manifest.Condition](conds, "conditions")
+	return out, err
 }

@@ -149,18 +149,22 @@ type applyResult struct {
 
 // applySelectSQL reads what apply compares of an existing resource.
 const applySelectSQL = `SELECT id, generation, spec_hash, action, deletion_requested_at IS NOT NULL,
-	source_name, source_path, source_revision
+	source_name, source_path, source_revision, conditions, lease_expires_at IS NOT NULL AND lease_expires_at > $3
 FROM resources WHERE kind = $1 AND name = $2`
 
 // applyUpdateSQL refreshes the desired state of an existing resource. $14
 // says whether the generation goes up, $15 whether a deletion request is
-// undone.
+// undone, $18 whether the new generation is pending (no worker holds it:
+// a worker's completion makes it pending), with the message $19; $20 are
+// the conditions of a new generation.
 const applyUpdateSQL = `UPDATE resources SET
 	grp = $2, type_version = $3, labels = $4, annotations = $5, spec = $6, spec_hash = $7,
 	action = $8, depends_on = $9, origin_document = $10, origin_line = $11,
 	source_path = $12, source_revision = $13,
 	generation = generation + CASE WHEN $14 THEN 1 ELSE 0 END,
-	phase = CASE WHEN $15 THEN 'pending' ELSE phase END,
+	phase = CASE WHEN $15 OR $18 THEN 'pending' ELSE phase END,
+	status_message = CASE WHEN $18 THEN $19 ELSE status_message END,
+	conditions = CASE WHEN $14 THEN $20 ELSE conditions END,
 	deletion_requested_at = CASE WHEN $15 THEN NULL ELSE deletion_requested_at END,
 	-- A new generation is due at once and its retries start afresh.
 	-- A resource waiting on others looks again when its dependsOn may have changed.
@@ -201,9 +205,11 @@ func (a *applier) apply(ctx context.Context, r *manifest.Resource, d *desired) (
 		action   string
 		deleting bool
 		owner    store.SourceRef
+		stored   string
+		leased   bool
 	)
-	err := a.s.queryRow(ctx, applySelectSQL, r.Kind, r.Name).
-		Scan(&id, &gen, &hash, &action, &deleting, &owner.Name, &owner.Path, &owner.Revision)
+	err := a.s.queryRow(ctx, applySelectSQL, r.Kind, r.Name, a.now).
+		Scan(&id, &gen, &hash, &action, &deleting, &owner.Name, &owner.Path, &owner.Revision, &stored, &leased)
 	if errors.Is(err, sql.ErrNoRows) {
 		res, err := a.scan(a.s.queryRow(ctx, insertResourceSQL+a.returning(), insertArgs(r, a.src, d, a.now)...))
 		res.outcome = store.Created
@@ -216,9 +222,20 @@ func (a *applier) apply(ctx context.Context, r *manifest.Resource, d *desired) (
 		return applyResult{}, &store.OwnerConflictError{What: r.Ref().String(), Owner: owner}
 	}
 	bump := hash != r.SpecHash || action != r.Action || deleting
+	conds := stored
+	if bump {
+		prev, err := decodeSlice[manifest.Condition](stored, "conditions")
+		if err != nil {
+			return applyResult{}, err
+		}
+		next := store.PendingConditions(prev, gen+1, fromMs(a.now))
+		if conds, err = jsonValue(next, false, "[]"); err != nil {
+			return applyResult{}, err
+		}
+	}
 	res, err := a.scan(a.s.queryRow(ctx, applyUpdateSQL+a.returning(), id, r.Group, r.Version, d.labels,
 		d.annotations, d.spec, r.SpecHash, r.Action, d.deps, r.Origin.Document, r.Origin.Line, d.path,
-		string(a.src.Revision), bump, deleting, r.MetaHash(), a.now))
+		string(a.src.Revision), bump, deleting, r.MetaHash(), a.now, bump && !leased, store.PendingMessage(gen+1), conds))
 	res.outcome = store.Unchanged
 	if bump {
 		res.outcome = store.Updated

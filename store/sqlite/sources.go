@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
@@ -42,9 +43,12 @@ func (s *Store) PutSource(ctx context.Context, src *store.Source) (*store.Source
 	if src == nil || src.Name == "" {
 		return nil, invalid("put source: name is required")
 	}
-	phase := src.Phase
-	if phase == "" {
-		phase = store.SourcePending
+	want := src.Phase
+	if want == "" {
+		want = store.SourcePending
+	}
+	if !slices.Contains(store.SourcePhases(), want) {
+		return nil, invalid("put source %q: unknown phase %q", src.Name, want)
 	}
 	errs, err := jsonValue(src.Errors, len(src.Errors) == 0, "[]")
 	if err != nil {
@@ -65,7 +69,7 @@ func (s *Store) PutSource(ctx context.Context, src *store.Source) (*store.Source
 				last_sync_time = excluded.last_sync_time, last_applied_time = excluded.last_applied_time,
 				errors = excluded.errors, updated_at = excluded.updated_at
 			RETURNING `+sourceCols,
-			src.Name, string(src.Kind), src.URL, src.Path, string(phase), src.Message,
+			src.Name, string(src.Kind), src.URL, src.Path, string(want), src.Message,
 			string(src.LastAppliedRevision), string(src.LastAttemptedRevision), src.LastCommit.Author,
 			src.LastCommit.Message, msOrNull(src.LastCommit.Time), string(src.ApprovedRevision),
 			msPtr(src.LastSyncTime), msPtr(src.LastAppliedTime), errs, ms(clock())))
@@ -163,4 +167,48 @@ func (s *Store) ListSyncRecords(ctx context.Context, source string, limit int) (
 		return nil, mapErr(err, fmt.Sprintf("list sync records of source %q", source))
 	}
 	return out, nil
+}
+
+// DeleteSource removes a source's row, once nothing it owns remains.
+func (s *Store) DeleteSource(ctx context.Context, name string) error {
+	what := fmt.Sprintf("delete source %q", name)
+	err := s.withTx(ctx, func(s *Store) error {
+		var resources, types int64
+		if err := s.queryRow(ctx, `SELECT (SELECT count(*) FROM resources WHERE source_name = $1),
+				(SELECT count(*) FROM resource_types WHERE source_name = $1)`, name).Scan(&resources, &types); err != nil {
+			return err
+		}
+		if resources > 0 || types > 0 {
+			return fmt.Errorf("%s: it still owns %d resource(s) and %d resource type version(s): %w", what, resources, types, store.ErrInUse)
+		}
+		res, err := s.exec(ctx, `DELETE FROM sources WHERE name = $1`, name)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("source %q: %w", name, store.ErrNotFound)
+		}
+		return s.Notify(ctx, store.TopicSources, name)
+	})
+	return mapErr(err, what)
+}
+
+// finishPrune removes a source being pruned once its last resource is
+// gone, with the resource types it owns that no resource uses.
+func (s *Store) finishPrune(ctx context.Context, source string) error {
+	res, err := s.exec(ctx, `DELETE FROM sources WHERE name = $1 AND `+store.PruningSourceSQL+`
+		AND NOT EXISTS (SELECT 1 FROM resources WHERE source_name = $1)`, source)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err
+	}
+	if _, err := s.exec(ctx, `DELETE FROM resource_types WHERE source_name = $1
+		AND NOT EXISTS (SELECT 1 FROM resources r WHERE r.kind = resource_types.name AND r.type_version = resource_types.version)`, source); err != nil {
+		return err
+	}
+	return s.Notify(ctx, store.TopicSources, source)
 }

@@ -78,7 +78,8 @@ func testStatusEvents(t *testing.T, s store.Store) {
 	if _, _, err := s.ApplyResource(ctx, withSpec(resource("a", ""), `{"size":2}`), src); err != nil {
 		t.Fatal(err)
 	}
-	want.Generation = 2
+	// A new generation is pending from the moment it is stored.
+	want.Generation, want.Phase, want.Message = 2, manifest.PhasePending, store.PendingMessage(2)
 	if got := nextStatus(t, notes); got != want {
 		t.Fatalf("new generation: event %+v, want %+v", got, want)
 	}

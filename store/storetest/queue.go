@@ -266,12 +266,12 @@ func testCompleteSchedules(t *testing.T, s store.Store) {
 	if err != nil || !ok || d < 59*time.Minute || d > time.Hour {
 		t.Fatalf("NextDue = %v, %v, %v; want about an hour", d, ok, err)
 	}
-	// A new generation is due at once and starts its retries afresh.
+	// A new generation is due at once, pending, and starts its retries afresh.
 	if _, _, err := s.ApplyResource(ctx, withSpec(decl, `{"v":2}`), src); err != nil {
 		t.Fatal(err)
 	}
 	cs := claim(t, s, "a1", 1)
-	if len(cs) != 1 || cs[0].Generation != 2 || cs[0].RetryCount != 0 || cs[0].PriorPhase != manifest.PhaseFailed {
+	if len(cs) != 1 || cs[0].Generation != 2 || cs[0].RetryCount != 0 || cs[0].PriorPhase != manifest.PhasePending {
 		t.Fatalf("claim after a new generation = %+v", cs)
 	}
 	// The spec changes while generation 2 is being applied: the success

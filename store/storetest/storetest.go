@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimDue", testClaimDue},
 		{"ClaimConcurrently", testClaimConcurrently},
 		{"LeaseFencing", testLeaseFencing},
+		{"Handles", testHandles},
 		{"CompleteSchedules", testCompleteSchedules},
 		{"ManualRequest", testManualRequest},
 		{"CompleteDeletion", testCompleteDeletion},
@@ -64,6 +65,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Listen", testListen},
 		{"StatusEvents", testStatusEvents},
 		{"Stats", testStats},
+		{"SourcePhases", testSourcePhases},
+		{"DeleteSource", testDeleteSource},
+		{"OrphanedNotDue", testOrphanedNotDue},
+		{"PruneRemovesSource", testPruneRemovesSource},
+		{"NewGenerationPending", testNewGenerationPending},
+		{"TransitionTimes", testTransitionTimes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -85,6 +85,11 @@ type Options struct {
 	// Now is the server's clock, for run times and the created filter; by
 	// default time.Now.
 	Now func() time.Time
+	// CancelPolls is how many reads of a run object after a cancel request
+	// still see the run as it was, not completed: GitHub answers the cancel
+	// with 202 and completes the run only once its jobs have stopped. Zero
+	// completes it at once.
+	CancelPolls int
 }
 
 // Dispatch is a workflow_dispatch event the server accepted.
@@ -321,6 +326,7 @@ type run struct {
 	status      string
 	conclusion  string
 	cancelled   bool
+	cancelling  int // reads left before a requested cancel completes the run
 	jobIDs      []int64
 	artifacts   []*artifact
 }
@@ -823,6 +829,13 @@ func (s *Server) advance(r *run) {
 		return
 	}
 	now := s.opts.Now().UTC().Truncate(time.Second)
+	if r.cancelling > 0 {
+		// A cancel was requested: the run stands still until it completes.
+		if r.cancelling--; r.cancelling == 0 {
+			r.cancelNow(now)
+		}
+		return
+	}
 	if !r.script.Never && r.polls > r.script.Polls {
 		if r.startedAt.IsZero() {
 			r.startedAt = now
@@ -1334,7 +1347,14 @@ func (s *Server) cancel(id int64) reply {
 	if r.status == "completed" {
 		return errorReply(http.StatusConflict, "Cannot cancel a workflow run that is completed.", docsCancel)
 	}
-	r.cancelNow(s.opts.Now().UTC().Truncate(time.Second))
+	if r.cancelling > 0 {
+		return jsonReply(http.StatusAccepted, struct{}{})
+	}
 	s.cancelled = append(s.cancelled, id)
+	if s.opts.CancelPolls > 0 {
+		r.cancelling = s.opts.CancelPolls
+		return jsonReply(http.StatusAccepted, struct{}{})
+	}
+	r.cancelNow(s.opts.Now().UTC().Truncate(time.Second))
 	return jsonReply(http.StatusAccepted, struct{}{})
 }

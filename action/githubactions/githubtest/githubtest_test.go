@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -813,5 +814,43 @@ func TestConcurrentDispatches(t *testing.T) {
 	}
 	if len(numbers) != n {
 		t.Fatalf("run numbers not distinct: %v", numbers)
+	}
+}
+
+// TestCancelTakesPolls: with CancelPolls, a cancelled run is still in
+// progress for that many reads, as on GitHub while its jobs stop; a second
+// cancel meanwhile is accepted again.
+func TestCancelTakesPolls(t *testing.T) {
+	t.Parallel()
+	srv := githubtest.New(t, githubtest.Options{CancelPolls: 2, Script: func(githubtest.Dispatch) githubtest.Script {
+		return githubtest.Script{Never: true, Jobs: []githubtest.Job{{Name: "apply", Steps: []string{"one"}}}}
+	}})
+	o := srv.Options()
+	c := client(t, srv, o.Token, false)
+	ctx := t.Context()
+	if _, err := c.Actions.CreateWorkflowDispatchEventByFileName(ctx, o.Owner, o.Repo, o.Workflow,
+		github.CreateWorkflowDispatchEventRequest{Ref: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	id := srv.Dispatches()[0].RunID
+	var statuses []string
+	for i := range 4 {
+		if i == 1 || i == 2 {
+			var accepted *github.AcceptedError
+			if _, err := c.Actions.CancelWorkflowRunByID(ctx, o.Owner, o.Repo, id); !errors.As(err, &accepted) {
+				t.Fatalf("cancel %d: %v", i, err)
+			}
+		}
+		run, _, err := c.Actions.GetWorkflowRunByID(ctx, o.Owner, o.Repo, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		statuses = append(statuses, run.GetStatus()+"/"+run.GetConclusion())
+	}
+	if want := []string{"queued/", "queued/", "completed/cancelled", "completed/cancelled"}; !slices.Equal(statuses, want) {
+		t.Errorf("statuses %v, want %v", statuses, want)
+	}
+	if got := srv.Cancelled(); len(got) != 1 || got[0] != id {
+		t.Errorf("cancelled %v, want [%d] once", got, id)
 	}
 }

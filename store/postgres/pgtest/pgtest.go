@@ -61,6 +61,13 @@ func URL(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
+	return createDatabase(t, base)
+}
+
+// createDatabase creates a database for the test on the server base names
+// and drops it when the test ends.
+func createDatabase(t testing.TB, base string) string {
+	t.Helper()
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		t.Fatalf("pgtest: %s must be a postgres:// URL", EnvURL)
@@ -102,6 +109,12 @@ func URL(t testing.TB) string {
 //
 // It does not return.
 func Main(m *testing.M) {
+	os.Exit(Run(m))
+}
+
+// Run is Main for a TestMain that has more to do after the tests: it runs
+// them, stops the throwaway server and returns the exit code.
+func Run(m *testing.M) int {
 	code := m.Run()
 	mu.Lock()
 	s := srv
@@ -114,7 +127,7 @@ func Main(m *testing.M) {
 			}
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // baseURL returns the URL of the maintenance database of the server to use,
@@ -168,13 +181,22 @@ type server struct {
 	dir     string
 	logPath string
 	url     string
+	bin     string
+	cred    *syscall.Credential
+	// durable makes a commit return only once its WAL is written, so that
+	// an immediate shutdown loses no committed transaction, as on a
+	// production server; the shared server trades that for speed.
+	durable bool
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
 }
 
 // start creates a cluster in a new temporary directory and starts a server on it.
-func start() (*server, error) {
+func start() (*server, error) { return startServer(false) }
+
+// startServer is start, durable or not.
+func startServer(durable bool) (*server, error) {
 	bin, err := findBinaries()
 	if err != nil {
 		return nil, err
@@ -183,7 +205,7 @@ func start() (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create server directory: %w", err)
 	}
-	s := &server{dir: dir, logPath: filepath.Join(dir, "postgres.log"), exited: make(chan struct{})}
+	s := &server{dir: dir, logPath: filepath.Join(dir, "postgres.log"), durable: durable}
 	if err := s.init(bin); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -207,17 +229,35 @@ func (s *server) init(bin string) error {
 		return fmt.Errorf("%s failed: %w\n%s", initdb, err, out.String())
 	}
 
-	logf, err := os.Create(s.logPath)
+	s.bin, s.cred = bin, cred
+	s.url = (&url.URL{
+		Scheme:   "postgres",
+		User:     url.User(superuser),
+		Path:     "/postgres",
+		RawQuery: url.Values{"host": {s.dir}, "sslmode": {"disable"}}.Encode(),
+	}).String()
+	return s.launch()
+}
+
+// launch starts the server on the cluster init made and waits until it
+// accepts connections.
+func (s *server) launch() error {
+	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("create server log: %w", err)
+		return fmt.Errorf("open server log: %w", err)
 	}
 	defer logf.Close() // the child keeps its own descriptor
-	s.cmd = exec.Command(filepath.Join(bin, "postgres"),
-		"-D", data,
+	s.exited, s.waitErr = make(chan struct{}), nil
+	syncCommit := "off"
+	if s.durable {
+		syncCommit = "on"
+	}
+	s.cmd = exec.Command(filepath.Join(s.bin, "postgres"),
+		"-D", filepath.Join(s.dir, "data"),
 		"-k", s.dir,
 		"-c", "listen_addresses=",
 		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
+		"-c", "synchronous_commit="+syncCommit,
 		"-c", "full_page_writes=off",
 		"-c", "max_connections=300",
 		"-c", "shared_buffers=64MB",
@@ -225,21 +265,16 @@ func (s *server) init(bin string) error {
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	// SIGQUIT is PostgreSQL's immediate shutdown: the postmaster takes its
 	// backends down with it when the test binary dies without calling Main.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", s.cmd.Path, err)
 	}
+	cmd, exited := s.cmd, s.exited
 	go func() {
-		s.waitErr = s.cmd.Wait()
-		close(s.exited)
+		err := cmd.Wait()
+		s.waitErr = err
+		close(exited)
 	}()
-
-	s.url = (&url.URL{
-		Scheme:   "postgres",
-		User:     url.User(superuser),
-		Path:     "/postgres",
-		RawQuery: url.Values{"host": {s.dir}, "sslmode": {"disable"}}.Encode(),
-	}).String()
 	if err := s.waitReady(); err != nil {
 		s.stop()
 		return err
@@ -275,23 +310,101 @@ func (s *server) waitReady() error {
 // stop shuts the server down quickly and removes its directory.
 func (s *server) stop() error {
 	var errs []error
-	if s.cmd != nil && s.cmd.Process != nil {
-		// SIGINT is PostgreSQL's fast shutdown: sessions are ended, no waiting.
-		if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			errs = append(errs, fmt.Errorf("stop postgres: %w", err))
-		}
-		select {
-		case <-s.exited:
-		case <-time.After(30 * time.Second):
-			s.cmd.Process.Kill()
-			<-s.exited
-			errs = append(errs, fmt.Errorf("postgres did not stop within 30s; killed it%s", s.logTail()))
-		}
+	if err := s.shutdown(syscall.SIGINT); err != nil {
+		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(s.dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove server directory: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// shutdown sends the postmaster sig (SIGINT: fast shutdown, sessions are
+// ended; SIGQUIT: immediate shutdown, as in a crash, recovered from the WAL
+// at the next start) and waits until it exits.
+func (s *server) shutdown(sig syscall.Signal) error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return nil
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stop postgres: %w", err)
+	}
+	select {
+	case <-s.exited:
+		return nil
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+		return fmt.Errorf("postgres did not stop within 30s; killed it%s", s.logTail())
+	}
+}
+
+// Server is a throwaway PostgreSQL server of a test's own, for tests that
+// stop or restart it, which they must not do to the server other tests share.
+type Server struct {
+	s *server
+}
+
+// NewServer starts a server that is stopped, and its directory removed, when
+// the test ends. Unlike the shared server, it commits synchronously: an
+// immediate shutdown is a crash that loses no committed transaction, as on
+// a production server. It fails the test, never skips it, when the binaries
+// are missing. NO8S_TEST_DATABASE_URL does not apply: the test must own the
+// server.
+func NewServer(t testing.TB) *Server {
+	t.Helper()
+	s, err := startServer(true)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			t.Errorf("pgtest: %v", err)
+		}
+	})
+	return &Server{s: s}
+}
+
+// URL returns the connection URL of a new, empty database on the server.
+// Its host is the server's socket folder, so the URL stays valid across
+// restarts.
+func (srv *Server) URL(t testing.TB) string {
+	t.Helper()
+	return createDatabase(t, srv.s.url)
+}
+
+// Restart shuts the server down, "fast" (sessions ended, a clean shutdown
+// checkpoint) or "immediate" (processes quit at once, as in a crash; the
+// next start recovers from the WAL), and starts it again on the same
+// cluster and socket. It returns once the server accepts connections.
+func (srv *Server) Restart(t testing.TB, mode string) {
+	t.Helper()
+	srv.Stop(t, mode)
+	srv.Start(t)
+}
+
+// Stop shuts the server down as Restart does, and leaves it down until Start.
+func (srv *Server) Stop(t testing.TB, mode string) {
+	t.Helper()
+	sig := syscall.SIGINT
+	switch mode {
+	case "fast":
+	case "immediate":
+		sig = syscall.SIGQUIT
+	default:
+		t.Fatalf("pgtest: unknown shutdown mode %q (fast or immediate)", mode)
+	}
+	if err := srv.s.shutdown(sig); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+}
+
+// Start starts a server that Stop shut down.
+func (srv *Server) Start(t testing.TB) {
+	t.Helper()
+	if err := srv.s.launch(); err != nil {
+		t.Fatalf("pgtest: restart: %v", err)
+	}
 }
 
 // logTail returns the last lines of the server log, for error messages.

@@ -1,0 +1,265 @@
+// Package redact replaces secret values with "***" in text the agent writes
+// or serves: stored status, outputs and history, HTTP responses, log
+// records and pull-request comments.
+//
+// A Masker knows the values, learnt at start (the tokens, passwords and
+// action secrets the configuration names); it is empty until told any. It
+// masks each value in the forms the agent itself could write it in: as is,
+// without surrounding white space, escaped inside a JSON or Go string,
+// escaped for HTML, and escaped for a URL. It does not chase encodings that
+// only another program could apply (base64, hex, a value cut in pieces):
+// masking is a safety net against a value echoed by accident, not a
+// defence against an action that wants to leak it.
+//
+// Values shorter than MinLength are not masked: replacing a short value
+// wherever it occurs would mangle ordinary words, names and numbers in
+// every message and response (a username "deploy" would turn "deployed"
+// into "***ed"). The agent warns about them at start.
+//
+// Text is scanned once whatever the number of values: a bit set indexed
+// by the two bytes at each position of a text says whether a value may
+// start there, and only then are the values that start with those bytes
+// compared, longest first. Without a match that is a bit test per byte,
+// and nothing is allocated unless something is masked.
+package redact
+
+import (
+	"encoding/json"
+	"html"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Placeholder replaces every secret value.
+const Placeholder = "***"
+
+// MinLength is the length, in bytes, under which a value is not masked.
+// Eight is the rule GitLab applies to masked CI/CD variables: long enough
+// that a value is unlikely to be an ordinary word, short enough for any
+// real token, key or password.
+const MinLength = 8
+
+// TooShort reports whether value is too short to be masked (surrounding
+// white space does not count).
+func TooShort(value string) bool { return len(strings.TrimSpace(value)) < MinLength }
+
+// Masker masks the secret values it was given. The zero value and nil are
+// empty Maskers, which return every text unchanged. It is safe for
+// concurrent use; values are meant to be added at start, but a Masker
+// already in use picks up values added later.
+type Masker struct {
+	mu sync.Mutex // serializes Add
+	t  atomic.Pointer[table]
+}
+
+// New returns a Masker for values; see Add.
+func New(values ...string) *Masker {
+	m := &Masker{}
+	m.Add(values...)
+	return m
+}
+
+// Add adds secret values. Empty values and values TooShort are ignored.
+func (m *Masker) Add(values ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.t.Load()
+	var all []string
+	if old != nil {
+		all = slices.Clone(old.values)
+	}
+	added := false
+	for _, v := range values {
+		if !TooShort(v) && !slices.Contains(all, v) {
+			all = append(all, v)
+			added = true
+		}
+	}
+	if added {
+		m.t.Store(newTable(all))
+	}
+}
+
+// Len returns how many values the Masker masks.
+func (m *Masker) Len() int {
+	return len(m.table().values)
+}
+
+// Mask returns s with every secret value replaced by Placeholder. Where
+// values overlap, the whole stretch they cover is replaced once.
+func (m *Masker) Mask(s string) string { return m.table().mask(s) }
+
+// Contains reports whether s holds a secret value.
+func (m *Masker) Contains(s string) bool { return m.table().contains(s) }
+
+// table returns the current table; never nil.
+func (m *Masker) table() *table {
+	if m == nil {
+		return &emptyTable
+	}
+	if t := m.t.Load(); t != nil {
+		return t
+	}
+	return &emptyTable
+}
+
+var emptyTable table
+
+// table is an immutable set of patterns: every form of every value.
+type table struct {
+	values []string
+	// pairs has a bit set for each pair of bytes a pattern starts with,
+	// the cheap test made at every position of a text.
+	pairs [1 << 16 / 64]uint64
+	// byPair lists the patterns by the pair of bytes they start with,
+	// longest first, so that the first to match at a position is the
+	// longest.
+	byPair map[uint16][]string
+}
+
+func newTable(values []string) *table {
+	t := &table{values: values, byPair: map[uint16][]string{}}
+	seen := map[string]bool{}
+	var patterns []string
+	for _, v := range values {
+		for _, f := range forms(v) {
+			if len(f) >= MinLength && !seen[f] {
+				seen[f] = true
+				patterns = append(patterns, f)
+			}
+		}
+	}
+	slices.SortStableFunc(patterns, func(a, b string) int { return len(b) - len(a) })
+	for _, p := range patterns {
+		k := pair(p, 0)
+		t.pairs[k/64] |= 1 << (k % 64)
+		t.byPair[k] = append(t.byPair[k], p)
+	}
+	return t
+}
+
+// pair returns the two bytes at s[i:] as one number.
+func pair(s string, i int) uint16 { return uint16(s[i])<<8 | uint16(s[i+1]) }
+
+// forms returns the ways the agent may write v: as is, trimmed, and
+// escaped as JSON (with and without HTML escaping, as encoding/json writes
+// it) or as a Go string (%q, which errors use), once or twice (JSON in a
+// JSON string, a response body quoted in an error); each of those also
+// escaped for HTML (html/template escapes '+' too), as the dashboard shows
+// JSON and messages; and escaped as a URL's query, path or user-info part.
+func forms(v string) []string {
+	bases := []string{v}
+	if t := strings.TrimSpace(v); t != v && t != "" {
+		bases = append(bases, t)
+	}
+	escapes := []func(string) string{
+		func(s string) string { return jsonString(s, true) },
+		func(s string) string { return jsonString(s, false) },
+		func(s string) string { return unquote(strconv.Quote(s)) },
+		func(s string) string { return unquote(strconv.QuoteToASCII(s)) },
+	}
+	var out []string
+	for _, b := range bases {
+		texts := []string{b}
+		for _, once := range escapes {
+			e := once(b)
+			texts = append(texts, e)
+			for _, twice := range escapes {
+				texts = append(texts, twice(e))
+			}
+		}
+		for _, e := range texts {
+			escaped := html.EscapeString(e)
+			out = append(out, e, escaped, strings.ReplaceAll(escaped, "+", "&#43;"))
+		}
+		out = append(out, url.QueryEscape(b), url.PathEscape(b), url.User(b).String())
+	}
+	return out
+}
+
+// jsonString is s as encoding/json writes it inside quotes.
+func jsonString(s string, escapeHTML bool) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(escapeHTML)
+	if err := enc.Encode(s); err != nil {
+		return s // a string always encodes
+	}
+	return unquote(strings.TrimSuffix(b.String(), "\n"))
+}
+
+func unquote(q string) string { return q[1 : len(q)-1] }
+
+func (t *table) empty() bool { return len(t.values) == 0 }
+
+// candidate reports whether a pattern may start at s[i]: the test made at
+// every position, kept small enough to be inlined.
+func (t *table) candidate(s string, i int) bool {
+	k := pair(s, i)
+	return t.pairs[k/64]&(1<<(k%64)) != 0
+}
+
+// match returns the end of the longest pattern that starts at s[i], or -1.
+func (t *table) match(s string, i int) int {
+	for _, p := range t.byPair[pair(s, i)] {
+		if strings.HasPrefix(s[i:], p) {
+			return i + len(p)
+		}
+	}
+	return -1
+}
+
+func (t *table) contains(s string) bool {
+	if t.empty() {
+		return false
+	}
+	// Every pattern is at least MinLength long.
+	for i := 0; i+MinLength <= len(s); i++ {
+		if t.candidate(s, i) && t.match(s, i) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *table) mask(s string) string {
+	if t.empty() {
+		return s
+	}
+	var b strings.Builder
+	last := 0           // s[:last] is written or replaced
+	start, end := 0, -1 // the stretch being replaced, while end >= 0
+	for i := 0; i+MinLength <= len(s); i++ {
+		if !t.candidate(s, i) {
+			continue
+		}
+		e := t.match(s, i)
+		switch {
+		case e < 0:
+			continue
+		case end >= 0 && i < end:
+			// Overlaps the stretch: extend it, so that no part of either
+			// value is left.
+			end = max(end, e)
+			continue
+		case end >= 0:
+			b.WriteString(s[last:start])
+			b.WriteString(Placeholder)
+			last = end
+		default:
+			b.Grow(len(s))
+		}
+		start, end = i, e
+	}
+	if end < 0 {
+		return s
+	}
+	b.WriteString(s[last:start])
+	b.WriteString(Placeholder)
+	b.WriteString(s[end:])
+	return b.String()
+}

@@ -1,0 +1,47 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/no8s/no8s-agent/store"
+)
+
+// RecordHandle stores the handle of the claim's attempt, fenced by the
+// lease like Heartbeat. It is a column of its own, outside the status, so
+// it sends no status notification.
+func (s *Store) RecordHandle(ctx context.Context, c *store.Claim, h store.Handle) error {
+	if err := h.Check(); err != nil {
+		return err
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("record handle of resource %d: %w", c.ID, err)
+	}
+	err = s.withTx(ctx, func(s *Store) error {
+		res, err := s.exec(ctx, `UPDATE resources SET attempt_handle = $4
+			WHERE id = $1 AND lease_owner = $2 AND lease_token = $3`, c.ID, c.Lease.Owner, c.Lease.Token, string(b))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			return err
+		}
+		return s.leaseLost(ctx, c, "record handle of")
+	})
+	return mapErr(err, fmt.Sprintf("record handle of resource %d", c.ID))
+}
+
+// decodeHandle decodes the attempt_handle column: nil when NULL.
+func decodeHandle(v sql.NullString) (*store.Handle, error) {
+	if !v.Valid || v.String == "" {
+		return nil, nil
+	}
+	var h store.Handle
+	if err := json.Unmarshal([]byte(v.String), &h); err != nil {
+		return nil, fmt.Errorf("decode attempt handle: %w", err)
+	}
+	return &h, nil
+}
