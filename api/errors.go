@@ -138,7 +138,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, f
 			}
 		}
 	}
-	if status == http.StatusServiceUnavailable {
+	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", retryAfter)
 	}
 	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	gosync "sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/no8s/no8s-agent/store"
@@ -25,23 +24,49 @@ const (
 	EventResync = "resync"
 )
 
-// subscriberBuffer is how many events a client may fall behind before it
-// is told to resync instead.
-const subscriberBuffer = 256
+// eventRing is how many recent events the hub keeps for its streams. A
+// stream further behind than that is sent a resync and skips ahead to the
+// newest event: a client that reads too slowly, or any stream when a sync
+// of thousands of resources floods it within one flush interval. Measured
+// with 500 streams on two cores, sending each of them the 10,000 events of
+// such a sync (a gigabyte in all) held the reconciler up for a quarter of
+// a minute; a resync costs a few bytes, and the client reads the state
+// afresh instead.
+const eventRing = 4096
+
+// eventFlushInterval is how often, at most, a busy stream writes: the
+// events of a burst go out together in one write and one flush instead of
+// one each, so that hundreds of streams cost a few system calls per
+// interval rather than hundreds per event. An idle stream sends the first
+// event of a burst at once. Measured with 500 streams on two cores during
+// a 10,000-resource sync, writes every 250 ms made the sync take about
+// three times as long as without streams; every second, under twice.
+const eventFlushInterval = time.Second
+
+// eventWriteTimeout is how long a stream's client may take to accept a
+// write before its stream is closed: a client that stopped reading holds
+// no goroutine and no connection for longer.
+const eventWriteTimeout = 10 * time.Second
+
+// resyncFrame is the encoded resync event.
+var resyncFrame = []byte("event: " + EventResync + "\ndata: {}\n\n")
 
 // event is one server-sent event, with what filters match on.
 type event struct {
 	name         string
 	kind, source string
 	data         []byte
+	// frame is the event as sent, encoded once by publish and shared by
+	// every stream.
+	frame []byte
 }
 
 // subscriber is one client of the event stream.
 type subscriber struct {
 	kind, source string
-	ch           chan event
-	// lost is set when an event was dropped because ch was full.
-	lost atomic.Bool
+	// cursor is the sequence number of the next event to send; only the
+	// stream's own goroutine uses it, under the hub's read lock.
+	cursor uint64
 }
 
 func (sub *subscriber) wants(ev event) bool {
@@ -55,14 +80,23 @@ func (sub *subscriber) wants(ev event) bool {
 }
 
 // hub turns the store's notifications into events for every subscriber.
+// Publishing costs the same whatever the number of streams and never
+// waits for one: an event is encoded once into a ring that every stream
+// reads at its own pace.
 type hub struct {
 	store store.Store
 	log   *slog.Logger
 
-	mu   gosync.Mutex
-	subs map[*subscriber]struct{}
-	// stopped is set when run returns; the channels of all subscribers are
-	// closed then, which ends their streams.
+	mu gosync.RWMutex
+	// ring holds the last eventRing events; event n is at n % eventRing.
+	ring []event
+	// next is the sequence number of the next event published.
+	next uint64
+	// changed is closed (and replaced) when an event is published or the
+	// hub stops, waking the streams that wait for one.
+	changed chan struct{}
+	subs    map[*subscriber]struct{}
+	// stopped is set when run returns; every stream ends then.
 	stopped bool
 	// ready is closed once the hub listens, so that streams opened before
 	// then do not promise events they would miss.
@@ -71,7 +105,8 @@ type hub struct {
 }
 
 func newHub(st store.Store, log *slog.Logger) *hub {
-	return &hub{store: st, log: log, subs: map[*subscriber]struct{}{}, ready: make(chan struct{})}
+	return &hub{store: st, log: log, ring: make([]event, eventRing), changed: make(chan struct{}),
+		subs: map[*subscriber]struct{}{}, ready: make(chan struct{})}
 }
 
 // run listens until ctx is done. A first subscription that fails (the
@@ -110,11 +145,11 @@ func (h *hub) stop() {
 	h.readyOnce.Do(func() { close(h.ready) })
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.stopped = true
-	for sub := range h.subs {
-		close(sub.ch)
-		delete(h.subs, sub)
+	if h.stopped {
+		return
 	}
+	h.stopped = true
+	close(h.changed)
 }
 
 // translate turns a notification into an event.
@@ -148,29 +183,53 @@ func (h *hub) translate(ctx context.Context, n store.Notification) (event, bool)
 	return event{}, false
 }
 
+// publish adds ev to the ring, encoding it once for every stream, and
+// wakes the streams. It never waits for a stream.
 func (h *hub) publish(ev event) {
+	ev.frame = make([]byte, 0, len("event: \ndata: \n\n")+len(ev.name)+len(ev.data))
+	ev.frame = append(append(append(append(append(ev.frame, "event: "...), ev.name...), "\ndata: "...), ev.data...), "\n\n"...)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for sub := range h.subs {
-		if !sub.wants(ev) {
-			continue
-		}
-		select {
-		case sub.ch <- ev:
-		default:
-			sub.lost.Store(true)
-		}
+	if h.stopped {
+		return
 	}
+	h.ring[h.next%eventRing] = ev
+	h.next++
+	close(h.changed)
+	h.changed = make(chan struct{})
 }
 
-// subscribe adds a stream; nil when the hub has stopped.
+// read appends to frames the encoded events sub has not been sent yet and
+// wants, and advances its cursor. lost reports that sub fell more than the
+// ring behind: it skipped ahead to the newest event and must be sent a
+// resync first. changed is closed when there is more to read; ok is false
+// once the hub has stopped.
+func (h *hub) read(sub *subscriber, frames [][]byte) (_ [][]byte, lost bool, changed <-chan struct{}, ok bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.stopped {
+		return frames, false, nil, false
+	}
+	if h.next-sub.cursor > eventRing {
+		sub.cursor, lost = h.next, true
+	}
+	for ; sub.cursor < h.next; sub.cursor++ {
+		if ev := h.ring[sub.cursor%eventRing]; sub.wants(ev) {
+			frames = append(frames, ev.frame)
+		}
+	}
+	return frames, lost, h.changed, true
+}
+
+// subscribe adds a stream that is sent every event published from now on;
+// nil when the hub has stopped.
 func (h *hub) subscribe(kind, source string) *subscriber {
-	sub := &subscriber{kind: kind, source: source, ch: make(chan event, subscriberBuffer)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {
 		return nil
 	}
+	sub := &subscriber{kind: kind, source: source, cursor: h.next}
 	h.subs[sub] = struct{}{}
 	return sub
 }
@@ -205,7 +264,8 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.events.unsubscribe(sub)
 
-	// The stream lives as long as the request; a write deadline would cut it.
+	// The stream lives as long as the request: the server's write deadline
+	// would cut it, so each write sets its own instead (writeFrames).
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -221,25 +281,63 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 
 	heartbeat := time.NewTicker(s.opts.Heartbeat)
 	defer heartbeat.Stop()
+	pace := time.NewTimer(eventFlushInterval)
+	defer pace.Stop()
+	var frames [][]byte
 	for {
-		var err error
+		var (
+			lost, ok bool
+			changed  <-chan struct{}
+		)
+		frames, lost, changed, ok = s.events.read(sub, frames[:0])
+		if !ok {
+			return // the server is stopping
+		}
+		if lost || len(frames) > 0 {
+			err := writeFrames(w, rc, lost, frames)
+			clear(frames) // let the ring's old frames go
+			if err != nil {
+				return
+			}
+			heartbeat.Reset(s.opts.Heartbeat)
+			// What comes next waits out the interval, so that a burst goes
+			// out in one write per interval, not one per event.
+			pace.Reset(eventFlushInterval)
+			select {
+			case <-r.Context().Done():
+				return
+			case <-pace.C:
+			}
+			continue
+		}
 		select {
 		case <-r.Context().Done():
 			return
-		case ev, open := <-sub.ch:
-			if !open {
-				return // the server is stopping
-			}
-			_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, ev.data)
-			if err == nil && sub.lost.Swap(false) {
-				_, err = fmt.Fprintf(w, "event: %s\ndata: {}\n\n", EventResync)
-			}
+		case <-changed:
 		case <-heartbeat.C:
-			_, err = fmt.Fprint(w, ": heartbeat\n\n")
+			if err := writeFrames(w, rc, false, [][]byte{heartbeatFrame}); err != nil {
+				return
+			}
 		}
-		if err != nil {
-			return
-		}
-		flusher.Flush()
 	}
+}
+
+var heartbeatFrame = []byte(": heartbeat\n\n")
+
+// writeFrames writes a batch of encoded events, after a resync when lost,
+// and flushes them once. A client that does not take them within
+// eventWriteTimeout fails the write, which ends its stream.
+func writeFrames(w http.ResponseWriter, rc *http.ResponseController, lost bool, frames [][]byte) error {
+	_ = rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
+	if lost {
+		if _, err := w.Write(resyncFrame); err != nil {
+			return err
+		}
+	}
+	for _, f := range frames {
+		if _, err := w.Write(f); err != nil {
+			return err
+		}
+	}
+	return rc.Flush()
 }

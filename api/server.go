@@ -62,7 +62,11 @@ type Options struct {
 	// Heartbeat is how often an idle event stream sends a comment, so that
 	// proxies keep it open and clients notice a dead agent; default 15s.
 	Heartbeat time.Duration
-	Logger    *slog.Logger
+	// MaxConcurrentReads caps the API reads served at once; more wait
+	// briefly, then are answered 503 with Retry-After. Zero means a quarter
+	// of the store's connection pool, at most one per two cores.
+	MaxConcurrentReads int
+	Logger             *slog.Logger
 	// Wrap, when set, wraps the whole handler, outside everything else: the
 	// agent masks secret values in every response with it.
 	Wrap func(http.Handler) http.Handler
@@ -77,6 +81,7 @@ type Server struct {
 	log     *slog.Logger
 	events  *hub
 	loader  *loader
+	reads   *readLimiter
 	handler http.Handler
 }
 
@@ -97,6 +102,7 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, store: opts.Store, syncer: opts.Syncer, log: opts.Logger}
 	s.events = newHub(opts.Store, opts.Logger)
 	s.loader = newLoader(opts.Store)
+	s.reads = newReadLimiter(opts.MaxConcurrentReads, opts.Store)
 	s.handler = s.routes()
 	if opts.Wrap != nil {
 		s.handler = opts.Wrap(s.handler)
@@ -171,6 +177,9 @@ const (
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, need access, h http.Handler) {
+		if need == read && strings.HasPrefix(pattern, "GET /api/") && pattern != "GET /api/v1/events" {
+			h = s.limit(h)
+		}
 		h = s.bodyDeadline(s.authorize(need, h))
 		if s.opts.Instrument != nil {
 			h = s.opts.Instrument(pattern, h)

@@ -83,6 +83,11 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	return &Store{pool: pool, q: classifying{pool}}, nil
 }
 
+// MaxConns is the size of the connection pool: pool_max_conns from the
+// URL, else pgxpool's default (the number of cores, at least 4). The API
+// sizes its read limit from it.
+func (s *Store) MaxConns() int { return int(s.pool.Config().MaxConns) }
+
 // Close closes the pool. On a Store bound to a transaction it does nothing.
 func (s *Store) Close() {
 	if s.tx == nil {
