@@ -86,6 +86,8 @@ func (sub *subscriber) wants(ev event) bool {
 type hub struct {
 	store store.Store
 	log   *slog.Logger
+	// mask hides secret values in an event's JSON; nil when there are none.
+	mask func(json.RawMessage) json.RawMessage
 
 	mu gosync.RWMutex
 	// ring holds the last eventRing events; event n is at n % eventRing.
@@ -104,8 +106,13 @@ type hub struct {
 	readyOnce gosync.Once
 }
 
-func newHub(st store.Store, log *slog.Logger) *hub {
-	return &hub{store: st, log: log, ring: make([]event, eventRing), changed: make(chan struct{}),
+// eventsPath is the event stream's route.
+const eventsPath = "/api/v1/events"
+
+// newHub returns a hub fed by st's notifications; mask, when not nil, is
+// applied to each event's JSON once, as it is encoded.
+func newHub(st store.Store, log *slog.Logger, mask func(json.RawMessage) json.RawMessage) *hub {
+	return &hub{store: st, log: log, mask: mask, ring: make([]event, eventRing), changed: make(chan struct{}),
 		subs: map[*subscriber]struct{}{}, ready: make(chan struct{})}
 }
 
@@ -186,6 +193,9 @@ func (h *hub) translate(ctx context.Context, n store.Notification) (event, bool)
 // publish adds ev to the ring, encoding it once for every stream, and
 // wakes the streams. It never waits for a stream.
 func (h *hub) publish(ev event) {
+	if h.mask != nil {
+		ev.data = h.mask(ev.data)
+	}
 	ev.frame = make([]byte, 0, len("event: \ndata: \n\n")+len(ev.name)+len(ev.data))
 	ev.frame = append(append(append(append(append(ev.frame, "event: "...), ev.name...), "\ndata: "...), ev.data...), "\n\n"...)
 	h.mu.Lock()

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -241,7 +243,7 @@ func TestEventsSlowSubscriberResyncs(t *testing.T) {
 // event instead of encoding it each.
 func TestEventsEncodedOnce(t *testing.T) {
 	t.Parallel()
-	h := newHub(nil, nil)
+	h := newHub(nil, nil, nil)
 	a, b := h.subscribe("", ""), h.subscribe("Network", "")
 	h.publish(event{name: EventResource, kind: "Network", data: []byte(`{"id":1}`)})
 	fa, _, _, _ := h.read(a, nil)
@@ -255,4 +257,64 @@ func TestEventsEncodedOnce(t *testing.T) {
 	if &fa[0][0] != &fb[0][0] {
 		t.Error("each stream has its own encoding of the event")
 	}
+}
+
+// TestEventsMaskedOnce checks that, with secrets to hide, each event is
+// masked once as it is encoded, whatever the number of streams, and that
+// the event stream does not go through the per-response Wrap, which would
+// mask every event again for each stream.
+func TestEventsMaskedOnce(t *testing.T) {
+	t.Parallel()
+	var masks, wraps atomic.Int64
+	s := New(Options{
+		Heartbeat: time.Hour,
+		Wrap: func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				wraps.Add(1)
+				h.ServeHTTP(w, r)
+			})
+		},
+		MaskEvent: func(raw json.RawMessage) json.RawMessage {
+			masks.Add(1)
+			return bytes.ReplaceAll(raw, []byte("hunter2-token"), []byte("***"))
+		},
+	})
+	s.events.readyOnce.Do(func() { close(s.events.ready) })
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	t.Cleanup(s.events.stop)
+
+	streams := []<-chan string{readEvents(t, hs.URL), readEvents(t, hs.URL), readEvents(t, hs.URL)}
+	s.events.publish(event{name: EventResource, data: []byte(`{"status_message":"echoed hunter2-token"}`)})
+	for i, ch := range streams {
+		select {
+		case got := <-ch:
+			if got != `{"status_message":"echoed ***"}` {
+				t.Errorf("stream %d got %s", i, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("stream %d: no event within 10s", i)
+		}
+	}
+	if n := masks.Load(); n != 1 {
+		t.Errorf("the event was masked %d times for %d streams, want once", n, len(streams))
+	}
+	if n := wraps.Load(); n != 0 {
+		t.Errorf("the event stream went through Wrap %d times", n)
+	}
+	if code := apiStatus(t, hs.URL+"/healthz"); code != http.StatusOK || wraps.Load() != 1 {
+		t.Errorf("other routes: status %d, %d wrapped requests; want 200 through Wrap", code, wraps.Load())
+	}
+}
+
+// apiStatus answers the status of a GET of url.
+func apiStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }

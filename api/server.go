@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -68,8 +69,13 @@ type Options struct {
 	MaxConcurrentReads int
 	Logger             *slog.Logger
 	// Wrap, when set, wraps the whole handler, outside everything else: the
-	// agent masks secret values in every response with it.
+	// agent masks secret values in every response with it. The event stream
+	// is left out: its events are masked once each by MaskEvent, rather than
+	// once per stream.
 	Wrap func(http.Handler) http.Handler
+	// MaskEvent, when set, is applied to the JSON of each event once, as the
+	// hub encodes it for every stream.
+	MaskEvent func(json.RawMessage) json.RawMessage
 }
 
 // Server is the agent's HTTP interface: the JSON API, its event stream, and
@@ -100,14 +106,27 @@ func New(opts Options) *Server {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{opts: opts, store: opts.Store, syncer: opts.Syncer, log: opts.Logger}
-	s.events = newHub(opts.Store, opts.Logger)
+	s.events = newHub(opts.Store, opts.Logger, opts.MaskEvent)
 	s.loader = newLoader(opts.Store)
 	s.reads = newReadLimiter(opts.MaxConcurrentReads, opts.Store)
 	s.handler = s.routes()
 	if opts.Wrap != nil {
-		s.handler = opts.Wrap(s.handler)
+		s.handler = wrapAllButEvents(s.handler, opts.Wrap)
 	}
 	return s
+}
+
+// wrapAllButEvents wraps every request to h with wrap, but for the event
+// stream's, which pass straight to h.
+func wrapAllButEvents(h http.Handler, wrap func(http.Handler) http.Handler) http.Handler {
+	wrapped := wrap(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == eventsPath {
+			h.ServeHTTP(w, r)
+			return
+		}
+		wrapped.ServeHTTP(w, r)
+	})
 }
 
 // Handler returns the server's routes.
@@ -177,7 +196,7 @@ const (
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, need access, h http.Handler) {
-		if need == read && strings.HasPrefix(pattern, "GET /api/") && pattern != "GET /api/v1/events" {
+		if need == read && strings.HasPrefix(pattern, "GET /api/") && pattern != "GET "+eventsPath {
 			h = s.limit(h)
 		}
 		h = s.bodyDeadline(s.authorize(need, h))
@@ -211,7 +230,7 @@ func (s *Server) routes() http.Handler {
 	fn("POST /api/v1/sources/{name}/approve", write, s.approveSource)
 	fn("DELETE /api/v1/sources/{name}", write, s.deleteSource)
 
-	handle("GET /api/v1/events", read, http.HandlerFunc(s.serveEvents))
+	handle("GET "+eventsPath, read, http.HandlerFunc(s.serveEvents))
 	// Any other read under /api is a JSON 404, not the dashboard's page.
 	fn("GET /api/", open, func(http.ResponseWriter, *http.Request) error {
 		return errorf(http.StatusNotFound, "no such endpoint")

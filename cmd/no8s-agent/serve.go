@@ -50,6 +50,7 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		Instrument:    m.InstrumentHandler,
 		Logger:        log,
 		Wrap:          masker.HTTP,
+		MaskEvent:     masker.MaskJSON,
 	})
 	return &httpServer{ln: ln, srv: srv, log: log}, nil
 }
