@@ -165,9 +165,8 @@ func TestAgentKilledMidRun(t *testing.T) {
 	// More workers than half the resources, so that each agent runs about
 	// half and the survivor has workers free for the takeover; a lease much
 	// shorter than an apply, so that the takeover comes while the killed
-	// agent's applies would still be running. The pool has room for the
-	// heartbeats of 60 leases on a busy machine.
-	dbURL += "&pool_max_conns=16"
+	// agent's applies would still be running. Each agent sizes its pool
+	// for its workers, so that 60 leases are renewed on a busy machine.
 	config := func(name string) string {
 		dir := filepath.Join(work, name)
 		return writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0

@@ -51,7 +51,7 @@ func (f *storeFlags) open(ctx context.Context) (*config.Config, agentStore, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := openStore(ctx, cfg.Database, readStore)
+	st, err := openStore(ctx, cfg.Database, readStore, 0)
 	if err != nil {
 		return nil, nil, err
 	}

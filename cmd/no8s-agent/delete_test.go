@@ -20,7 +20,7 @@ func seedOrphans(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "no8s.db")
-	st, err := openStore(ctx, path, migrateStore)
+	st, err := openStore(ctx, path, migrateStore, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestDeleteSourceCLI(t *testing.T) {
 	t.Parallel()
 	path := seedOrphans(t)
 	ctx := context.Background()
-	st, err := openStore(ctx, path, readStore)
+	st, err := openStore(ctx, path, readStore, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func baseStore(ctx context.Context, sf storeFlags, name, base string) (*config.C
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := openStore(ctx, filepath.Join(dir, "base.db"), migrateStore)
+	st, err := openStore(ctx, filepath.Join(dir, "base.db"), migrateStore, 0)
 	if err == nil {
 		err = st.Migrate(ctx)
 	}

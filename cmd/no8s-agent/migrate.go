@@ -21,7 +21,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	st, err := openStore(ctx, *database, migrateStore)
+	st, err := openStore(ctx, *database, migrateStore, 0)
 	if err != nil {
 		fmt.Fprintf(stderr, "migrate: %v\n", err)
 		return exitError

@@ -63,7 +63,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		jobs = append(jobs, sync.Job{Source: src, Target: target(s, src), Interval: s.Interval.Duration})
 	}
-	st, err := openStore(ctx, cfg.Database, runStore)
+	st, err := openStore(ctx, cfg.Database, runStore, cfg.Reconcile.Workers+poolHeadroom)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
@@ -125,6 +125,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log.Info("agent stopped")
 	return exitOK
 }
+
+// poolHeadroom is how many PostgreSQL connections the agent keeps beside
+// one per worker: for claims, syncs, the API's reads and the metrics.
+const poolHeadroom = 6
 
 // syncResult classifies a sync attempt for metrics.
 func syncResult(res *sync.Result, err error) string {

@@ -70,10 +70,12 @@ func embeddedPath(database string) (string, error) {
 }
 
 // openStore opens the store that database names: a postgres:// URL, or else
-// the embedded store's file (DefaultDatabase when empty).
-func openStore(ctx context.Context, database string, mode storeMode) (agentStore, error) {
+// the embedded store's file (DefaultDatabase when empty). conns is how
+// many connections the agent may use at once (PostgreSQL only; zero for
+// the driver's default).
+func openStore(ctx context.Context, database string, mode storeMode, conns int) (agentStore, error) {
 	if isPostgres(database) {
-		return postgres.Open(ctx, database)
+		return postgres.Open(ctx, database, postgres.WithPoolSize(conns))
 	}
 	path, err := embeddedPath(database)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,13 +65,34 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// Option tunes Open.
+type Option func(*pgxpool.Config)
+
+// WithPoolSize sizes the connection pool for n connections at once, unless
+// the connection string says otherwise with pool_max_conns. pgxpool's own
+// default, the number of cores and at least 4, is too small for an agent
+// whose workers each renew a lease while its action runs: with 8 workers
+// on 2 cores, renewals would queue behind each other and leases expire.
+func WithPoolSize(n int) Option {
+	return func(cfg *pgxpool.Config) {
+		if n > int(cfg.MaxConns) {
+			cfg.MaxConns = int32(n)
+		}
+	}
+}
+
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string; pgxpool settings such as pool_max_conns are honoured)
 // and checks that it answers. It does not migrate: call Migrate.
-func Open(ctx context.Context, url string) (*Store, error) {
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse connection string: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		for _, opt := range opts {
+			opt(cfg)
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -282,3 +282,40 @@ func TestErrorsNameTheRecord(t *testing.T) {
 		t.Errorf("CreateResource with a broken spec = %v, want ErrInvalid", err)
 	}
 }
+
+// TestPoolSize checks that WithPoolSize grows the pool for the agent's
+// workers, never shrinks it below the driver's default, and gives way to a
+// pool_max_conns in the connection string.
+func TestPoolSize(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	plain := open(t, url)
+	defaultSize := plain.MaxConns()
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	tests := []struct {
+		name string
+		url  string
+		size int
+		want int
+	}{
+		{"grown for the workers", url, defaultSize + 10, defaultSize + 10},
+		{"never below the default", url, 1, defaultSize},
+		{"the connection string decides", url + sep + "pool_max_conns=3", defaultSize + 10, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := postgres.Open(t.Context(), tt.url, postgres.WithPoolSize(tt.size))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got := s.MaxConns(); got != tt.want {
+				t.Errorf("pool of %d connections, want %d", got, tt.want)
+			}
+		})
+	}
+}
