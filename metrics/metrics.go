@@ -41,7 +41,8 @@ const (
 	SyncUnchanged = "unchanged"
 	// SyncRefused: the snapshot was refused (a *sync.Error: invalid
 	// manifests, an ownership conflict, the prune guard, an empty snapshot,
-	// a type still in use). The store kept the last applied state.
+	// a type still in use), or it is one refused before and nothing that
+	// could change that changed. The store kept the last applied state.
 	SyncRefused = "refused"
 	// SyncFailed: the fetch or the store failed.
 	SyncFailed = "failed"

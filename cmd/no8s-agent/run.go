@@ -134,7 +134,9 @@ const poolHeadroom = 6
 func syncResult(res *sync.Result, err error) string {
 	var refused *sync.Error
 	switch {
-	case errors.As(err, &refused):
+	case errors.As(err, &refused), err == nil && res.Refused:
+		// A revision refused before, and not judged again because nothing
+		// that could change the outcome changed, is still refused.
 		return metrics.SyncRefused
 	case err != nil:
 		return metrics.SyncFailed
