@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,14 +37,7 @@ type fleet struct {
 func startFleet(t *testing.T, sources string) *fleet {
 	t.Helper()
 	work := t.TempDir()
-	world := filepath.Join(work, "world")
-	if err := os.MkdirAll(world, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(work, "web.sh"), worldScript)
-	if err := os.Chmod(filepath.Join(work, "web.sh"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	world := newWorld(t, work)
 	cfg := writeConfig(t, work, fmt.Sprintf(`listen: 127.0.0.1:0
 database: %q
 sources:

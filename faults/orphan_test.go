@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,14 +51,7 @@ func orphanSetup(t *testing.T) (string, string) {
 	t.Helper()
 	dbURL := pgtest.URL(t)
 	work := t.TempDir()
-	world := filepath.Join(work, "world")
-	if err := os.MkdirAll(world, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(work, "web.sh"), worldScript)
-	if err := os.Chmod(filepath.Join(work, "web.sh"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	world := newWorld(t, work)
 	remote := newGitRemote(t)
 	remote.Commit(t, map[string]string{
 		"alpha/types.yaml": siteType, "alpha/a1.yaml": site("a1", 1),
