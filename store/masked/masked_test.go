@@ -1,0 +1,121 @@
+package masked_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/redact"
+	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/store/masked"
+	"github.com/no8s/no8s-agent/store/sqlite"
+)
+
+// TestMasksWhatIsWritten writes a secret through every store write that
+// carries text, through the masking store and inside a transaction, and
+// reads every row back: the text is masked, the desired state is kept as declared, and
+// what the caller passed is left as it was.
+func TestMasksWhatIsWritten(t *testing.T) {
+	t.Parallel()
+	const secret = "tok-5a1e9d03c7"
+	ctx := t.Context()
+	backend, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "state.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(backend.Close)
+	if err := backend.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := masked.New(backend, redact.New(secret))
+	src := store.SourceRef{Name: "infra", Path: "a.yaml"}
+	if _, err := st.PutResourceType(ctx, &store.ResourceType{Name: "Widget", Version: "v1", Group: "example.com",
+		Schema: json.RawMessage(`{"type":"object"}`), Source: src}); err != nil {
+		t.Fatal(err)
+	}
+	spec := `{"token":"` + secret + `"}`
+	r, err := st.CreateResource(ctx, &manifest.Resource{Kind: "Widget", Group: "example.com", Version: "v1", Name: "a",
+		Spec: json.RawMessage(spec), SpecHash: "sha256:1", Origin: manifest.Origin{File: "a.yaml"}}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds := []manifest.Condition{{Type: manifest.ConditionReady, Status: manifest.ConditionFalse, Reason: "Failed", Message: "as " + secret}}
+	if _, err := st.SetResourceStatus(ctx, r.ID, store.StatusUpdate{Phase: manifest.PhaseFailed, Message: "login " + secret,
+		Conditions: conds, Outputs: json.RawMessage(`{"` + secret + `": "` + secret + `"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if conds[0].Message != "as "+secret {
+		t.Error("the caller's conditions were changed")
+	}
+	var seen strings.Builder
+	show := func(v any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen.Write(data)
+		seen.WriteString("\n")
+	}
+	show(st.GetResource(ctx, r.ID))
+
+	claims, err := st.ClaimResources(ctx, store.ClaimParams{Owner: "test", Limit: 1, Duration: time.Minute})
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %v, %d claims", err, len(claims))
+	}
+	if err := st.Heartbeat(ctx, claims[0], time.Minute, &store.Progress{Message: "step " + secret, Conditions: conds}); err != nil {
+		t.Fatal(err)
+	}
+	show(st.GetResource(ctx, r.ID))
+	record := &store.ReconcileRecord{ResourceID: r.ID, Kind: "Widget", Name: "a", Generation: 1, Trigger: store.TriggerCreate,
+		Phase: "applying", StartedAt: time.Now(), FinishedAt: time.Now(), Error: "failed for " + secret, PlanOutput: "~ " + secret,
+		Outputs: json.RawMessage(`["` + secret + `"]`)}
+	show(st.CompleteReconcile(ctx, claims[0], store.Completion{Status: store.StatusUpdate{Phase: manifest.PhaseFailed,
+		Message: "done " + secret, Conditions: conds, Outputs: json.RawMessage(`{"k": "` + secret + `"}`)}, Record: record}))
+	if record.Error != "failed for "+secret {
+		t.Error("the caller's record was changed")
+	}
+	show(st.AddReconcileRecord(ctx, record))
+	show(st.ListReconcileRecords(ctx, r.ID, 0))
+
+	err = st.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+		if _, err := tx.PutSource(ctx, &store.Source{Name: "infra", Kind: store.SourceGit, Phase: store.SourceFailed,
+			Message: "fetch " + secret, LastCommit: manifest.Commit{Message: "add " + secret},
+			Errors: []manifest.Problem{{File: "a.yaml", Message: "bad " + secret}}}); err != nil {
+			return err
+		}
+		_, err := tx.AddSyncRecord(ctx, &store.SyncRecord{Source: "infra", Message: "sync " + secret,
+			Commit: manifest.Commit{Message: "add " + secret}, Errors: []manifest.Problem{{File: "a.yaml", Message: "bad " + secret}}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	show(st.GetSource(ctx, "infra"))
+	show(st.ListSyncRecords(ctx, "infra", 0))
+
+	got, err := backend.GetResource(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Spec) != spec {
+		t.Errorf("the spec was changed: %s", got.Spec)
+	}
+	if text := strings.ReplaceAll(seen.String(), spec, ""); strings.Contains(text, secret) {
+		t.Errorf("the secret was stored:\n%s", seen.String())
+	}
+	for _, want := range []string{`"StatusMessage":"login ***"`, `"message":"as ***"`, `"StatusMessage":"step ***"`,
+		`"StatusMessage":"done ***"`, `"Error":"failed for ***"`, `"PlanOutput":"~ ***"`, `"Message":"fetch ***"`,
+		`"Message":"sync ***"`, `"message":"bad ***"`, `"message":"add ***"`, `"Outputs":{"***":"***"}`} {
+		if !strings.Contains(seen.String(), want) {
+			t.Errorf("no %s in what was stored:\n%s", want, seen.String())
+		}
+	}
+}
