@@ -235,7 +235,11 @@ func canonicalNumbers(v any) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			x[k] = c
+			if replaced(e, c) {
+				// Only changed values are written back: most are
+				// canonical already, and writing costs.
+				x[k] = c
+			}
 		}
 	case []any:
 		for i, e := range x {
@@ -247,6 +251,19 @@ func canonicalNumbers(v any) (any, error) {
 		}
 	}
 	return v, nil
+}
+
+// replaced reports whether canonicalNumbers returned c for e instead of e
+// itself; maps and lists are rewritten in place, never replaced.
+func replaced(e, c any) bool {
+	switch e.(type) {
+	case map[string]any, []any:
+		return false
+	case json.Number:
+		n, ok := c.(json.Number)
+		return !ok || n != e.(json.Number)
+	}
+	return true
 }
 
 // deepCopy copies a decoded JSON value, so that defaults taken from a schema

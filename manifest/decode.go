@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	gosync "sync"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -31,7 +32,11 @@ type Document struct {
 	Object map[string]any
 
 	// root is kept to map JSON pointers back to lines for error messages.
-	root *yaml.Node
+	// Documents decoded without yaml.v3 keep their file's content in src
+	// instead, and parse it into root when a line is first asked for.
+	root     *yaml.Node
+	src      []byte
+	rootOnce gosync.Once
 }
 
 // Origin returns where the document is.
@@ -51,6 +56,11 @@ func (d *Document) Problem(pointer, format string, args ...any) Problem {
 // YAML tree as far as the pointer resolves and returns the line of the deepest
 // node reached, so a missing field points at its parent.
 func (d *Document) LineOf(pointer string) int {
+	d.rootOnce.Do(func() {
+		if d.root == nil && d.src != nil {
+			d.root = yamlRoot(d.src, d.Index)
+		}
+	})
 	n := d.root
 	if n == nil {
 		return d.Line
@@ -86,6 +96,28 @@ func (d *Document) LineOf(pointer string) int {
 		n = next
 	}
 	return line
+}
+
+// utf8BOM is the UTF-8 byte order mark, which files may start with.
+const utf8BOM = "\xef\xbb\xbf"
+
+// yamlRoot returns the content node of the document at index in data, as
+// DecodeFile found it, or nil.
+func yamlRoot(data []byte, index int) *yaml.Node {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for i := 0; ; i++ {
+		var root yaml.Node
+		if err := dec.Decode(&root); err != nil {
+			return nil
+		}
+		if i < index {
+			continue
+		}
+		if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+			return root.Content[0]
+		}
+		return nil
+	}
 }
 
 // DecodeOptions bound the work one file may cause.
@@ -167,7 +199,7 @@ func DecodeFile(file string, data []byte, opts DecodeOptions) ([]*Document, []Pr
 	// What the file holds as written is within the limit by definition: the
 	// limit is about what aliases add.
 	opts.MaxExpandedSize = max(opts.MaxExpandedSize, int64(len(data)))
-	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark is harmless
+	data = bytes.TrimPrefix(data, []byte(utf8BOM)) // a UTF-8 byte order mark is harmless
 	if !utf8.Valid(data) {
 		at := firstInvalidUTF8(data)
 		return nil, []Problem{{
@@ -176,6 +208,15 @@ func DecodeFile(file string, data []byte, opts DecodeOptions) ([]*Document, []Pr
 			Message: fmt.Sprintf("file is not valid UTF-8 (bad byte 0x%02x at offset %d)", data[at], at),
 		}}
 	}
+	if docs, ok := fastDecode(file, data); ok {
+		return docs, nil
+	}
+	return decodeYAML(file, data, opts)
+}
+
+// decodeYAML is DecodeFile through yaml.v3's node tree: every document, any
+// YAML, with the limits of opts and problems located.
+func decodeYAML(file string, data []byte, opts DecodeOptions) ([]*Document, []Problem) {
 	var (
 		docs []*Document
 		errs problems

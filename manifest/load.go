@@ -62,16 +62,20 @@ func ReadTree(fsys fs.FS, opts LoadOptions) ([]File, []Problem, error) {
 	if opts.MaxFileSize <= 0 {
 		opts.MaxFileSize = DefaultMaxFileSize
 	}
-	var (
-		files []File
-		errs  problems
-	)
+	// The walk lists the files in order; reading and hashing them, most of
+	// the work, is spread over GOMAXPROCS goroutines.
+	type item struct {
+		path    string
+		problem string // set by the walk: the file is not read
+		file    File
+	}
+	var items []item
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == "." {
 				return err
 			}
-			errs.add(Problem{File: p, Message: fmt.Sprintf("cannot read: %v", unwrapPath(err))})
+			items = append(items, item{path: p, problem: fmt.Sprintf("cannot read: %v", unwrapPath(err))})
 			return nil
 		}
 		if p == "." {
@@ -89,20 +93,38 @@ func ReadTree(fsys fs.FS, opts LoadOptions) ([]File, []Problem, error) {
 		}
 		if d.Type()&fs.ModeSymlink != 0 {
 			if msg := checkSymlink(fsys, p); msg != "" {
-				errs.add(Problem{File: p, Message: msg})
+				items = append(items, item{path: p, problem: msg})
 				return nil
 			}
 		}
-		data, msg := readLimited(fsys, p, opts.MaxFileSize)
-		if msg != "" {
-			errs.add(Problem{File: p, Message: msg})
-			return nil
-		}
-		files = append(files, File{Path: p, Data: data, Hash: HashJSON(data)})
+		items = append(items, item{path: p})
 		return nil
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("walk source tree: %w", err)
+	}
+	parallel(0, len(items), func(i int) {
+		it := &items[i]
+		if it.problem != "" {
+			return
+		}
+		data, msg := readLimited(fsys, it.path, opts.MaxFileSize)
+		if msg != "" {
+			it.problem = msg
+			return
+		}
+		it.file = File{Path: it.path, Data: data, Hash: HashJSON(data)}
+	})
+	var (
+		files = make([]File, 0, len(items))
+		errs  problems
+	)
+	for _, it := range items {
+		if it.problem != "" {
+			errs.add(Problem{File: it.path, Message: it.problem})
+			continue
+		}
+		files = append(files, it.file)
 	}
 	return files, errs, nil
 }

@@ -82,7 +82,6 @@ type fileEntry struct {
 	// validated against the types whose identities used records.
 	resValid    bool
 	resources   []*Resource
-	resLines    []int // the line of each resource's metadata.name, for duplicate errors
 	resProblems []Problem
 	used        []typeUse
 }
@@ -294,9 +293,9 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 	seen := map[ObjectRef]Origin{}
 	for _, e := range entries {
 		errs = append(errs, e.resProblems...)
-		for j, r := range e.resources {
+		for _, r := range e.resources {
 			if first, dup := seen[r.Ref()]; dup {
-				errs.add(problemAt(r.Origin, e.resLines[j], "/metadata/name", fmt.Sprintf("duplicate resource %s (first declared in %s)", r.Ref(), first.at())))
+				errs.add(problemAt(r.Origin, e.nameLine(r), "/metadata/name", fmt.Sprintf("duplicate resource %s (first declared in %s)", r.Ref(), first.at())))
 				continue
 			}
 			seen[r.Ref()] = r.Origin
@@ -331,7 +330,7 @@ func slicesContainsKind(used []typeUse, kind string) bool {
 // lookup resolves. It touches nothing but e, so entries can be parsed in
 // parallel.
 func (e *fileEntry) parseResources(lookup func(kind string) (*ResourceType, error)) {
-	e.resources, e.resLines, e.resProblems = nil, nil, nil
+	e.resources, e.resProblems = nil, nil
 	for _, d := range e.docs {
 		kind, _ := d.Object["kind"].(string)
 		if kind == KindResourceType {
@@ -341,10 +340,26 @@ func (e *fileEntry) parseResources(lookup func(kind string) (*ResourceType, erro
 		e.resProblems = append(e.resProblems, ps...)
 		if r != nil {
 			e.resources = append(e.resources, r)
-			e.resLines = append(e.resLines, d.LineOf("/metadata/name"))
 		}
 	}
 	e.resValid = true
+}
+
+// nameLine finds the line of the metadata.name of r, a resource of e, for
+// a duplicate error: in the documents while the call has them, else in the
+// file's content, parsed again (duplicates are rare; keeping every line
+// would not be).
+func (e *fileEntry) nameLine(r *Resource) int {
+	for _, d := range e.docs {
+		if d.Index == r.Origin.Document {
+			return d.LineOf("/metadata/name")
+		}
+	}
+	if e.data == nil {
+		return r.Origin.Line
+	}
+	d := Document{File: e.path, Index: r.Origin.Document, Line: r.Origin.Line, src: bytes.TrimPrefix(e.data, []byte(utf8BOM))}
+	return d.LineOf("/metadata/name")
 }
 
 // problemAt is Document.Problem for a document that is no longer at hand:
