@@ -57,7 +57,8 @@ func ReadDir(dir string, opts LoadOptions) ([]File, []Problem, error) {
 }
 
 // ReadTree reads every manifest file of fsys, in lexical order, skipping
-// dot-files, dot-folders and ignored paths. See ReadDir.
+// dot-files, dot-folders and ignored paths. See ReadDir. Files are read
+// concurrently, so fsys must allow that (os.Root's and fstest's do).
 func ReadTree(fsys fs.FS, opts LoadOptions) ([]File, []Problem, error) {
 	if opts.MaxFileSize <= 0 {
 		opts.MaxFileSize = DefaultMaxFileSize
