@@ -181,7 +181,7 @@ func (e *fileEntry) parseTypes() {
 		}
 		name, _ := nestedString(d.Object, "metadata", "name")
 		t, ps := parseType(d)
-		e.types = append(e.types, parsedType{origin: d.Origin(), nameLine: d.LineOf("/metadata/name"), name: name, t: t, problems: ps})
+		e.types = append(e.types, parsedType{origin: d.Origin(), nameLine: d.LineOf("/metadata/name"), name: strings.Clone(name), t: t, problems: ps})
 	}
 }
 
@@ -280,7 +280,7 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 				continue
 			}
 			if !slicesContainsKind(e.used, kind) {
-				e.used = append(e.used, typeUse{kind, resolve(kind).identity})
+				e.used = append(e.used, typeUse{strings.Clone(kind), resolve(kind).identity})
 			}
 		}
 		stale = append(stale, e)
