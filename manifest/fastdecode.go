@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"encoding/json"
 	"strings"
 	"unicode/utf8"
 
@@ -345,10 +346,45 @@ func inlineValue(s string) (any, bool) {
 
 // resolvePlain gives a plain scalar the value yaml.v3 and the converter
 // would: the tag by yaml.v3's resolution, the value by converter.scalar.
+// yaml.v3 resolves by the first character; most scalars are strings or
+// small integers, answered here without it.
 func resolvePlain(s string) (any, bool) {
+	switch c := s[0]; {
+	case c == '+' || c == '-' || c == '.' || c == '<' || ('0' <= c && c <= '9'):
+		if isSmallInt(s) {
+			return json.Number(s), true
+		}
+	case strings.IndexByte("yYnNtTfFoO~", c) >= 0:
+		switch s {
+		case "true", "True", "TRUE":
+			return true, true
+		case "false", "False", "FALSE":
+			return false, true
+		case "~", "null", "Null", "NULL":
+			return nil, true
+		}
+		return s, true
+	default:
+		return s, true
+	}
 	var c converter
 	v, err := c.scalar(&yaml.Node{Kind: yaml.ScalarNode, Value: s})
 	return v, err == nil
+}
+
+// isSmallInt reports whether s is a decimal integer in canonical form
+// (no sign but '-', no leading zero, not -0) that fits an int64 for sure.
+func isSmallInt(s string) bool {
+	digits := strings.TrimPrefix(s, "-")
+	if digits == "" || len(digits) > 18 || (digits[0] == '0' && (len(digits) > 1 || s != digits)) {
+		return false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // flowParser parses flow collections and quoted scalars. Unless multiline,

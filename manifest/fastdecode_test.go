@@ -64,6 +64,7 @@ func TestFastDecodeAgreesWithYAML(t *testing.T) {
 		"- a: 1\n",
 		"k: [a, b c, 'd', \"e\"]\nm: {a: 1, b: [2]}\n",
 		"emoji: 🙂\nümlaut: é\n",
+		"a: TRUE\nb: NULL\nc: Yes\nd: o\ne: 0\nf: -0\ng: 007\nh: 12345678901234567890\ni: 123456789012345678\nj: -123456789012345678\nk: 0.0\nl: +0\nm: <x\nn: .5\no: -\\x\np: 1_0\nq: 0b11\nr: True\ns: nULL\n",
 	}
 	for _, s := range fast {
 		if !checkFastDecode(t, []byte(s)) && s != "- a: 1\n" {

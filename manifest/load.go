@@ -202,10 +202,22 @@ func readLimited(fsys fs.FS, p string, limit int64) ([]byte, string) {
 		return nil, fmt.Sprintf("cannot read: %v", unwrapPath(err))
 	}
 	defer f.Close()
-	if info, err := f.Stat(); err == nil && info.Size() > limit {
-		return nil, fmt.Sprintf("file is %d bytes, over the limit of %d bytes", info.Size(), limit)
+	size := int64(-1)
+	if info, err := f.Stat(); err == nil {
+		if info.Size() > limit {
+			return nil, fmt.Sprintf("file is %d bytes, over the limit of %d bytes", info.Size(), limit)
+		}
+		size = info.Size()
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	var data []byte
+	if size >= 0 {
+		// Read into a buffer of the size the file says it has, plus one
+		// byte to see the end: no regrowing. The limit still holds if the
+		// file grew since.
+		data, err = readAllInto(io.LimitReader(f, limit+1), make([]byte, 0, size+1))
+	} else {
+		data, err = io.ReadAll(io.LimitReader(f, limit+1))
+	}
 	if err != nil {
 		return nil, fmt.Sprintf("cannot read: %v", unwrapPath(err))
 	}
@@ -213,6 +225,23 @@ func readLimited(fsys fs.FS, p string, limit int64) ([]byte, string) {
 		return nil, fmt.Sprintf("file is over the limit of %d bytes", limit)
 	}
 	return data, ""
+}
+
+// readAllInto is io.ReadAll appending to buf.
+func readAllInto(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // unwrapPath drops the path from a *fs.PathError, which the Problem names already.
