@@ -100,6 +100,8 @@ func TestValidateFilesParallelMatchesSequential(t *testing.T) {
 			"more/again.yaml", dbType,
 			"more/broken.yaml", strings.ReplaceAll(strings.Replace(dbType, "type: object", "type: string", 1), "DatabaseCluster", "Broken")+"---\n"+strings.Replace(dbResource("b1", ""), "DatabaseCluster", "Broken", 1)), failed: true},
 		{name: "alias bombs", tree: with(base, "dbs/db-033.yaml", aliasBomb, "dbs/db-034.yaml", "x: &a [1]\ny: *b\n"), failed: true},
+		{name: "type kind escaped", tree: with(base, "more/cache.yaml", strings.Replace(strings.ReplaceAll(dbType, "DatabaseCluster", "Cache"), "kind: ResourceType", `kind: "Resource\x54ype"`, 1),
+			"more/c1.yaml", strings.Replace(dbResource("c1", "  engine: mysql\n  storage_gb: 10\n"), "DatabaseCluster", "Cache", 1))},
 		{name: "JSON and YAML mixed", tree: with(base, "dbs/db-040.yaml", `{"apiVersion": "infra.example.com/v1", "kind": "DatabaseCluster", "metadata": {"name": "db-040"}, "spec": {"engine": "mysql", "storage_gb": 99}}`)},
 	}
 	for _, tt := range tests {
@@ -129,6 +131,51 @@ func TestValidateFilesParallelMatchesSequential(t *testing.T) {
 				t.Errorf("validation after the base tree differs:\n got %+v\nwant %+v", got, want)
 			}
 		})
+	}
+}
+
+// Types another source declares are resolved through known, on the first
+// call after the workers have asked for them, later before they start.
+func TestValidateFilesKnownTypes(t *testing.T) {
+	t.Parallel()
+	set, err := Validate(mustDecode(t, "t.yaml", dbType), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    gosync.Mutex
+		calls int
+	)
+	known := func(kind string) *ResourceType {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if kind == "DatabaseCluster" {
+			return set.Types[0]
+		}
+		return nil
+	}
+	tree := manyResources(30)
+	delete(tree, "types.yaml")
+	tree["dbs/db-011.yaml"] = strings.Replace(tree["dbs/db-011.yaml"], "DatabaseCluster", "Cache", 1)
+	files := treeFiles(tree)
+	seq := &Validator{workers: 1}
+	_, wantErr := seq.ValidateFiles(files, known)
+	par := &Validator{workers: 4}
+	for call := range 2 {
+		_, err := par.ValidateFiles(files, known)
+		if err == nil || err.Error() != wantErr.Error() {
+			t.Errorf("call %d: %v, want %v", call, err, wantErr)
+		}
+	}
+	delete(tree, "dbs/db-011.yaml")
+	tree["dbs/db-012.yaml"] = dbResource("db-012", "  engine: mysql\n  storage_gb: 99\n")
+	got, err := par.ValidateFiles(treeFiles(tree), known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Resources) != 29 || !strings.Contains(string(byName(got)["db-012"].Spec), `"storage_gb":99`) {
+		t.Errorf("got %d resources, db-012 %s", len(got.Resources), byName(got)["db-012"].Spec)
 	}
 }
 

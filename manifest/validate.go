@@ -3,9 +3,10 @@ package manifest
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	gosync "sync"
@@ -54,6 +55,10 @@ type Validator struct {
 
 	mu    gosync.Mutex
 	cache map[fileKey]*fileEntry
+
+	// kinds are the kinds the last call resolved, resolved first by the
+	// next, so that its workers find them.
+	kinds []string
 
 	// workers, when positive, caps the goroutines of one call (1 is the
 	// sequential path); zero means GOMAXPROCS.
@@ -129,24 +134,30 @@ func (v *Validator) ValidateFiles(files []File, known TypeResolver) (*Set, error
 			e.data, e.docs = nil, nil
 		}
 	}()
-	parallel(v.workers, len(fresh), func(i int) {
-		v.decode(fresh[i])
-		fresh[i].parseTypes()
+	// Only the files that may declare types are decoded before the types
+	// are known. The others are decoded and validated in one go by the
+	// workers, which drop their documents at once: the documents of the
+	// whole tree are never all held together.
+	var typeFiles []*fileEntry
+	for _, e := range fresh {
+		if mayDeclareTypes(e.data) {
+			typeFiles = append(typeFiles, e)
+		} else {
+			e.typesParsed = true
+		}
+	}
+	parallel(v.workers, len(typeFiles), func(i int) {
+		v.decode(typeFiles[i])
+		typeFiles[i].parseTypes()
 	})
-	var decodeProblems problems
-	for _, e := range entries {
-		decodeProblems = append(decodeProblems, e.problems...)
-	}
-	set, err := v.validateEntries(entries, known)
-	if len(decodeProblems) == 0 {
-		return set, err
-	}
-	var verr *ValidationError
-	if errors.As(err, &verr) {
-		decodeProblems = append(decodeProblems, verr.Problems...)
-	}
-	SortProblems(decodeProblems)
-	return nil, decodeProblems.err()
+	return validateEntriesWith(entries, known, v.workers, v.decode, &v.kinds)
+}
+
+// mayDeclareTypes reports whether data may hold a ResourceType document: a
+// document's kind is written out in it, unless escaped in a double-quoted
+// string.
+func mayDeclareTypes(data []byte) bool {
+	return bytes.Contains(data, []byte(KindResourceType)) || bytes.IndexByte(data, '\\') >= 0
 }
 
 // decode decodes e's data into its documents, or its problems.
@@ -160,13 +171,9 @@ func (v *Validator) decode(e *fileEntry) {
 	}
 }
 
-func (v *Validator) validateEntries(entries []*fileEntry, known TypeResolver) (*Set, error) {
-	return validateEntriesWith(entries, known, v.workers, v.decode)
-}
-
 // validateEntries is Validate over files, reusing what entries already know.
 func validateEntries(entries []*fileEntry, known TypeResolver, workers int) (*Set, error) {
-	return validateEntriesWith(entries, known, workers, nil)
+	return validateEntriesWith(entries, known, workers, nil, nil)
 }
 
 // parseTypes parses the ResourceType documents of e, once.
@@ -194,12 +201,14 @@ type resolution struct {
 
 // validateEntriesWith validates entries in order: the types they declare,
 // then their resources, reusing each entry's resources while the types they
-// used resolve the same. Entries whose resources must be validated again but
-// whose documents were dropped are decoded again with redecode. The work on
-// each entry's resources runs on up to workers goroutines; everything that
-// depends on the order of files runs in order, so the result is the same for
-// any number of workers.
-func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, redecode func(*fileEntry)) (*Set, error) {
+// used resolve the same. Entries whose resources must be validated but that
+// have no documents are decoded with decode (new files, and files whose
+// documents were dropped after an earlier call). Decoding and validating
+// resources runs on up to workers goroutines; everything that depends on the
+// order of files runs in order, so the result is the same for any number of
+// workers. kinds, when set, holds the kinds to resolve before the workers
+// start, and is set to those resolved.
+func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, decode func(*fileEntry), kinds *[]string) (*Set, error) {
 	var (
 		errs     problems
 		set      = &Set{}
@@ -252,6 +261,17 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 		resolved[kind] = r
 		return r
 	}
+	for name := range declared {
+		resolve(name)
+	}
+	for name := range broken {
+		resolve(name)
+	}
+	if kinds != nil {
+		for _, kind := range *kinds {
+			resolve(kind)
+		}
+	}
 	// A file's cached resources stay valid while every kind they used
 	// resolves to the same type.
 	var stale []*fileEntry
@@ -269,29 +289,62 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 			continue
 		}
 		queued[e] = true
-		if e.docs == nil && len(e.problems) == 0 && e.data != nil && redecode != nil {
-			// The documents were dropped after an earlier call; decode again.
-			redecode(e)
-		}
-		e.used = e.used[:0]
-		for _, d := range e.docs {
-			kind, _ := d.Object["kind"].(string)
-			if kind == KindResourceType {
-				continue
-			}
-			if !slicesContainsKind(e.used, kind) {
-				e.used = append(e.used, typeUse{strings.Clone(kind), resolve(kind).identity})
-			}
-		}
 		stale = append(stale, e)
 	}
 	lookup := func(kind string) (*ResourceType, error) {
 		r := resolved[kind]
 		return r.t, r.err
 	}
-	parallel(workers, len(stale), func(i int) { stale[i].parseResources(lookup) })
+	// validate validates e's resources if every kind they use is resolved,
+	// and returns the kinds that are not. The workers only read resolved.
+	validate := func(e *fileEntry) (missing []string) {
+		if e.docs == nil && len(e.problems) == 0 && e.data != nil && decode != nil {
+			decode(e)
+		}
+		e.used = e.used[:0]
+		for _, d := range e.docs {
+			kind, _ := d.Object["kind"].(string)
+			if kind == KindResourceType || slicesContainsKind(e.used, kind) || slices.Contains(missing, kind) {
+				continue
+			}
+			r, ok := resolved[kind]
+			if !ok {
+				missing = append(missing, kind)
+				continue
+			}
+			e.used = append(e.used, typeUse{strings.Clone(kind), r.identity})
+		}
+		if len(missing) > 0 {
+			return missing
+		}
+		e.parseResources(lookup)
+		if e.data != nil {
+			// Decoded from data, which this call holds for the rare
+			// lines a problem needs.
+			e.docs = nil
+		}
+		return nil
+	}
+	missing := make([][]string, len(stale))
+	parallel(workers, len(stale), func(i int) { missing[i] = validate(stale[i]) })
+	// Kinds nothing resolved yet (known's, on a first call) are resolved
+	// here, in order, and their files validated.
+	var waiting []*fileEntry
+	for i, ks := range missing {
+		for _, kind := range ks {
+			resolve(kind)
+		}
+		if ks != nil {
+			waiting = append(waiting, stale[i])
+		}
+	}
+	parallel(workers, len(waiting), func(i int) { validate(waiting[i]) })
+	if kinds != nil {
+		*kinds = slices.Collect(maps.Keys(resolved))
+	}
 	seen := map[ObjectRef]Origin{}
 	for _, e := range entries {
+		errs = append(errs, e.problems...)
 		errs = append(errs, e.resProblems...)
 		for _, r := range e.resources {
 			if first, dup := seen[r.Ref()]; dup {
