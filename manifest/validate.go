@@ -342,7 +342,12 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 	if kinds != nil {
 		*kinds = slices.Collect(maps.Keys(resolved))
 	}
-	seen := map[ObjectRef]Origin{}
+	n := 0
+	for _, e := range entries {
+		n += len(e.resources)
+	}
+	seen := make(map[ObjectRef]Origin, n)
+	set.Resources = make([]*Resource, 0, n)
 	for _, e := range entries {
 		errs = append(errs, e.problems...)
 		errs = append(errs, e.resProblems...)
@@ -360,12 +365,11 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 		return nil, errs.err()
 	}
 	sort.Slice(set.Types, func(i, j int) bool { return set.Types[i].Name < set.Types[j].Name })
-	sort.Slice(set.Resources, func(i, j int) bool {
-		a, b := set.Resources[i], set.Resources[j]
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
+	slices.SortFunc(set.Resources, func(a, b *Resource) int {
+		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+			return c
 		}
-		return a.Name < b.Name
+		return strings.Compare(a.Name, b.Name)
 	})
 	return set, nil
 }
