@@ -32,11 +32,10 @@ type Document struct {
 	Object map[string]any
 
 	// root is kept to map JSON pointers back to lines for error messages.
-	// Documents decoded without yaml.v3 keep their file's content in src
-	// instead, and parse it into root when a line is first asked for.
-	root     *yaml.Node
-	src      []byte
-	rootOnce gosync.Once
+	// Documents decoded without yaml.v3 share their file's lazyRoots
+	// instead, which parse the file when a line is first asked for.
+	root *yaml.Node
+	lazy *lazyRoots
 }
 
 // Origin returns where the document is.
@@ -56,12 +55,10 @@ func (d *Document) Problem(pointer, format string, args ...any) Problem {
 // YAML tree as far as the pointer resolves and returns the line of the deepest
 // node reached, so a missing field points at its parent.
 func (d *Document) LineOf(pointer string) int {
-	d.rootOnce.Do(func() {
-		if d.root == nil && d.src != nil {
-			d.root = yamlRoot(d.src, d.Index)
-		}
-	})
 	n := d.root
+	if n == nil && d.lazy != nil {
+		n = d.lazy.root(d.Index)
+	}
 	if n == nil {
 		return d.Line
 	}
@@ -101,23 +98,35 @@ func (d *Document) LineOf(pointer string) int {
 // utf8BOM is the UTF-8 byte order mark, which files may start with.
 const utf8BOM = "\xef\xbb\xbf"
 
-// yamlRoot returns the content node of the document at index in data, as
-// DecodeFile found it, or nil.
-func yamlRoot(data []byte, index int) *yaml.Node {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for i := 0; ; i++ {
-		var root yaml.Node
-		if err := dec.Decode(&root); err != nil {
-			return nil
+// lazyRoots are the yaml.v3 node trees of one file's documents, parsed the
+// first time one is asked for: only problems need them.
+type lazyRoots struct {
+	data  []byte // without byte order mark
+	once  gosync.Once
+	roots []*yaml.Node // by document index
+}
+
+// root returns the content node of the document at index, as decodeYAML
+// finds it, or nil.
+func (l *lazyRoots) root(index int) *yaml.Node {
+	l.once.Do(func() {
+		dec := yaml.NewDecoder(bytes.NewReader(l.data))
+		for {
+			var root yaml.Node
+			if err := dec.Decode(&root); err != nil {
+				return
+			}
+			var content *yaml.Node
+			if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+				content = root.Content[0]
+			}
+			l.roots = append(l.roots, content)
 		}
-		if i < index {
-			continue
-		}
-		if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-			return root.Content[0]
-		}
+	})
+	if index < 0 || index >= len(l.roots) {
 		return nil
 	}
+	return l.roots[index]
 }
 
 // DecodeOptions bound the work one file may cause.

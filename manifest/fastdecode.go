@@ -28,6 +28,7 @@ func fastDecode(file string, data []byte) (docs []*Document, ok bool) {
 		return nil, false
 	}
 	src := string(data)
+	lazy := &lazyRoots{data: data}
 	p := fastParser{}
 	index := -1
 	start := 0 // the first line of the current document
@@ -79,7 +80,7 @@ func fastDecode(file string, data []byte) (docs []*Document, ok bool) {
 		if !isMap {
 			return false
 		}
-		docs = append(docs, &Document{File: file, Index: index, Line: line, Object: obj, src: data})
+		docs = append(docs, &Document{File: file, Index: index, Line: line, Object: obj, lazy: lazy})
 		return true
 	}
 	explicit := false

@@ -302,4 +302,16 @@ func TestValidatorDuplicateLineFromCache(t *testing.T) {
 	if len(want.Problems) != 1 || want.Problems[0].File != "zz.yaml" || want.Problems[0].Line != 6 {
 		t.Errorf("want one duplicate at zz.yaml:6, got %+v", want.Problems)
 	}
+	// The same for a type: the cached types.yaml repeats what new
+	// a-types.yaml declares.
+	delete(tree, "a.yaml")
+	tree["a-types.yaml"] = "# the same type\n" + dbType
+	want = validateOutcome(t, &Validator{}, treeFiles(tree))
+	got = validateOutcome(t, warm, treeFiles(tree))
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("type problems from the cache differ:\n got %+v\nwant %+v", got.Problems, want.Problems)
+	}
+	if len(want.Problems) != 1 || want.Problems[0].File != "types.yaml" || want.Problems[0].Line != 4 {
+		t.Errorf("want one duplicate at types.yaml:4, got %+v", want.Problems)
+	}
 }

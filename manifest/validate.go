@@ -97,7 +97,6 @@ type typeUse struct{ kind, identity string }
 
 type parsedType struct {
 	origin   Origin
-	nameLine int // the line of metadata.name, for duplicate errors
 	name     string
 	t        *ResourceType
 	problems []Problem
@@ -188,7 +187,7 @@ func (e *fileEntry) parseTypes() {
 		}
 		name, _ := nestedString(d.Object, "metadata", "name")
 		t, ps := parseType(d)
-		e.types = append(e.types, parsedType{origin: d.Origin(), nameLine: d.LineOf("/metadata/name"), name: strings.Clone(name), t: t, problems: ps})
+		e.types = append(e.types, parsedType{origin: d.Origin(), name: strings.Clone(name), t: t, problems: ps})
 	}
 }
 
@@ -215,12 +214,34 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 		declared = map[string]*ResourceType{}
 		broken   = map[string]Origin{}
 		firstAt  = map[string]Origin{}
+		roots    = map[*fileEntry]*lazyRoots{}
 	)
+	// lineOf finds the line of a field of a document of e, for the
+	// duplicate errors, which name the line of metadata.name: in the
+	// documents while the call has them, else in the file's content,
+	// parsed again (duplicates are rare; keeping every line would not be).
+	lineOf := func(e *fileEntry, o Origin, pointer string) int {
+		for _, d := range e.docs {
+			if d.Index == o.Document {
+				return d.LineOf(pointer)
+			}
+		}
+		if e.data == nil {
+			return o.Line
+		}
+		l := roots[e]
+		if l == nil {
+			l = &lazyRoots{data: bytes.TrimPrefix(e.data, []byte(utf8BOM))}
+			roots[e] = l
+		}
+		d := Document{File: e.path, Index: o.Document, Line: o.Line, lazy: l}
+		return d.LineOf(pointer)
+	}
 	for _, e := range entries {
 		e.parseTypes()
 		for _, pt := range e.types {
 			if first, dup := firstAt[pt.name]; dup && pt.name != "" {
-				errs.add(problemAt(pt.origin, pt.nameLine, "/metadata/name", fmt.Sprintf("duplicate ResourceType %s (first declared in %s)", pt.name, first.at())))
+				errs.add(problemAt(pt.origin, lineOf(e, pt.origin, "/metadata/name"), "/metadata/name", fmt.Sprintf("duplicate ResourceType %s (first declared in %s)", pt.name, first.at())))
 				continue
 			}
 			firstAt[pt.name] = pt.origin
@@ -353,7 +374,7 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 		errs = append(errs, e.resProblems...)
 		for _, r := range e.resources {
 			if first, dup := seen[r.Ref()]; dup {
-				errs.add(problemAt(r.Origin, e.nameLine(r), "/metadata/name", fmt.Sprintf("duplicate resource %s (first declared in %s)", r.Ref(), first.at())))
+				errs.add(problemAt(r.Origin, lineOf(e, r.Origin, "/metadata/name"), "/metadata/name", fmt.Sprintf("duplicate resource %s (first declared in %s)", r.Ref(), first.at())))
 				continue
 			}
 			seen[r.Ref()] = r.Origin
@@ -400,23 +421,6 @@ func (e *fileEntry) parseResources(lookup func(kind string) (*ResourceType, erro
 		}
 	}
 	e.resValid = true
-}
-
-// nameLine finds the line of the metadata.name of r, a resource of e, for
-// a duplicate error: in the documents while the call has them, else in the
-// file's content, parsed again (duplicates are rare; keeping every line
-// would not be).
-func (e *fileEntry) nameLine(r *Resource) int {
-	for _, d := range e.docs {
-		if d.Index == r.Origin.Document {
-			return d.LineOf("/metadata/name")
-		}
-	}
-	if e.data == nil {
-		return r.Origin.Line
-	}
-	d := Document{File: e.path, Index: r.Origin.Document, Line: r.Origin.Line, src: bytes.TrimPrefix(e.data, []byte(utf8BOM))}
-	return d.LineOf("/metadata/name")
 }
 
 // problemAt is Document.Problem for a document that is no longer at hand:
