@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	gosync "sync"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -31,7 +32,10 @@ type Document struct {
 	Object map[string]any
 
 	// root is kept to map JSON pointers back to lines for error messages.
+	// Documents decoded without yaml.v3 share their file's lazyRoots
+	// instead, which parse the file when a line is first asked for.
 	root *yaml.Node
+	lazy *lazyRoots
 }
 
 // Origin returns where the document is.
@@ -52,6 +56,9 @@ func (d *Document) Problem(pointer, format string, args ...any) Problem {
 // node reached, so a missing field points at its parent.
 func (d *Document) LineOf(pointer string) int {
 	n := d.root
+	if n == nil && d.lazy != nil {
+		n = d.lazy.root(d.Index)
+	}
 	if n == nil {
 		return d.Line
 	}
@@ -86,6 +93,40 @@ func (d *Document) LineOf(pointer string) int {
 		n = next
 	}
 	return line
+}
+
+// utf8BOM is the UTF-8 byte order mark, which files may start with.
+const utf8BOM = "\xef\xbb\xbf"
+
+// lazyRoots are the yaml.v3 node trees of one file's documents, parsed the
+// first time one is asked for: only problems need them.
+type lazyRoots struct {
+	data  []byte // without byte order mark
+	once  gosync.Once
+	roots []*yaml.Node // by document index
+}
+
+// root returns the content node of the document at index, as decodeYAML
+// finds it, or nil.
+func (l *lazyRoots) root(index int) *yaml.Node {
+	l.once.Do(func() {
+		dec := yaml.NewDecoder(bytes.NewReader(l.data))
+		for {
+			var root yaml.Node
+			if err := dec.Decode(&root); err != nil {
+				return
+			}
+			var content *yaml.Node
+			if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+				content = root.Content[0]
+			}
+			l.roots = append(l.roots, content)
+		}
+	})
+	if index < 0 || index >= len(l.roots) {
+		return nil
+	}
+	return l.roots[index]
 }
 
 // DecodeOptions bound the work one file may cause.
@@ -167,7 +208,7 @@ func DecodeFile(file string, data []byte, opts DecodeOptions) ([]*Document, []Pr
 	// What the file holds as written is within the limit by definition: the
 	// limit is about what aliases add.
 	opts.MaxExpandedSize = max(opts.MaxExpandedSize, int64(len(data)))
-	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark is harmless
+	data = bytes.TrimPrefix(data, []byte(utf8BOM)) // a UTF-8 byte order mark is harmless
 	if !utf8.Valid(data) {
 		at := firstInvalidUTF8(data)
 		return nil, []Problem{{
@@ -176,6 +217,15 @@ func DecodeFile(file string, data []byte, opts DecodeOptions) ([]*Document, []Pr
 			Message: fmt.Sprintf("file is not valid UTF-8 (bad byte 0x%02x at offset %d)", data[at], at),
 		}}
 	}
+	if docs, ok := fastDecode(file, data); ok {
+		return docs, nil
+	}
+	return decodeYAML(file, data, opts)
+}
+
+// decodeYAML is DecodeFile through yaml.v3's node tree: every document, any
+// YAML, with the limits of opts and problems located.
+func decodeYAML(file string, data []byte, opts DecodeOptions) ([]*Document, []Problem) {
 	var (
 		docs []*Document
 		errs problems

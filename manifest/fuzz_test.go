@@ -7,13 +7,16 @@ import (
 
 // FuzzDecodeFile feeds arbitrary bytes to the decoder. Whatever it accepts
 // must survive a round trip: the canonical JSON of each document, decoded
-// again, gives the same canonical JSON. The seed corpus lives in
-// testdata/fuzz/FuzzDecodeFile.
+// again, gives the same canonical JSON. What the fast path accepts, yaml.v3
+// must decode alike. The seed corpus lives in testdata/fuzz/FuzzDecodeFile.
 func FuzzDecodeFile(f *testing.F) {
 	f.Add([]byte("apiVersion: v1\nkind: K\nmetadata: {name: a}\n"))
 	f.Add([]byte("a: &a [1, 2]\nb: [*a, *a]\n<<: {c: 1}\n"))
 	f.Add([]byte("---\n---\n"))
+	f.Add([]byte("a:\n- x\n- {b: 'c''d', e: [1, \"2\"]}\nf: -1 # c\n"))
+	f.Add([]byte("{\"a\": [1.5, null, true],\n \"b\": {}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkFastDecode(t, data)
 		docs, problems := DecodeFile("fuzz.yaml", data, DecodeOptions{})
 		for _, p := range problems {
 			if p.File != "fuzz.yaml" || p.Message == "" {

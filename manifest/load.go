@@ -57,21 +57,26 @@ func ReadDir(dir string, opts LoadOptions) ([]File, []Problem, error) {
 }
 
 // ReadTree reads every manifest file of fsys, in lexical order, skipping
-// dot-files, dot-folders and ignored paths. See ReadDir.
+// dot-files, dot-folders and ignored paths. See ReadDir. Files are read
+// concurrently, so fsys must allow that (os.Root's and fstest's do).
 func ReadTree(fsys fs.FS, opts LoadOptions) ([]File, []Problem, error) {
 	if opts.MaxFileSize <= 0 {
 		opts.MaxFileSize = DefaultMaxFileSize
 	}
-	var (
-		files []File
-		errs  problems
-	)
+	// The walk lists the files in order; reading and hashing them, most of
+	// the work, is spread over GOMAXPROCS goroutines.
+	type item struct {
+		path    string
+		problem string // set by the walk: the file is not read
+		file    File
+	}
+	var items []item
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == "." {
 				return err
 			}
-			errs.add(Problem{File: p, Message: fmt.Sprintf("cannot read: %v", unwrapPath(err))})
+			items = append(items, item{path: p, problem: fmt.Sprintf("cannot read: %v", unwrapPath(err))})
 			return nil
 		}
 		if p == "." {
@@ -89,20 +94,38 @@ func ReadTree(fsys fs.FS, opts LoadOptions) ([]File, []Problem, error) {
 		}
 		if d.Type()&fs.ModeSymlink != 0 {
 			if msg := checkSymlink(fsys, p); msg != "" {
-				errs.add(Problem{File: p, Message: msg})
+				items = append(items, item{path: p, problem: msg})
 				return nil
 			}
 		}
-		data, msg := readLimited(fsys, p, opts.MaxFileSize)
-		if msg != "" {
-			errs.add(Problem{File: p, Message: msg})
-			return nil
-		}
-		files = append(files, File{Path: p, Data: data, Hash: HashJSON(data)})
+		items = append(items, item{path: p})
 		return nil
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("walk source tree: %w", err)
+	}
+	parallel(0, len(items), func(i int) {
+		it := &items[i]
+		if it.problem != "" {
+			return
+		}
+		data, msg := readLimited(fsys, it.path, opts.MaxFileSize)
+		if msg != "" {
+			it.problem = msg
+			return
+		}
+		it.file = File{Path: it.path, Data: data, Hash: HashJSON(data)}
+	})
+	var (
+		files = make([]File, 0, len(items))
+		errs  problems
+	)
+	for _, it := range items {
+		if it.problem != "" {
+			errs.add(Problem{File: it.path, Message: it.problem})
+			continue
+		}
+		files = append(files, it.file)
 	}
 	return files, errs, nil
 }
@@ -179,10 +202,22 @@ func readLimited(fsys fs.FS, p string, limit int64) ([]byte, string) {
 		return nil, fmt.Sprintf("cannot read: %v", unwrapPath(err))
 	}
 	defer f.Close()
-	if info, err := f.Stat(); err == nil && info.Size() > limit {
-		return nil, fmt.Sprintf("file is %d bytes, over the limit of %d bytes", info.Size(), limit)
+	size := int64(-1)
+	if info, err := f.Stat(); err == nil {
+		if info.Size() > limit {
+			return nil, fmt.Sprintf("file is %d bytes, over the limit of %d bytes", info.Size(), limit)
+		}
+		size = info.Size()
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	var data []byte
+	if size >= 0 {
+		// Read into a buffer of the size the file says it has, plus one
+		// byte to see the end: no regrowing. The limit still holds if the
+		// file grew since.
+		data, err = readAllInto(io.LimitReader(f, limit+1), make([]byte, 0, size+1))
+	} else {
+		data, err = io.ReadAll(io.LimitReader(f, limit+1))
+	}
 	if err != nil {
 		return nil, fmt.Sprintf("cannot read: %v", unwrapPath(err))
 	}
@@ -190,6 +225,23 @@ func readLimited(fsys fs.FS, p string, limit int64) ([]byte, string) {
 		return nil, fmt.Sprintf("file is over the limit of %d bytes", limit)
 	}
 	return data, ""
+}
+
+// readAllInto is io.ReadAll appending to buf.
+func readAllInto(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // unwrapPath drops the path from a *fs.PathError, which the Problem names already.

@@ -2,9 +2,11 @@ package manifest
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -177,5 +179,58 @@ func TestLoadDirMissingRoot(t *testing.T) {
 	var verr *ValidationError
 	if err == nil || errors.As(err, &verr) {
 		t.Fatalf("want an I/O error, got %v", err)
+	}
+}
+
+// Files are read in parallel, but come back in the walk's order, each with
+// its own content and hash, and so do the problems.
+func TestReadDirKeepsOrder(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var wantFiles, wantProblems []string
+	contents := map[string]string{}
+	for i := range 300 {
+		name := fmt.Sprintf("d%d/f%03d.yaml", i%7, i)
+		content := fmt.Sprintf("n: %d\n", i)
+		if i%50 == 0 {
+			content = strings.Repeat("x", 200)
+		}
+		contents[name] = content
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 0 {
+			wantProblems = append(wantProblems, name)
+		} else {
+			wantFiles = append(wantFiles, name)
+		}
+	}
+	sort.Strings(wantFiles)
+	sort.Strings(wantProblems)
+	files, problems, err := ReadDir(dir, LoadOptions{MaxFileSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotFiles, gotProblems []string
+	for _, f := range files {
+		gotFiles = append(gotFiles, f.Path)
+		if string(f.Data) != contents[f.Path] {
+			t.Errorf("%s holds %q, want %q", f.Path, f.Data, contents[f.Path])
+		}
+		if f.Hash != HashJSON(f.Data) {
+			t.Errorf("%s: hash %s is not its content's", f.Path, f.Hash)
+		}
+	}
+	for _, p := range problems {
+		gotProblems = append(gotProblems, p.File)
+	}
+	if !reflect.DeepEqual(gotFiles, wantFiles) {
+		t.Errorf("files in order %v, want %v", gotFiles, wantFiles)
+	}
+	if !reflect.DeepEqual(gotProblems, wantProblems) {
+		t.Errorf("problems in order %v, want %v", gotProblems, wantProblems)
 	}
 }

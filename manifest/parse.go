@@ -127,7 +127,9 @@ func stringMap(d *Document, at string, v any, errs *problems, labels bool) map[s
 				continue
 			}
 		}
-		out[k] = s
+		// Decoded strings may share memory with their whole file, which
+		// the resource must not keep alive.
+		out[strings.Clone(k)] = strings.Clone(s)
 	}
 	return out
 }
@@ -288,7 +290,7 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error))
 		errs.add(d.Problem("/apiVersion", "ResourceType %s has no version %q (known: %s)", t.Name, version, strings.Join(known, ", ")))
 		return nil, errs
 	}
-	r.Group, r.Version = t.Group, version
+	r.Group, r.Version = t.Group, tv.Name // the type's strings, shared by its resources
 	if r.Action == "" {
 		r.Action = t.Action
 	}
@@ -316,6 +318,12 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error))
 	}
 	r.Spec = canonical
 	r.SpecHash = HashJSON(canonical)
+	// Decoded strings may share memory with their whole file (see
+	// fastDecode), which a kept resource must not pin.
+	r.Kind, r.Name, r.Action = strings.Clone(r.Kind), strings.Clone(r.Name), strings.Clone(r.Action)
+	for i, ref := range r.DependsOn {
+		r.DependsOn[i] = ObjectRef{Kind: strings.Clone(ref.Kind), Name: strings.Clone(ref.Name)}
+	}
 	return r, nil
 }
 

@@ -2,11 +2,15 @@ package manifest
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 )
@@ -211,6 +215,9 @@ func (c *compiledSchema) validate(spec any) []schemaIssue {
 	if c == nil || c.validator == nil {
 		return []schemaIssue{{"", "the type version has no valid schema"}}
 	}
+	if quickCheck(c.validator, spec) == quickValid {
+		return nil
+	}
 	err := c.validator.Validate(spec)
 	if err == nil {
 		return nil
@@ -276,4 +283,231 @@ func trimSchemaURL(s string) string {
 
 func escapePointer(s string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+// Results of quickCheck.
+const (
+	quickInvalid = iota
+	quickValid
+	quickUnsure
+)
+
+// quickCheck tells whether v is valid against s without building errors,
+// for the keywords structural schemas use (type, properties, required,
+// additionalProperties, items, enum of scalars, bounds, lengths, pattern).
+// It answers quickUnsure for anything else, and whenever it is not certain
+// to agree with s.Validate; only quickValid is ever trusted, so a wrong
+// quickInvalid or quickUnsure costs time, never correctness.
+func quickCheck(s *jsonschema.Schema, v any) int {
+	if s.Always != nil {
+		if *s.Always {
+			return quickValid
+		}
+		return quickInvalid
+	}
+	if s.Ref != nil || s.RecursiveRef != nil || s.DynamicRef != nil || s.Not != nil ||
+		len(s.AllOf) > 0 || len(s.AnyOf) > 0 || len(s.OneOf) > 0 || s.If != nil ||
+		s.Format != "" || len(s.Constant) > 0 || len(s.Extensions) > 0 || s.MultipleOf != nil ||
+		s.ContentEncoding != "" || s.ContentMediaType != "" || s.ContentSchema != nil {
+		return quickUnsure
+	}
+	if len(s.Types) > 0 {
+		matched := false
+		for _, t := range s.Types {
+			switch x := v.(type) {
+			case nil:
+				matched = t == "null"
+			case bool:
+				matched = t == "boolean"
+			case string:
+				matched = t == "string"
+			case []any:
+				matched = t == "array"
+			case map[string]any:
+				matched = t == "object"
+			case json.Number:
+				if t == "number" {
+					matched = true
+				} else if t == "integer" {
+					_, err := strconv.ParseInt(string(x), 10, 64)
+					if err != nil {
+						return quickUnsure
+					}
+					matched = true
+				}
+			default:
+				return quickUnsure
+			}
+			if matched {
+				break
+			}
+		}
+		if !matched {
+			return quickInvalid
+		}
+	}
+	if len(s.Enum) > 0 {
+		matched := false
+		for _, item := range s.Enum {
+			switch eq := quickEqual(v, item); eq {
+			case quickValid:
+				matched = true
+			case quickUnsure:
+				return quickUnsure
+			}
+			if matched {
+				break
+			}
+		}
+		if !matched {
+			return quickInvalid
+		}
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		return quickObject(s, x)
+	case []any:
+		if s.UniqueItems || s.AdditionalItems != nil || len(s.PrefixItems) > 0 || s.Items2020 != nil ||
+			s.Contains != nil || s.UnevaluatedItems != nil {
+			return quickUnsure
+		}
+		if (s.MinItems != -1 && len(x) < s.MinItems) || (s.MaxItems != -1 && len(x) > s.MaxItems) {
+			return quickInvalid
+		}
+		switch items := s.Items.(type) {
+		case nil:
+		case *jsonschema.Schema:
+			for _, item := range x {
+				if r := quickCheck(items, item); r != quickValid {
+					return r
+				}
+			}
+		default:
+			return quickUnsure
+		}
+	case string:
+		if s.MinLength != -1 || s.MaxLength != -1 {
+			n := utf8.RuneCountInString(x)
+			if (s.MinLength != -1 && n < s.MinLength) || (s.MaxLength != -1 && n > s.MaxLength) {
+				return quickInvalid
+			}
+		}
+		if s.Pattern != nil && !s.Pattern.MatchString(x) {
+			return quickInvalid
+		}
+	case json.Number:
+		if s.Minimum == nil && s.Maximum == nil && s.ExclusiveMinimum == nil && s.ExclusiveMaximum == nil {
+			break
+		}
+		n, err := strconv.ParseInt(string(x), 10, 64)
+		if err != nil {
+			return quickUnsure
+		}
+		for _, b := range []struct {
+			bound *big.Rat
+			ok    func(c int) bool
+		}{
+			{s.Minimum, func(c int) bool { return c >= 0 }},
+			{s.ExclusiveMinimum, func(c int) bool { return c > 0 }},
+			{s.Maximum, func(c int) bool { return c <= 0 }},
+			{s.ExclusiveMaximum, func(c int) bool { return c < 0 }},
+		} {
+			if b.bound == nil {
+				continue
+			}
+			if !b.bound.IsInt() || !b.bound.Num().IsInt64() {
+				return quickUnsure
+			}
+			if !b.ok(cmpInt64(n, b.bound.Num().Int64())) {
+				return quickInvalid
+			}
+		}
+	}
+	return quickValid
+}
+
+func quickObject(s *jsonschema.Schema, x map[string]any) int {
+	if s.PropertyNames != nil || s.RegexProperties || len(s.PatternProperties) > 0 || len(s.Dependencies) > 0 ||
+		len(s.DependentRequired) > 0 || len(s.DependentSchemas) > 0 || s.UnevaluatedProperties != nil {
+		return quickUnsure
+	}
+	if (s.MinProperties != -1 && len(x) < s.MinProperties) || (s.MaxProperties != -1 && len(x) > s.MaxProperties) {
+		return quickInvalid
+	}
+	for _, name := range s.Required {
+		if _, ok := x[name]; !ok {
+			return quickInvalid
+		}
+	}
+	for name, sub := range s.Properties {
+		if val, ok := x[name]; ok {
+			if r := quickCheck(sub, val); r != quickValid {
+				return r
+			}
+		}
+	}
+	switch ap := s.AdditionalProperties.(type) {
+	case nil:
+	case bool:
+		if !ap {
+			for name := range x {
+				if _, declared := s.Properties[name]; !declared {
+					return quickInvalid
+				}
+			}
+		}
+	case *jsonschema.Schema:
+		for name, val := range x {
+			if _, declared := s.Properties[name]; declared {
+				continue
+			}
+			if r := quickCheck(ap, val); r != quickValid {
+				return r
+			}
+		}
+	default:
+		return quickUnsure
+	}
+	return quickValid
+}
+
+// quickEqual compares a value with a scalar enum item as jsonschema does.
+func quickEqual(v, item any) int {
+	switch a := item.(type) {
+	case nil:
+		return boolResult(v == nil)
+	case bool:
+		b, ok := v.(bool)
+		return boolResult(ok && a == b)
+	case string:
+		b, ok := v.(string)
+		return boolResult(ok && a == b)
+	}
+	switch v.(type) {
+	case nil, bool, string:
+		// Items of other types are numbers, lists or objects: never
+		// equal to these.
+		switch item.(type) {
+		case json.Number, float64, []any, map[string]any:
+			return quickInvalid
+		}
+	}
+	return quickUnsure
+}
+
+func boolResult(ok bool) int {
+	if ok {
+		return quickValid
+	}
+	return quickInvalid
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

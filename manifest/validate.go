@@ -3,11 +3,14 @@ package manifest
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"maps"
+	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	gosync "sync"
+	"sync/atomic"
 )
 
 // Set is a validated set of manifests: every type compiled, every resource's
@@ -36,29 +39,46 @@ func Validate(docs []*Document, known TypeResolver) (*Set, error) {
 		e := entries[len(entries)-1]
 		e.docs = append(e.docs, d)
 	}
-	return validateEntries(entries, known)
+	return validateEntries(entries, known, 0)
 }
 
 // Validator validates successive snapshots of a tree of files. It remembers
 // the previous snapshot's work, so that a file is decoded again only when its
-// content changed, and its resources validated again only when it or one of
-// the types they use changed. One Validator serves one source; it is safe for
-// concurrent use but gains nothing from it.
+// content changed, or when a type its resources use changed, and its
+// resources validated again only in those cases. Between calls it keeps only
+// what later calls need: each file's resources, types and problems, not its
+// decoded documents. One Validator serves one source; calls are serialised,
+// and each spreads its work over GOMAXPROCS goroutines.
 type Validator struct {
 	// Decode bounds the decoding of each file.
 	Decode DecodeOptions
 
 	mu    gosync.Mutex
 	cache map[fileKey]*fileEntry
+
+	// kinds are the kinds the last call resolved, resolved first by the
+	// next, so that its workers find them.
+	kinds []string
+
+	// workers, when positive, caps the goroutines of one call (1 is the
+	// sequential path); zero means GOMAXPROCS.
+	workers int
+	// decoded, when set, is told of every file decoded; tests count with it.
+	decoded func(path string)
 }
 
 type fileKey struct{ path, hash string }
 
-// fileEntry is what is known of one file's content.
+// fileEntry is what is known of one file's content. Between calls it holds
+// no decoded document: docs and data are set only during a call.
 type fileEntry struct {
 	path     string
-	docs     []*Document
-	problems []Problem // decoding problems; when set, docs is empty
+	problems []Problem // decoding problems; when set, the file has no documents
+
+	// docs are the file's decoded documents and data its content, while a
+	// call needs them.
+	docs []*Document
+	data []byte
 
 	typesParsed bool
 	types       []parsedType
@@ -67,13 +87,16 @@ type fileEntry struct {
 	// validated against the types whose identities used records.
 	resValid    bool
 	resources   []*Resource
-	resDocs     []*Document // the document of each resource, for duplicate errors
 	resProblems []Problem
-	used        map[string]string
+	used        []typeUse
 }
 
+// typeUse records which type a kind resolved to when a file's resources were
+// validated.
+type typeUse struct{ kind, identity string }
+
 type parsedType struct {
-	doc      *Document
+	origin   Origin
 	name     string
 	t        *ResourceType
 	problems []Problem
@@ -82,129 +105,276 @@ type parsedType struct {
 // ValidateFiles decodes and validates files as Validate does, reusing the
 // work of earlier calls where files and types are unchanged. Entries for
 // files absent from this call are forgotten, so memory follows the tree.
+// Files are decoded and validated in parallel; the result does not depend on
+// it.
 func (v *Validator) ValidateFiles(files []File, known TypeResolver) (*Set, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	next := make(map[fileKey]*fileEntry, len(files))
-	entries := make([]*fileEntry, 0, len(files))
-	var decodeProblems problems
-	for _, f := range files {
+	entries := make([]*fileEntry, len(files))
+	var fresh []*fileEntry
+	for i, f := range files {
 		k := fileKey{f.Path, f.Hash}
-		e := v.cache[k]
+		e := next[k]
+		if e == nil {
+			e = v.cache[k]
+		}
 		if e == nil {
 			e = &fileEntry{path: f.Path}
-			e.docs, e.problems = DecodeFile(f.Path, f.Data, v.Decode)
-			if len(e.problems) > 0 {
-				e.docs = nil
-			}
+			fresh = append(fresh, e)
 		}
+		e.data = f.Data
 		next[k] = e
-		decodeProblems = append(decodeProblems, e.problems...)
-		entries = append(entries, e)
+		entries[i] = e
 	}
 	v.cache = next
-	set, err := validateEntries(entries, known)
-	if len(decodeProblems) == 0 {
-		return set, err
+	defer func() {
+		for _, e := range entries {
+			e.data, e.docs = nil, nil
+		}
+	}()
+	// Only the files that may declare types are decoded before the types
+	// are known. The others are decoded and validated in one go by the
+	// workers, which drop their documents at once: the documents of the
+	// whole tree are never all held together.
+	var typeFiles []*fileEntry
+	for _, e := range fresh {
+		if mayDeclareTypes(e.data) {
+			typeFiles = append(typeFiles, e)
+		} else {
+			e.typesParsed = true
+		}
 	}
-	var verr *ValidationError
-	if errors.As(err, &verr) {
-		decodeProblems = append(decodeProblems, verr.Problems...)
+	parallel(v.workers, len(typeFiles), func(i int) {
+		v.decode(typeFiles[i])
+		typeFiles[i].parseTypes()
+	})
+	return validateEntriesWith(entries, known, v.workers, v.decode, &v.kinds)
+}
+
+// mayDeclareTypes reports whether data may hold a ResourceType document: a
+// document's kind is written out in it, unless escaped in a double-quoted
+// string.
+func mayDeclareTypes(data []byte) bool {
+	return bytes.Contains(data, []byte(KindResourceType)) || bytes.IndexByte(data, '\\') >= 0
+}
+
+// decode decodes e's data into its documents, or its problems.
+func (v *Validator) decode(e *fileEntry) {
+	if v.decoded != nil {
+		v.decoded(e.path)
 	}
-	SortProblems(decodeProblems)
-	return nil, decodeProblems.err()
+	e.docs, e.problems = DecodeFile(e.path, e.data, v.Decode)
+	if len(e.problems) > 0 {
+		e.docs = nil
+	}
 }
 
 // validateEntries is Validate over files, reusing what entries already know.
-func validateEntries(entries []*fileEntry, known TypeResolver) (*Set, error) {
+func validateEntries(entries []*fileEntry, known TypeResolver, workers int) (*Set, error) {
+	return validateEntriesWith(entries, known, workers, nil, nil)
+}
+
+// parseTypes parses the ResourceType documents of e, once.
+func (e *fileEntry) parseTypes() {
+	if e.typesParsed {
+		return
+	}
+	e.typesParsed = true
+	for _, d := range e.docs {
+		if kind, _ := d.Object["kind"].(string); kind != KindResourceType {
+			continue
+		}
+		name, _ := nestedString(d.Object, "metadata", "name")
+		t, ps := parseType(d)
+		e.types = append(e.types, parsedType{origin: d.Origin(), name: strings.Clone(name), t: t, problems: ps})
+	}
+}
+
+// resolution is what a kind resolves to in one call.
+type resolution struct {
+	t        *ResourceType
+	err      error
+	identity string
+}
+
+// validateEntriesWith validates entries in order: the types they declare,
+// then their resources, reusing each entry's resources while the types they
+// used resolve the same. Entries whose resources must be validated but that
+// have no documents are decoded with decode (new files, and files whose
+// documents were dropped after an earlier call). Decoding and validating
+// resources runs on up to workers goroutines; everything that depends on the
+// order of files runs in order, so the result is the same for any number of
+// workers. kinds, when set, holds the kinds to resolve before the workers
+// start, and is set to those resolved.
+func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, decode func(*fileEntry), kinds *[]string) (*Set, error) {
 	var (
 		errs     problems
 		set      = &Set{}
 		declared = map[string]*ResourceType{}
 		broken   = map[string]Origin{}
 		firstAt  = map[string]Origin{}
+		roots    = map[*fileEntry]*lazyRoots{}
 	)
-	for _, e := range entries {
-		if !e.typesParsed {
-			e.typesParsed = true
-			for _, d := range e.docs {
-				if kind, _ := d.Object["kind"].(string); kind != KindResourceType {
-					continue
-				}
-				name, _ := nestedString(d.Object, "metadata", "name")
-				t, ps := parseType(d)
-				e.types = append(e.types, parsedType{doc: d, name: name, t: t, problems: ps})
+	// lineOf finds the line of a field of a document of e, for the
+	// duplicate errors, which name the line of metadata.name: in the
+	// documents while the call has them, else in the file's content,
+	// parsed again (duplicates are rare; keeping every line would not be).
+	lineOf := func(e *fileEntry, o Origin, pointer string) int {
+		for _, d := range e.docs {
+			if d.Index == o.Document {
+				return d.LineOf(pointer)
 			}
 		}
+		if e.data == nil {
+			return o.Line
+		}
+		l := roots[e]
+		if l == nil {
+			l = &lazyRoots{data: bytes.TrimPrefix(e.data, []byte(utf8BOM))}
+			roots[e] = l
+		}
+		d := Document{File: e.path, Index: o.Document, Line: o.Line, lazy: l}
+		return d.LineOf(pointer)
+	}
+	for _, e := range entries {
+		e.parseTypes()
 		for _, pt := range e.types {
 			if first, dup := firstAt[pt.name]; dup && pt.name != "" {
-				errs.add(pt.doc.Problem("/metadata/name", "duplicate ResourceType %s (first declared in %s)", pt.name, first.at()))
+				errs.add(problemAt(pt.origin, lineOf(e, pt.origin, "/metadata/name"), "/metadata/name", fmt.Sprintf("duplicate ResourceType %s (first declared in %s)", pt.name, first.at())))
 				continue
 			}
-			firstAt[pt.name] = pt.doc.Origin()
+			firstAt[pt.name] = pt.origin
 			errs = append(errs, pt.problems...)
 			if pt.t == nil {
-				broken[pt.name] = pt.doc.Origin()
+				broken[pt.name] = pt.origin
 				continue
 			}
 			declared[pt.t.Name] = pt.t
 			set.Types = append(set.Types, pt.t)
 		}
 	}
-	lookup := func(kind string) (*ResourceType, error) {
+	// Kinds are resolved here, in order, and not by the workers: known may
+	// not be safe for concurrent use, and Fingerprint caches in the type.
+	resolved := map[string]resolution{}
+	resolve := func(kind string) resolution {
+		if r, ok := resolved[kind]; ok {
+			return r
+		}
+		var r resolution
 		if t := declared[kind]; t != nil {
-			return t, nil
-		}
-		if o, ok := broken[kind]; ok {
-			return nil, fmt.Errorf("cannot validate: ResourceType %s (%s) is invalid", kind, o.at())
-		}
-		if known != nil {
-			if t := known(kind); t != nil {
-				return t, nil
+			r.t = t
+		} else if o, ok := broken[kind]; ok {
+			r.err = fmt.Errorf("cannot validate: ResourceType %s (%s) is invalid", kind, o.at())
+		} else {
+			if known != nil {
+				r.t = known(kind)
+			}
+			if r.t == nil {
+				r.err = fmt.Errorf("unknown kind %q: no ResourceType declares it", kind)
 			}
 		}
-		return nil, fmt.Errorf("unknown kind %q: no ResourceType declares it", kind)
-	}
-	// identity says which type a kind resolves to now; a file's cached
-	// resources stay valid while every kind they used resolves the same.
-	identity := func(kind string) string {
-		t, err := lookup(kind)
-		if err != nil {
-			return "error: " + err.Error()
+		if r.err != nil {
+			r.identity = "error: " + r.err.Error()
+		} else {
+			r.identity = r.t.Fingerprint()
 		}
-		return t.Fingerprint()
+		resolved[kind] = r
+		return r
 	}
-	seen := map[ObjectRef]Origin{}
+	for name := range declared {
+		resolve(name)
+	}
+	for name := range broken {
+		resolve(name)
+	}
+	if kinds != nil {
+		for _, kind := range *kinds {
+			resolve(kind)
+		}
+	}
+	// A file's cached resources stay valid while every kind they used
+	// resolves to the same type.
+	var stale []*fileEntry
+	queued := map[*fileEntry]bool{}
 	for _, e := range entries {
 		if e.resValid {
-			for kind, id := range e.used {
-				if identity(kind) != id {
+			for _, u := range e.used {
+				if resolve(u.kind).identity != u.identity {
 					e.resValid = false
 					break
 				}
 			}
 		}
-		if !e.resValid {
-			e.resources, e.resDocs, e.resProblems, e.used = nil, nil, nil, map[string]string{}
-			for _, d := range e.docs {
-				kind, _ := d.Object["kind"].(string)
-				if kind == KindResourceType {
-					continue
-				}
-				e.used[kind] = identity(kind)
-				r, ps := parseResource(d, lookup)
-				e.resProblems = append(e.resProblems, ps...)
-				if r != nil {
-					e.resources = append(e.resources, r)
-					e.resDocs = append(e.resDocs, d)
-				}
-			}
-			e.resValid = true
+		if e.resValid || queued[e] {
+			continue
 		}
+		queued[e] = true
+		stale = append(stale, e)
+	}
+	lookup := func(kind string) (*ResourceType, error) {
+		r := resolved[kind]
+		return r.t, r.err
+	}
+	// validate validates e's resources if every kind they use is resolved,
+	// and returns the kinds that are not. The workers only read resolved.
+	validate := func(e *fileEntry) (missing []string) {
+		if e.docs == nil && len(e.problems) == 0 && e.data != nil && decode != nil {
+			decode(e)
+		}
+		e.used = e.used[:0]
+		for _, d := range e.docs {
+			kind, _ := d.Object["kind"].(string)
+			if kind == KindResourceType || slicesContainsKind(e.used, kind) || slices.Contains(missing, kind) {
+				continue
+			}
+			r, ok := resolved[kind]
+			if !ok {
+				missing = append(missing, kind)
+				continue
+			}
+			e.used = append(e.used, typeUse{strings.Clone(kind), r.identity})
+		}
+		if len(missing) > 0 {
+			return missing
+		}
+		e.parseResources(lookup)
+		if e.data != nil {
+			// Decoded from data, which this call holds for the rare
+			// lines a problem needs.
+			e.docs = nil
+		}
+		return nil
+	}
+	missing := make([][]string, len(stale))
+	parallel(workers, len(stale), func(i int) { missing[i] = validate(stale[i]) })
+	// Kinds nothing resolved yet (known's, on a first call) are resolved
+	// here, in order, and their files validated.
+	var waiting []*fileEntry
+	for i, ks := range missing {
+		for _, kind := range ks {
+			resolve(kind)
+		}
+		if ks != nil {
+			waiting = append(waiting, stale[i])
+		}
+	}
+	parallel(workers, len(waiting), func(i int) { validate(waiting[i]) })
+	if kinds != nil {
+		*kinds = slices.Collect(maps.Keys(resolved))
+	}
+	n := 0
+	for _, e := range entries {
+		n += len(e.resources)
+	}
+	seen := make(map[ObjectRef]Origin, n)
+	set.Resources = make([]*Resource, 0, n)
+	for _, e := range entries {
+		errs = append(errs, e.problems...)
 		errs = append(errs, e.resProblems...)
-		for i, r := range e.resources {
+		for _, r := range e.resources {
 			if first, dup := seen[r.Ref()]; dup {
-				errs.add(e.resDocs[i].Problem("/metadata/name", "duplicate resource %s (first declared in %s)", r.Ref(), first.at()))
+				errs.add(problemAt(r.Origin, lineOf(e, r.Origin, "/metadata/name"), "/metadata/name", fmt.Sprintf("duplicate resource %s (first declared in %s)", r.Ref(), first.at())))
 				continue
 			}
 			seen[r.Ref()] = r.Origin
@@ -216,14 +386,78 @@ func validateEntries(entries []*fileEntry, known TypeResolver) (*Set, error) {
 		return nil, errs.err()
 	}
 	sort.Slice(set.Types, func(i, j int) bool { return set.Types[i].Name < set.Types[j].Name })
-	sort.Slice(set.Resources, func(i, j int) bool {
-		a, b := set.Resources[i], set.Resources[j]
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
+	slices.SortFunc(set.Resources, func(a, b *Resource) int {
+		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+			return c
 		}
-		return a.Name < b.Name
+		return strings.Compare(a.Name, b.Name)
 	})
 	return set, nil
+}
+
+func slicesContainsKind(used []typeUse, kind string) bool {
+	for _, u := range used {
+		if u.kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// parseResources validates the resource documents of e against the types
+// lookup resolves. It touches nothing but e, so entries can be parsed in
+// parallel.
+func (e *fileEntry) parseResources(lookup func(kind string) (*ResourceType, error)) {
+	e.resources, e.resProblems = nil, nil
+	for _, d := range e.docs {
+		kind, _ := d.Object["kind"].(string)
+		if kind == KindResourceType {
+			continue
+		}
+		r, ps := parseResource(d, lookup)
+		e.resProblems = append(e.resProblems, ps...)
+		if r != nil {
+			e.resources = append(e.resources, r)
+		}
+	}
+	e.resValid = true
+}
+
+// problemAt is Document.Problem for a document that is no longer at hand:
+// its origin and the line the pointer resolved to.
+func problemAt(o Origin, line int, pointer, msg string) Problem {
+	return Problem{File: o.File, Line: line, Document: o.Document, Pointer: pointer, Message: FieldPath(pointer) + ": " + msg}
+}
+
+// parallel calls f(0) ... f(n-1) on up to workers goroutines (GOMAXPROCS
+// when workers is zero) and returns when every call has.
+func parallel(workers, n int, f func(i int)) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, n)
+	if workers <= 1 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var (
+		next atomic.Int64
+		wg   gosync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Fingerprint identifies everything about the type that affects its
