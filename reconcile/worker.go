@@ -80,9 +80,9 @@ type attempt struct {
 	acted, stillRunning bool
 }
 
-// work reconciles one claim and returns after its outcome is written or
-// discarded, with the delay after which it asked to be reconciled again.
-func (c *Controller) work(ctx context.Context, cl *store.Claim) time.Duration {
+// work reconciles one claim and returns after comp wrote its outcome or it
+// was discarded, with the delay after which it asked to be reconciled again.
+func (c *Controller) work(ctx context.Context, cl *store.Claim, comp *completer) time.Duration {
 	trigger := triggerOf(cl)
 	a := &attempt{
 		c: c, cl: cl, trigger: trigger,
@@ -98,10 +98,8 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim) time.Duration {
 		// Claimed as the agent began to stop: handed back untouched.
 		done := a.release()
 		done.Record, done.Status.Conditions = nil, cl.Conditions
-		writeCtx, cancelWrite := context.WithTimeout(context.WithoutCancel(ctx), completionWriteTimeout)
-		defer cancelWrite()
-		if _, err := c.store.CompleteReconcile(writeCtx, cl, done); err != nil {
-			a.log.Warn("handing back a resource claimed while stopping failed", "error", err)
+		if res := comp.complete(cl, done); res.Err != nil {
+			a.log.Warn("handing back a resource claimed while stopping failed", "error", res.Err)
 		}
 		return 0
 	}
@@ -122,9 +120,7 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim) time.Duration {
 	if !a.acted || a.stillRunning {
 		done.KeepHandle = true
 	}
-	writeCtx, cancelWrite := context.WithTimeout(context.WithoutCancel(ctx), completionWriteTimeout)
-	defer cancelWrite()
-	if _, err := c.store.CompleteReconcile(writeCtx, cl, done.Completion); err != nil {
+	if err := comp.complete(cl, done.Completion).Err; err != nil {
 		if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) {
 			a.log.Warn("lease lost before the result was written; result discarded", "error", err)
 		} else {

@@ -1,0 +1,90 @@
+package reconcile
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/no8s/no8s-agent/store"
+)
+
+// maxCompletionBatch caps how many completions one write carries.
+const maxCompletionBatch = 64
+
+// completion is a worker's outcome on its way to the store, and where the
+// worker waits for what became of it.
+type completion struct {
+	cl    *store.Claim
+	done  store.Completion
+	reply chan store.CompletionResult
+}
+
+// completer writes the completions of a controller's workers. It writes
+// whatever has come in as soon as it is free: a completion alone is
+// written at once, while those that come in during a write go together in
+// the next one, one transaction for them all. Run owns its goroutine.
+type completer struct {
+	st  store.Store
+	in  chan completion
+	max int
+	log *slog.Logger
+}
+
+// newCompleter returns a completer for up to workers waiting workers.
+func newCompleter(st store.Store, workers int, log *slog.Logger) *completer {
+	return &completer{st: st, in: make(chan completion, workers), max: min(max(workers, 1), maxCompletionBatch), log: log}
+}
+
+// complete hands a completion to the completer and waits for its result.
+// It must not be called after close.
+func (cp *completer) complete(cl *store.Claim, done store.Completion) store.CompletionResult {
+	reply := make(chan store.CompletionResult, 1)
+	cp.in <- completion{cl: cl, done: done, reply: reply}
+	return <-reply
+}
+
+// close says that no more completions come; run returns once it has
+// written those it has.
+func (cp *completer) close() { close(cp.in) }
+
+// run writes completions until close. It does not stop when ctx is done:
+// the completions of the workers still stopping must be written (or their
+// leases expire), so Run closes it once every worker has its result. Its
+// writes are bounded by completionWriteTimeout instead.
+func (cp *completer) run(ctx context.Context) {
+	for first := range cp.in {
+		batch := []completion{first}
+	more:
+		for len(batch) < cp.max {
+			select {
+			case next, ok := <-cp.in:
+				if !ok {
+					break more
+				}
+				batch = append(batch, next)
+			default:
+				break more
+			}
+		}
+		cp.write(ctx, batch)
+	}
+}
+
+// write writes one batch and hands each worker its result.
+func (cp *completer) write(ctx context.Context, batch []completion) {
+	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionWriteTimeout)
+	defer cancel()
+	if len(batch) == 1 {
+		r, err := cp.st.CompleteReconcile(writeCtx, batch[0].cl, batch[0].done)
+		batch[0].reply <- store.CompletionResult{Resource: r, Err: err}
+		return
+	}
+	in := make([]store.ClaimCompletion, len(batch))
+	for i, c := range batch {
+		in[i] = store.ClaimCompletion{Claim: c.cl, Done: c.done}
+	}
+	results := cp.st.CompleteReconciles(writeCtx, in)
+	cp.log.Debug("completions written together", "count", len(batch))
+	for i, c := range batch {
+		c.reply <- results[i]
+	}
+}
