@@ -22,6 +22,10 @@ type completion struct {
 // whatever has come in as soon as it is free: a completion alone is
 // written at once, while those that come in during a write go together in
 // the next one, one transaction for them all. Run owns its goroutine.
+//
+// A worker is free for its next claim once its completion is queued, as
+// the lease keeps the resource from any other worker until it is written:
+// claims and actions go on while completions are written.
 type completer struct {
 	st  store.Store
 	in  chan completion
@@ -29,16 +33,19 @@ type completer struct {
 	log *slog.Logger
 }
 
-// newCompleter returns a completer for up to workers waiting workers.
+// newCompleter returns a completer that queues up to workers completions
+// while it writes: a worker whose completion is queued is free for other
+// work, one that finds the queue full waits.
 func newCompleter(st store.Store, workers int, log *slog.Logger) *completer {
-	return &completer{st: st, in: make(chan completion, workers), max: min(max(workers, 1), maxCompletionBatch), log: log}
+	return &completer{st: st, in: make(chan completion, workers), max: maxCompletionBatch, log: log}
 }
 
-// complete hands a completion to the completer and waits for its result.
-// It must not be called after close.
-func (cp *completer) complete(cl *store.Claim, done store.Completion) store.CompletionResult {
+// complete hands a completion to the completer, calls handed once it is
+// taken, and waits for its result. It must not be called after close.
+func (cp *completer) complete(cl *store.Claim, done store.Completion, handed func()) store.CompletionResult {
 	reply := make(chan store.CompletionResult, 1)
 	cp.in <- completion{cl: cl, done: done, reply: reply}
+	handed()
 	return <-reply
 }
 
@@ -73,17 +80,11 @@ func (cp *completer) run(ctx context.Context) {
 func (cp *completer) write(ctx context.Context, batch []completion) {
 	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionWriteTimeout)
 	defer cancel()
-	if len(batch) == 1 {
-		r, err := cp.st.CompleteReconcile(writeCtx, batch[0].cl, batch[0].done)
-		batch[0].reply <- store.CompletionResult{Resource: r, Err: err}
-		return
-	}
 	in := make([]store.ClaimCompletion, len(batch))
 	for i, c := range batch {
 		in[i] = store.ClaimCompletion{Claim: c.cl, Done: c.done}
 	}
 	results := cp.st.CompleteReconciles(writeCtx, in)
-	cp.log.Debug("completions written together", "count", len(batch))
 	for i, c := range batch {
 		c.reply <- results[i]
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/no8s/no8s-agent/store/postgres/pgtest"
 )
 
-// gatedStore holds the first single completion until gate is closed, and
-// records the size of every batch written.
+// gatedStore holds the first write of completions until gate is closed,
+// and records the size of every batch written.
 type gatedStore struct {
 	store.Store
 	entered chan struct{}
@@ -28,18 +28,11 @@ type gatedStore struct {
 	batches []int
 }
 
-func (g *gatedStore) CompleteReconcile(ctx context.Context, c *store.Claim, done store.Completion) (*store.Resource, error) {
+func (g *gatedStore) CompleteReconciles(ctx context.Context, batch []store.ClaimCompletion) []store.CompletionResult {
 	g.once.Do(func() {
 		close(g.entered)
 		<-g.gate
 	})
-	g.mu.Lock()
-	g.batches = append(g.batches, 1)
-	g.mu.Unlock()
-	return g.Store.CompleteReconcile(ctx, c, done)
-}
-
-func (g *gatedStore) CompleteReconciles(ctx context.Context, batch []store.ClaimCompletion) []store.CompletionResult {
 	g.mu.Lock()
 	g.batches = append(g.batches, len(batch))
 	g.mu.Unlock()
@@ -118,7 +111,7 @@ func TestCompleterBatches(t *testing.T) {
 	}
 	results := make(chan result, n+1)
 	hand := func(c *store.Claim) {
-		go func() { results <- result{c, cp.complete(c, ready(c))} }()
+		go func() { results <- result{c, cp.complete(c, ready(c), func() {})} }()
 	}
 	// The first is written alone, at once; it is held in the store while
 	// the others come in.

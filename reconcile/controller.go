@@ -182,8 +182,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	}()
 	var (
 		workers gosync.WaitGroup
-		// done carries each finished worker's requested requeue delay; it
-		// has room for every worker, so a worker never blocks on it.
+		// done carries the requested requeue delay of each worker that is
+		// free again; it has room for every worker, so none blocks on it.
 		done = make(chan time.Duration, c.opts.Workers)
 		// claimed carries the result of the claim in flight, if any.
 		claimed  = make(chan claimResult, 1)
@@ -206,7 +206,12 @@ func (c *Controller) Run(ctx context.Context) error {
 			workers.Add(1)
 			go func() {
 				defer workers.Done()
-				done <- c.work(ctx, cl, comp)
+				var once gosync.Once
+				free := func(d time.Duration) { once.Do(func() { done <- d }) }
+				// A worker that stops without handing a completion in (a
+				// panic aside, none does) must not hold its slot.
+				defer free(0)
+				c.work(ctx, cl, comp, free)
 			}()
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,12 +37,31 @@ const notOrphaned = `source_name NOT IN (` + store.OrphanedSourcesSQL + `)`
 // claimUrgent picks urgent resources in id order.
 const claimUrgent = `SELECT id, phase FROM resources
 	WHERE ` + urgentDue + ` AND ` + leaseFree + ` AND ` + notOrphaned + `
-	ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`
+	ORDER BY id LIMIT ` + claimLimit + ` FOR UPDATE SKIP LOCKED`
 
 // claimScheduled picks scheduled resources, earliest first.
 const claimScheduled = `SELECT id, phase FROM resources
 	WHERE ` + scheduledDue + ` AND ` + leaseFree + ` AND ` + notOrphaned + `
-	ORDER BY next_reconcile_at LIMIT $3 FOR UPDATE SKIP LOCKED`
+	ORDER BY next_reconcile_at LIMIT ` + claimLimit + ` FOR UPDATE SKIP LOCKED`
+
+// claimLimit stands for the claim's limit in the queries above.
+const claimLimit = "/*limit*/$3"
+
+// maxLiteralLimit is the largest limit written into a claim's SQL.
+const maxLiteralLimit = 64
+
+// withLimit writes the limit into the SQL of a claim, up to
+// maxLiteralLimit, so that each limit is its own prepared statement: with
+// the limit a parameter PostgreSQL plans every claim afresh (a generic
+// plan cannot know how few rows it wants), and planning cost as much as
+// running it. Workers claim a few resources at a time, so there are few
+// such statements.
+func withLimit(sql string, limit int) (string, []any) {
+	if limit > maxLiteralLimit {
+		return sql, []any{limit}
+	}
+	return strings.Replace(sql, claimLimit, strconv.Itoa(limit), 1), nil
+}
 
 // claimSQL leases the rows picked by one of the queries above. The picked
 // CTE's phase is read before the update, so it is the prior phase.
@@ -69,7 +90,8 @@ func (s *Store) ClaimResources(ctx context.Context, p store.ClaimParams) ([]*sto
 		if left == 0 {
 			break
 		}
-		rows, err := s.q.Query(ctx, claimSQL(pick), p.Owner, millis(p.Duration), left)
+		sql, limit := withLimit(claimSQL(pick), left)
+		rows, err := s.q.Query(ctx, sql, append([]any{p.Owner, millis(p.Duration)}, limit...)...)
 		if err != nil {
 			return out, mapErr(err, "claim resources")
 		}
@@ -626,10 +648,10 @@ func (s *Store) CompleteReconciles(ctx context.Context, batch []store.ClaimCompl
 		seen[cc.Claim.ID] = true
 		plain = append(plain, i)
 	}
-	if len(plain) > 1 {
+	if len(plain) > 0 {
+		// One alone goes this way too: its plan is cached, where
+		// CompleteReconcile's statement is often planned afresh.
 		s.completePlain(ctx, batch, plain, out)
-	} else {
-		plain = nil
 	}
 	written := make(map[int]bool, len(plain))
 	for _, i := range plain {
@@ -772,22 +794,49 @@ func (s *Store) completePlain(ctx context.Context, batch []store.ClaimCompletion
 		ord  int64
 		wake bool
 	}
-	rows, err := s.q.Query(ctx, completeBatchSQL, args.list()...)
-	if err != nil {
-		failAll(err)
-		return
+	// One round trip: the statement in a transaction of its own that
+	// plans it once per connection. Left to choose, PostgreSQL plans it
+	// afresh for most batches (the sizes of the arrays sway it), which
+	// costs about as much as running it.
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+	b.Queue(completeBatchSQL, args.list()...)
+	b.Queue("COMMIT")
+	br := s.pool.SendBatch(ctx, b)
+	got, err := func() ([]row, error) {
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return nil, err
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		got, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (row, error) {
+			var (
+				w           row
+				hist, notes int64
+			)
+			r, err := scanResource(cr, &w.ord, &w.wake, &hist, &notes)
+			w.r = r
+			return w, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		tag, err := br.Exec()
+		if err == nil && tag.String() != "COMMIT" {
+			err = fmt.Errorf("complete reconciles: the transaction ended with %s", tag)
+		}
+		return got, err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
 	}
-	got, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (row, error) {
-		var (
-			w           row
-			hist, notes int64
-		)
-		r, err := scanResource(cr, &w.ord, &w.wake, &hist, &notes)
-		w.r = r
-		return w, err
-	})
 	if err != nil {
-		failAll(err)
+		failAll(unavailable(err))
 		return
 	}
 	written := make([]bool, len(pos))
