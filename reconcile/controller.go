@@ -241,7 +241,11 @@ func (c *Controller) Run(ctx context.Context) error {
 				drained = true
 			case len(res.claims) < res.limit:
 				errWait = 100 * time.Millisecond
-				nextAt = res.next
+				// A requeue handed in during the claim may be written
+				// after the store answered: the sooner time stands.
+				if !nextAt.After(time.Now()) || res.next.Before(nextAt) {
+					nextAt = res.next
+				}
 				drained = !poked
 			default:
 				errWait = 100 * time.Millisecond
