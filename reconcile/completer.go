@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/no8s/no8s-agent/store"
 )
@@ -30,14 +29,13 @@ type completer struct {
 	st  store.Store
 	in  chan completion
 	max int
-	log *slog.Logger
 }
 
 // newCompleter returns a completer that queues up to workers completions
 // while it writes: a worker whose completion is queued is free for other
 // work, one that finds the queue full waits.
-func newCompleter(st store.Store, workers int, log *slog.Logger) *completer {
-	return &completer{st: st, in: make(chan completion, workers), max: maxCompletionBatch, log: log}
+func newCompleter(st store.Store, workers int) *completer {
+	return &completer{st: st, in: make(chan completion, workers), max: maxCompletionBatch}
 }
 
 // complete hands a completion to the completer, calls handed once it is

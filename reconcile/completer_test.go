@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	gosync "sync"
 	"testing"
 	"time"
@@ -90,7 +88,7 @@ func TestCompleterBatches(t *testing.T) {
 	}
 
 	st := &gatedStore{Store: pg, entered: make(chan struct{}), gate: make(chan struct{})}
-	cp := newCompleter(st, 8, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cp := newCompleter(st, 8)
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)

@@ -174,7 +174,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		// Polling still finds the work, only later.
 		c.log.Warn("no store notifications; falling back to polling", "every", c.opts.PollInterval, "error", err)
 	}
-	comp := newCompleter(c.store, c.opts.Workers, c.log)
+	comp := newCompleter(c.store, c.opts.Workers)
 	compExited := make(chan struct{})
 	go func() {
 		defer close(compExited)
@@ -208,8 +208,8 @@ func (c *Controller) Run(ctx context.Context) error {
 				defer workers.Done()
 				var once gosync.Once
 				free := func(d time.Duration) { once.Do(func() { done <- d }) }
-				// A worker that stops without handing a completion in (a
-				// panic aside, none does) must not hold its slot.
+				// work frees the slot as soon as it may; should it return
+				// without doing so, its slot is free all the same.
 				defer free(0)
 				c.work(ctx, cl, comp, free)
 			}()
