@@ -160,59 +160,65 @@ func (c *Controller) Wake() {
 
 // Run reconciles until ctx is done. Then it cancels the running actions,
 // hands their resources back to the queue, and returns once every worker has
-// stopped. It returns nil after a cancellation; other errors do not stop it,
-// they are logged and retried.
+// stopped and every completion is written. It returns nil after a
+// cancellation; other errors do not stop it, they are logged and retried.
+//
+// Any free worker makes the controller claim: one claim at a time, for as
+// many resources as workers are free when it starts, so that workers freed
+// while a claim is in flight are served together by the next one. Workers
+// hand their completions to one completer, which writes those that come
+// together in one batch.
 func (c *Controller) Run(ctx context.Context) error {
 	notes, err := c.store.Listen(ctx, store.TopicResources)
 	if err != nil {
 		// Polling still finds the work, only later.
 		c.log.Warn("no store notifications; falling back to polling", "every", c.opts.PollInterval, "error", err)
 	}
+	comp := newCompleter(c.store, c.opts.Workers)
+	compExited := make(chan struct{})
+	go func() {
+		defer close(compExited)
+		comp.run(ctx)
+	}()
 	var (
 		workers gosync.WaitGroup
-		// done carries each finished worker's requested requeue delay; it
-		// has room for every worker, so a worker never blocks on it.
-		done    = make(chan time.Duration, c.opts.Workers)
-		busy    int
-		drained bool // the last claim found less than it asked for
+		// done carries the requested requeue delay of each worker that is
+		// free again; it has room for every worker, so none blocks on it.
+		done = make(chan time.Duration, c.opts.Workers)
+		// claimed carries the result of the claim in flight, if any.
+		claimed  = make(chan claimResult, 1)
+		claiming bool
+		busy     int
+		drained  bool // the last claim found less than it asked for
+		// poked is set when something may have become due while a claim
+		// was in flight: that claim's answer may be out of date.
+		poked   bool
 		nextAt  time.Time
 		timer   = time.NewTimer(0)
 		errWait = 100 * time.Millisecond
 	)
 	defer timer.Stop()
-	// Claim in batches, when half the workers are free (or all are idle):
-	// one claim serves several resources.
-	batch := max(1, c.opts.Workers/2)
+	// Claims come back even with an error, and even when the agent began
+	// to stop meanwhile: the workers hand those back.
+	startWorkers := func(claims []*store.Claim) {
+		for _, cl := range claims {
+			busy++
+			workers.Add(1)
+			go func() {
+				defer workers.Done()
+				var once gosync.Once
+				free := func(d time.Duration) { once.Do(func() { done <- d }) }
+				// work frees the slot as soon as it may; should it return
+				// without doing so, its slot is free all the same.
+				defer free(0)
+				c.work(ctx, cl, comp, free)
+			}()
+		}
+	}
 	for ctx.Err() == nil {
-		free := c.opts.Workers - busy
-		if !drained && (free >= batch || (free > 0 && busy == 0)) {
-			claims, err := c.claim(ctx, free)
-			// Claims come back even with an error, and even when the agent
-			// began to stop meanwhile: the workers hand those back.
-			for _, cl := range claims {
-				busy++
-				workers.Add(1)
-				go func() {
-					defer workers.Done()
-					done <- c.work(ctx, cl)
-				}()
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					break
-				}
-				c.log.Error("claiming due resources failed; retrying", "in", errWait, "error", err)
-				nextAt = time.Now().Add(errWait)
-				errWait = min(2*errWait, c.opts.PollInterval)
-				drained = true
-			} else {
-				errWait = 100 * time.Millisecond
-				if len(claims) < free {
-					drained = true
-					nextAt = c.nextDue(ctx)
-				}
-				continue
-			}
+		if free := c.opts.Workers - busy; !claiming && !drained && free > 0 {
+			claiming, poked = true, false
+			go func() { claimed <- c.claim(ctx, free) }()
 		}
 		wait := time.Until(nextAt)
 		if !drained || wait > c.opts.PollInterval {
@@ -221,6 +227,29 @@ func (c *Controller) Run(ctx context.Context) error {
 		timer.Reset(max(wait, 0))
 		select {
 		case <-ctx.Done():
+		case res := <-claimed:
+			claiming = false
+			startWorkers(res.claims)
+			switch {
+			case res.err != nil:
+				if ctx.Err() != nil {
+					break
+				}
+				c.log.Error("claiming due resources failed; retrying", "in", errWait, "error", res.err)
+				nextAt = time.Now().Add(errWait)
+				errWait = min(2*errWait, c.opts.PollInterval)
+				drained = true
+			case len(res.claims) < res.limit:
+				errWait = 100 * time.Millisecond
+				// A requeue handed in during the claim may be written
+				// after the store answered: the sooner time stands.
+				if !nextAt.After(time.Now()) || res.next.Before(nextAt) {
+					nextAt = res.next
+				}
+				drained = !poked
+			default:
+				errWait = 100 * time.Millisecond
+			}
 		case d := <-done:
 			busy--
 			if d > 0 {
@@ -235,28 +264,50 @@ func (c *Controller) Run(ctx context.Context) error {
 			if n.Resync {
 				c.log.Info("store notifications resumed; looking at the queue")
 			}
-			drained = false
+			drained, poked = false, true
 		case <-c.wake:
-			drained = false
+			drained, poked = false, true
 		case <-timer.C:
-			drained = false
+			drained, poked = false, true
 		}
 		// Since Go 1.23 a stopped or reset timer never delivers a stale tick.
 		timer.Stop()
 	}
+	if claiming {
+		// Its claims are held all the same: their workers hand them back.
+		startWorkers((<-claimed).claims)
+	}
 	workers.Wait()
+	// Every worker has its result: nothing more comes to the completer.
+	comp.close()
+	<-compExited
 	return nil
 }
 
-// claim claims up to limit due resources. The claim is not cut short by
-// ctx: a claim the database committed but the agent never heard of would
-// hold its resources until the lease expired.
-func (c *Controller) claim(ctx context.Context, limit int) ([]*store.Claim, error) {
+// claimResult is what one claim found: the claims, how many it asked
+// for, and, when it found fewer, when the next scheduled work comes.
+type claimResult struct {
+	claims []*store.Claim
+	limit  int
+	next   time.Time
+	err    error
+}
+
+// claim claims up to limit due resources and, when it finds fewer, asks
+// when the next scheduled work comes. The claim is not cut short by ctx: a
+// claim the database committed but the agent never heard of would hold its
+// resources until the lease expired.
+func (c *Controller) claim(ctx context.Context, limit int) claimResult {
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.LeaseDuration)
 	defer cancel()
-	return c.store.ClaimResources(claimCtx, store.ClaimParams{
+	claims, err := c.store.ClaimResources(claimCtx, store.ClaimParams{
 		Owner: c.opts.AgentID, Limit: limit, Duration: c.opts.LeaseDuration,
 	})
+	res := claimResult{claims: claims, limit: limit, err: err}
+	if err == nil && len(claims) < limit && ctx.Err() == nil {
+		res.next = c.nextDue(ctx)
+	}
+	return res
 }
 
 // nextDue asks the store when the next scheduled work comes; without any,

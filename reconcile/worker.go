@@ -80,9 +80,12 @@ type attempt struct {
 	acted, stillRunning bool
 }
 
-// work reconciles one claim and returns after its outcome is written or
-// discarded, with the delay after which it asked to be reconciled again.
-func (c *Controller) work(ctx context.Context, cl *store.Claim) time.Duration {
+// work reconciles one claim and returns after comp wrote its outcome or it
+// was discarded. It calls free, once, as soon as its worker may take other
+// work: when the outcome is handed to comp (with the delay after which it
+// asked to be reconciled again) or discarded. The lease holds the resource
+// until the outcome is written.
+func (c *Controller) work(ctx context.Context, cl *store.Claim, comp *completer, free func(requeue time.Duration)) {
 	trigger := triggerOf(cl)
 	a := &attempt{
 		c: c, cl: cl, trigger: trigger,
@@ -98,12 +101,10 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim) time.Duration {
 		// Claimed as the agent began to stop: handed back untouched.
 		done := a.release()
 		done.Record, done.Status.Conditions = nil, cl.Conditions
-		writeCtx, cancelWrite := context.WithTimeout(context.WithoutCancel(ctx), completionWriteTimeout)
-		defer cancelWrite()
-		if _, err := c.store.CompleteReconcile(writeCtx, cl, done); err != nil {
-			a.log.Warn("handing back a resource claimed while stopping failed", "error", err)
+		if res := comp.complete(cl, done, func() { free(0) }); res.Err != nil {
+			a.log.Warn("handing back a resource claimed while stopping failed", "error", res.Err)
 		}
-		return 0
+		return
 	}
 	leaseCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -114,7 +115,8 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim) time.Duration {
 
 	if errors.Is(context.Cause(leaseCtx), errLeaseLost) {
 		a.log.Warn("lease lost while reconciling; result discarded", "stage", a.rec.Phase)
-		return 0
+		free(0)
+		return
 	}
 	if done.interrupted {
 		done.Completion = a.release()
@@ -122,16 +124,18 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim) time.Duration {
 	if !a.acted || a.stillRunning {
 		done.KeepHandle = true
 	}
-	writeCtx, cancelWrite := context.WithTimeout(context.WithoutCancel(ctx), completionWriteTimeout)
-	defer cancelWrite()
-	if _, err := c.store.CompleteReconcile(writeCtx, cl, done.Completion); err != nil {
+	var requeue time.Duration
+	if done.Requeue {
+		requeue = max(done.RequeueAfter, time.Millisecond)
+	}
+	if err := comp.complete(cl, done.Completion, func() { free(requeue) }).Err; err != nil {
 		if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) {
 			a.log.Warn("lease lost before the result was written; result discarded", "error", err)
 		} else {
 			// The lease will expire and the resource be claimed again.
 			a.log.Error("writing the reconcile result failed", "error", err)
 		}
-		return 0
+		return
 	}
 	if done.Record != nil && c.opts.OnAttempt != nil {
 		name := cl.Action
@@ -140,10 +144,6 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim) time.Duration {
 		}
 		c.opts.OnAttempt(Attempt{Record: done.Record, Action: name, Drift: a.drift != ""})
 	}
-	if done.Requeue {
-		return max(done.RequeueAfter, time.Millisecond)
-	}
-	return 0
 }
 
 // outcome is a completion, and whether the attempt was cut short by the

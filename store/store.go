@@ -360,6 +360,19 @@ type Completion struct {
 	KeepHandle bool
 }
 
+// ClaimCompletion is one claim and its outcome, for CompleteReconciles.
+type ClaimCompletion struct {
+	Claim *Claim
+	Done  Completion
+}
+
+// CompletionResult is what CompleteReconciles made of one completion: the
+// row as written (nil when it was deleted), or why it was refused.
+type CompletionResult struct {
+	Resource *Resource
+	Err      error
+}
+
 // Notification is a message received on a topic by Listen.
 type Notification struct {
 	Topic   string
@@ -645,6 +658,13 @@ type Store interface {
 	// written, or nil when it was deleted. When the resource changed while it
 	// was claimed (new generation, deletion or manual request) it stays due.
 	CompleteReconcile(ctx context.Context, c *Claim, done Completion) (*Resource, error)
+	// CompleteReconciles is CompleteReconcile for many claims at once,
+	// written together where the backend can (one transaction, one round
+	// trip, one TopicResources notification), with the same guarantees for
+	// each. Each completion stands alone: one whose lease is lost, or that
+	// is invalid, is refused with its own error and writes nothing, while
+	// the others are written. It returns one result per completion, in order.
+	CompleteReconciles(ctx context.Context, batch []ClaimCompletion) []CompletionResult
 	// RequestReconcile asks for a reconcile of the resource as soon as a
 	// worker is free, even when nothing changed, and notifies TopicResources.
 	RequestReconcile(ctx context.Context, id int64) (*Resource, error)

@@ -58,6 +58,20 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 	return s.Store.CompleteReconcile(ctx, c, done)
 }
 
+// CompleteReconciles masks the status and the history record of each
+// completion it writes.
+func (s *Store) CompleteReconciles(ctx context.Context, batch []store.ClaimCompletion) []store.CompletionResult {
+	masked := make([]store.ClaimCompletion, len(batch))
+	for i, cc := range batch {
+		cc.Done.Status = s.status(cc.Done.Status)
+		if cc.Done.Record != nil {
+			cc.Done.Record = s.record(*cc.Done.Record)
+		}
+		masked[i] = cc
+	}
+	return s.Store.CompleteReconciles(ctx, masked)
+}
+
 // AddReconcileRecord masks the record it writes.
 func (s *Store) AddReconcileRecord(ctx context.Context, h *store.ReconcileRecord) (int64, error) {
 	return s.Store.AddReconcileRecord(ctx, s.record(*h))

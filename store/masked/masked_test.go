@@ -119,3 +119,62 @@ func TestMasksWhatIsWritten(t *testing.T) {
 		}
 	}
 }
+
+// TestMasksBatchCompletions writes completions with a secret in a batch:
+// their status and history are masked like a single completion's.
+func TestMasksBatchCompletions(t *testing.T) {
+	t.Parallel()
+	const secret = "tok-77b0c4e2f1"
+	ctx := t.Context()
+	backend, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "state.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(backend.Close)
+	if err := backend.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := masked.New(backend, redact.New(secret))
+	src := store.SourceRef{Name: "infra", Path: "a.yaml"}
+	for _, name := range []string{"a", "b"} {
+		if _, err := st.CreateResource(ctx, &manifest.Resource{Kind: "Widget", Group: "example.com", Version: "v1", Name: name,
+			Spec: json.RawMessage(`{}`), SpecHash: "sha256:1"}, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claims, err := st.ClaimResources(ctx, store.ClaimParams{Owner: "test", Limit: 2, Duration: time.Minute})
+	if err != nil || len(claims) != 2 {
+		t.Fatalf("claim: %v, %d claims", err, len(claims))
+	}
+	var batch []store.ClaimCompletion
+	for _, c := range claims {
+		at := time.Now()
+		batch = append(batch, store.ClaimCompletion{Claim: c, Done: store.Completion{
+			Status: store.StatusUpdate{Phase: manifest.PhaseFailed, Message: "done " + secret,
+				Conditions: []manifest.Condition{{Type: manifest.ConditionReady, Status: manifest.ConditionFalse, Reason: "Failed", Message: "as " + secret}}},
+			Record: &store.ReconcileRecord{ResourceID: c.ID, Kind: c.Kind, Name: c.Name, Generation: 1, Trigger: store.TriggerCreate,
+				Phase: "applying", Error: "failed for " + secret, StartedAt: at, FinishedAt: at},
+		}})
+	}
+	for _, res := range st.CompleteReconciles(ctx, batch) {
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	if batch[0].Done.Status.Message != "done "+secret || batch[0].Done.Record.Error != "failed for "+secret {
+		t.Error("the caller's completion was changed")
+	}
+	for _, c := range claims {
+		r, err := backend.GetResource(ctx, c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist, err := backend.ListReconcileRecords(ctx, c.ID, 0)
+		if err != nil || len(hist) != 1 {
+			t.Fatalf("history: %v, %d records", err, len(hist))
+		}
+		if r.StatusMessage != "done ***" || r.Conditions[0].Message != "as ***" || hist[0].Error != "failed for ***" {
+			t.Errorf("%s stored: message %q condition %q history error %q", c.Name, r.StatusMessage, r.Conditions[0].Message, hist[0].Error)
+		}
+	}
+}

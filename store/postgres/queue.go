@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,12 +37,31 @@ const notOrphaned = `source_name NOT IN (` + store.OrphanedSourcesSQL + `)`
 // claimUrgent picks urgent resources in id order.
 const claimUrgent = `SELECT id, phase FROM resources
 	WHERE ` + urgentDue + ` AND ` + leaseFree + ` AND ` + notOrphaned + `
-	ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED`
+	ORDER BY id LIMIT ` + claimLimit + ` FOR UPDATE SKIP LOCKED`
 
 // claimScheduled picks scheduled resources, earliest first.
 const claimScheduled = `SELECT id, phase FROM resources
 	WHERE ` + scheduledDue + ` AND ` + leaseFree + ` AND ` + notOrphaned + `
-	ORDER BY next_reconcile_at LIMIT $3 FOR UPDATE SKIP LOCKED`
+	ORDER BY next_reconcile_at LIMIT ` + claimLimit + ` FOR UPDATE SKIP LOCKED`
+
+// claimLimit stands for the claim's limit in the queries above.
+const claimLimit = "/*limit*/$3"
+
+// maxLiteralLimit is the largest limit written into a claim's SQL.
+const maxLiteralLimit = 64
+
+// withLimit writes the limit into the SQL of a claim, up to
+// maxLiteralLimit, so that each limit is its own prepared statement: with
+// the limit a parameter PostgreSQL plans every claim afresh (a generic
+// plan cannot know how few rows it wants), and planning cost as much as
+// running it. Workers claim a few resources at a time, so there are few
+// such statements.
+func withLimit(sql string, limit int) (string, []any) {
+	if limit > maxLiteralLimit {
+		return sql, []any{limit}
+	}
+	return strings.Replace(sql, claimLimit, strconv.Itoa(limit), 1), nil
+}
 
 // claimSQL leases the rows picked by one of the queries above. The picked
 // CTE's phase is read before the update, so it is the prior phase.
@@ -69,7 +90,8 @@ func (s *Store) ClaimResources(ctx context.Context, p store.ClaimParams) ([]*sto
 		if left == 0 {
 			break
 		}
-		rows, err := s.q.Query(ctx, claimSQL(pick), p.Owner, millis(p.Duration), left)
+		sql, limit := withLimit(claimSQL(pick), left)
+		rows, err := s.q.Query(ctx, sql, append([]any{p.Owner, millis(p.Duration)}, limit...)...)
 		if err != nil {
 			return out, mapErr(err, "claim resources")
 		}
@@ -525,4 +547,329 @@ func pendingConditions(conds, gen string) string {
 		(SELECT jsonb_agg(CASE WHEN c.e->>'type' = 'Ready' THEN ` + ready("c.e") + ` ELSE c.e END ORDER BY c.i)
 			FROM jsonb_array_elements(` + conds + `) WITH ORDINALITY AS c(e, i))
 		ELSE ` + conds + ` || jsonb_build_array(` + ready("NULL::jsonb") + `) END)`
+}
+
+// completeBatchSQL writes the outcomes of many claims in one statement, as
+// completeSQL does one: the input arrays are unnested into one row per
+// completion (inp), the fenced UPDATE writes the rows whose lease is still
+// current, their history records go in with one INSERT, and one
+// TopicResources notification is sent when any of them stays due. A
+// completion whose lease is gone matches no row and is left out, alone.
+//
+// Input columns are prefixed c_ so that the UPDATE's unqualified column
+// names are the row's.
+var completeBatchSQL = `WITH inp AS (
+	SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[], $6::bool[],
+		$7::text[], $8::text[], $9::text[], $10::bigint[], $11::text[], $12::int[], $13::timestamptz[],
+		$14::bigint[], $15::bool[], $16::bool[], $17::bool[], $18::text[], $19::text[], $20::text[], $21::bool[],
+		$22::text[], $23::int[], $24::int[], $25::int[], $26::text[], $27::text[], $28::bigint[], $29::text[],
+		$30::timestamptz[], $31::timestamptz[], $32::text[], $33::bool[])
+		WITH ORDINALITY AS t(c_id, c_owner, c_token, c_gen, c_requested, c_deleting,
+			c_phase, c_message, c_conds, c_observed, c_outputs, c_retries, c_last,
+			c_next, c_waiting, c_ready, c_recorded, c_revision, c_trigger, c_stage, c_success,
+			c_error, c_created, c_updated, c_deleted, c_rec_outputs, c_plan, c_duration, c_agent,
+			c_started, c_finished, c_dep_ref, c_keep, c_ord)
+), upd AS (
+	UPDATE resources SET
+		phase = CASE WHEN deletion_requested_at IS NOT NULL AND NOT inp.c_deleting THEN 'deleting'
+			WHEN deletion_requested_at IS NULL AND (inp.c_deleting OR generation <> inp.c_gen) THEN 'pending' ELSE inp.c_phase END,
+		status_message = CASE WHEN generation <> inp.c_gen AND deletion_requested_at IS NULL
+			THEN 'generation ' || generation || ' is waiting to be reconciled' ELSE inp.c_message END,
+		conditions = CASE WHEN generation <> inp.c_gen AND deletion_requested_at IS NULL
+			THEN ` + pendingConditions(keepTransitionTimes("inp.c_conds"), "generation") + `
+			ELSE ` + keepTransitionTimes("inp.c_conds") + ` END,
+		observed_generation = inp.c_observed, outputs = inp.c_outputs::json,
+		retry_count = CASE WHEN generation <> inp.c_gen THEN 0 ELSE inp.c_retries END,
+		last_reconcile_time = inp.c_last,
+		next_reconcile_at = CASE
+			WHEN generation <> inp.c_gen OR (deletion_requested_at IS NOT NULL) <> inp.c_deleting THEN NULL
+			WHEN inp.c_next IS NULL THEN NULL
+			ELSE now() + inp.c_next * interval '1 millisecond' END,
+		reconcile_requested_at = CASE WHEN reconcile_requested_at IS NOT DISTINCT FROM inp.c_requested THEN NULL
+			ELSE reconcile_requested_at END,
+		waiting = inp.c_waiting, lease_owner = '', lease_expires_at = NULL, updated_at = now(),
+		attempt_handle = CASE WHEN inp.c_keep THEN attempt_handle END
+	FROM inp
+	WHERE resources.id = inp.c_id AND resources.lease_owner = inp.c_owner AND resources.lease_token = inp.c_token
+	RETURNING resources.*, inp.c_ord, inp.c_ready, inp.c_dep_ref, inp.c_recorded, inp.c_gen, inp.c_revision,
+		inp.c_trigger, inp.c_stage, inp.c_success, inp.c_error, inp.c_created, inp.c_updated, inp.c_deleted,
+		inp.c_rec_outputs, inp.c_plan, inp.c_duration, inp.c_agent, inp.c_started, inp.c_finished
+), hist AS (
+	INSERT INTO reconcile_history (resource_id, kind, name, generation, source_revision,
+		trigger, phase, success, error, created_count, updated_count, deleted_count, outputs, plan_output,
+		duration_ms, agent_id, started_at, finished_at)
+	SELECT id, kind, name, c_gen, c_revision, c_trigger, c_stage, c_success, c_error, c_created, c_updated, c_deleted,
+		c_rec_outputs::json, c_plan, c_duration, c_agent, c_started, c_finished
+	FROM upd WHERE c_recorded ORDER BY c_ord
+	RETURNING id
+), note AS (
+	-- One notification for the whole batch: listeners only need to know
+	-- that something is due, and look at the queue.
+	SELECT pg_notify('` + store.TopicResources + `', '') FROM (SELECT 1 FROM upd
+		WHERE reconcile_requested_at IS NOT NULL
+		   OR (next_reconcile_at IS NULL AND (generation > observed_generation OR deletion_requested_at IS NOT NULL))
+		LIMIT 1) AS due
+)
+SELECT ` + resourceCols + `, c_ord,
+	-- count rather than EXISTS: with EXISTS the planner, hoping for an early
+	-- match, may scan the table instead of the depends_on index.
+	CASE WHEN c_ready THEN (SELECT count(*) FROM resources d
+		WHERE d.depends_on @> c_dep_ref::jsonb AND d.depends_on <> '[]'::jsonb) > 0 ELSE false END,
+	(SELECT count(*) FROM hist), (SELECT count(*) FROM note)
+FROM upd`
+
+// wakeDependentsBatchSQL makes due at once the resources that wait for any
+// of the resources in the jsonb array $1 (each a one-element dependsOn
+// array) to be Ready, and notifies in the same statement when it woke any.
+const wakeDependentsBatchSQL = `WITH woken AS (
+	UPDATE resources SET next_reconcile_at = now()
+	WHERE depends_on <> '[]'::jsonb AND depends_on @> ANY($1::jsonb[]) AND waiting AND next_reconcile_at > now()
+	RETURNING 1
+)
+SELECT pg_notify('` + store.TopicResources + `', '') FROM (SELECT 1 FROM woken LIMIT 1) AS any_woken`
+
+// CompleteReconciles writes many completions; see store.Store. Plain
+// completions (neither destroying nor waiting, the bulk of any burst) are
+// written by one statement, one round trip for all of them; destroys and
+// waits read and lock other rows first and are written one by one, as
+// CompleteReconcile writes them.
+func (s *Store) CompleteReconciles(ctx context.Context, batch []store.ClaimCompletion) []store.CompletionResult {
+	out := make([]store.CompletionResult, len(batch))
+	var (
+		plain []int
+		seen  = make(map[int64]bool, len(batch))
+	)
+	for i, cc := range batch {
+		// Inside a transaction, or for a resource twice in the batch (the
+		// second can only be refused, but must be told so), one by one.
+		if cc.Done.Delete || cc.Done.Waiting || s.tx != nil || seen[cc.Claim.ID] {
+			continue
+		}
+		seen[cc.Claim.ID] = true
+		plain = append(plain, i)
+	}
+	if len(plain) > 0 {
+		// One alone goes this way too: its plan is cached, where
+		// CompleteReconcile's statement is often planned afresh.
+		s.completePlain(ctx, batch, plain, out)
+	}
+	written := make(map[int]bool, len(plain))
+	for _, i := range plain {
+		written[i] = true
+	}
+	for i, cc := range batch {
+		if !written[i] {
+			out[i].Resource, out[i].Err = s.CompleteReconcile(ctx, cc.Claim, cc.Done)
+		}
+	}
+	return out
+}
+
+// completionArgs are the columns of completeBatchSQL's input, one slice per
+// column, one element per completion.
+type completionArgs struct {
+	ids, tokens, gens, observed, duration []int64
+	owners, phases, messages, conds       []string
+	outputs, recOutputs                   []*string
+	requested, last                       []*time.Time
+	deleting, waiting, ready, recorded    []bool
+	success, keep                         []bool
+	retries, created, updated, deleted    []int32
+	next                                  []*int64
+	revision, trigger, stage, errs, plan  []string
+	agent, depRef                         []string
+	started, finished                     []time.Time
+}
+
+// add appends one completion, or returns why it cannot be written.
+func (a *completionArgs) add(c *store.Claim, done store.Completion) error {
+	u := done.Status
+	if !u.Phase.Valid() {
+		return invalid("complete reconcile of resource %d: unknown phase %q", c.ID, u.Phase)
+	}
+	if u.ObservedGeneration < 0 || u.RetryCount < 0 || done.RequeueAfter < 0 {
+		return invalid("complete reconcile of resource %d: negative observed generation, retry count or requeue", c.ID)
+	}
+	rec := done.Record
+	if rec != nil && (rec.StartedAt.IsZero() || rec.FinishedAt.IsZero()) {
+		return invalid("complete reconcile of resource %d: the record needs its start and finish times", c.ID)
+	}
+	conds, err := jsonValue(u.Conditions, len(u.Conditions) == 0, "[]")
+	if err != nil {
+		return err
+	}
+	dependsOnRef, err := json.Marshal([]manifest.ObjectRef{c.Ref()})
+	if err != nil {
+		return err
+	}
+	var next *int64
+	if done.Requeue {
+		ms := millis(done.RequeueAfter)
+		next = &ms
+	}
+	readyCond := manifest.FindCondition(u.Conditions, manifest.ConditionReady)
+	nowReady := readyCond != nil && readyCond.Status == manifest.ConditionTrue && u.ObservedGeneration == c.Generation
+	if rec == nil {
+		rec = &store.ReconcileRecord{}
+	}
+	a.ids = append(a.ids, c.ID)
+	a.owners = append(a.owners, c.Lease.Owner)
+	a.tokens = append(a.tokens, c.Lease.Token)
+	a.gens = append(a.gens, c.Generation)
+	a.requested = append(a.requested, c.ReconcileRequestedAt)
+	a.deleting = append(a.deleting, c.DeletionRequestedAt != nil)
+	a.phases = append(a.phases, string(u.Phase))
+	a.messages = append(a.messages, u.Message)
+	a.conds = append(a.conds, string(conds))
+	a.observed = append(a.observed, u.ObservedGeneration)
+	a.outputs = append(a.outputs, textDoc(u.Outputs))
+	a.retries = append(a.retries, int32(u.RetryCount))
+	a.last = append(a.last, u.LastReconcileTime)
+	a.next = append(a.next, next)
+	a.waiting = append(a.waiting, done.Waiting)
+	a.ready = append(a.ready, nowReady)
+	a.recorded = append(a.recorded, done.Record != nil)
+	a.revision = append(a.revision, string(rec.SourceRevision))
+	a.trigger = append(a.trigger, string(rec.Trigger))
+	a.stage = append(a.stage, rec.Phase)
+	a.success = append(a.success, rec.Success)
+	a.errs = append(a.errs, rec.Error)
+	a.created = append(a.created, int32(rec.Created))
+	a.updated = append(a.updated, int32(rec.Updated))
+	a.deleted = append(a.deleted, int32(rec.Deleted))
+	a.recOutputs = append(a.recOutputs, textDoc(rec.Outputs))
+	a.plan = append(a.plan, rec.PlanOutput)
+	a.duration = append(a.duration, millis(rec.Duration))
+	a.agent = append(a.agent, rec.AgentID)
+	a.started = append(a.started, rec.StartedAt)
+	a.finished = append(a.finished, rec.FinishedAt)
+	a.depRef = append(a.depRef, string(dependsOnRef))
+	a.keep = append(a.keep, done.KeepHandle)
+	return nil
+}
+
+// list is the statement's arguments.
+func (a *completionArgs) list() []any {
+	return []any{a.ids, a.owners, a.tokens, a.gens, a.requested, a.deleting,
+		a.phases, a.messages, a.conds, a.observed, a.outputs, a.retries, a.last,
+		a.next, a.waiting, a.ready, a.recorded, a.revision, a.trigger, a.stage, a.success,
+		a.errs, a.created, a.updated, a.deleted, a.recOutputs, a.plan, a.duration, a.agent,
+		a.started, a.finished, a.depRef, a.keep}
+}
+
+// textDoc is jsonDoc for a text parameter: nil for an absent document.
+func textDoc(m json.RawMessage) *string {
+	if len(m) == 0 {
+		return nil
+	}
+	s := string(m)
+	return &s
+}
+
+// completePlain writes the completions batch[i] for i in idx with one
+// statement, and fills in their results.
+func (s *Store) completePlain(ctx context.Context, batch []store.ClaimCompletion, idx []int, out []store.CompletionResult) {
+	var (
+		args completionArgs
+		// pos maps the statement's ordinality (from 1) to the batch index.
+		pos []int
+	)
+	for _, i := range idx {
+		if err := args.add(batch[i].Claim, batch[i].Done); err != nil {
+			out[i].Err = err
+			continue
+		}
+		pos = append(pos, i)
+	}
+	if len(pos) == 0 {
+		return
+	}
+	failAll := func(err error) {
+		for _, i := range pos {
+			out[i].Err = mapErr(err, fmt.Sprintf("complete reconcile of resource %d", batch[i].Claim.ID))
+		}
+	}
+	type row struct {
+		r    *store.Resource
+		ord  int64
+		wake bool
+	}
+	// One round trip: the statement in a transaction of its own that
+	// plans it once per connection. Left to choose, PostgreSQL plans it
+	// afresh for most batches (the sizes of the arrays sway it), which
+	// costs about as much as running it.
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+	b.Queue(completeBatchSQL, args.list()...)
+	b.Queue("COMMIT")
+	br := s.pool.SendBatch(ctx, b)
+	got, err := func() ([]row, error) {
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return nil, err
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		got, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (row, error) {
+			var (
+				w           row
+				hist, notes int64
+			)
+			r, err := scanResource(cr, &w.ord, &w.wake, &hist, &notes)
+			w.r = r
+			return w, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		tag, err := br.Exec()
+		if err == nil && tag.String() != "COMMIT" {
+			err = fmt.Errorf("complete reconciles: the transaction ended with %s", tag)
+		}
+		return got, err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		failAll(unavailable(err))
+		return
+	}
+	written := make([]bool, len(pos))
+	var wake [][]byte
+	for _, w := range got {
+		k := int(w.ord) - 1
+		if k < 0 || k >= len(pos) {
+			failAll(fmt.Errorf("complete reconciles: row %d out of %d", w.ord, len(pos)))
+			return
+		}
+		written[k] = true
+		out[pos[k]].Resource = w.r
+		if w.wake && isReady(w.r) {
+			wake = append(wake, []byte(args.depRef[k]))
+		}
+	}
+	for k, i := range pos {
+		if !written[k] {
+			out[i].Err = mapErr(s.leaseLost(ctx, batch[i].Claim, "complete reconcile of"),
+				fmt.Sprintf("complete reconcile of resource %d", batch[i].Claim.ID))
+		}
+	}
+	if len(wake) == 0 {
+		return
+	}
+	// The statement saw the rows as they were when it started: waiters are
+	// woken by a statement of their own, as CompleteReconcile wakes them.
+	// The completions are written: failing to wake is told, not undone.
+	if _, err := s.q.Exec(ctx, wakeDependentsBatchSQL, wake); err != nil {
+		for k, i := range pos {
+			if written[k] {
+				out[i].Err = mapErr(err, fmt.Sprintf("complete reconcile of resource %d: wake its dependents", batch[i].Claim.ID))
+			}
+		}
+	}
 }

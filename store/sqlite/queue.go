@@ -228,120 +228,17 @@ RETURNING ` + resourceCols
 // CompleteReconcile writes the outcome of a claim, its history record and
 // the wake-ups it causes in one transaction; see store.Store.
 func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done store.Completion) (*store.Resource, error) {
-	u := done.Status
-	if !u.Phase.Valid() {
-		return nil, invalid("complete reconcile of resource %d: unknown phase %q", c.ID, u.Phase)
-	}
-	if u.ObservedGeneration < 0 || u.RetryCount < 0 || done.RequeueAfter < 0 {
-		return nil, invalid("complete reconcile of resource %d: negative observed generation, retry count or requeue", c.ID)
-	}
-	if done.Record != nil && (done.Record.StartedAt.IsZero() || done.Record.FinishedAt.IsZero()) {
-		return nil, invalid("complete reconcile of resource %d: the record needs its start and finish times", c.ID)
-	}
 	what := fmt.Sprintf("complete reconcile of resource %d", c.ID)
-	if err := validDoc(u.Outputs, what+": outputs"); err != nil {
+	if err := checkCompletion(c, done); err != nil {
 		return nil, err
 	}
-	if done.Record != nil {
-		if err := validDoc(done.Record.Outputs, what+": record outputs"); err != nil {
-			return nil, err
-		}
-	}
-	// A completion that writes Ready for the claimed generation wakes the
-	// resources waiting for it.
-	readyCond := manifest.FindCondition(u.Conditions, manifest.ConditionReady)
-	nowReady := readyCond != nil && readyCond.Status == manifest.ConditionTrue && u.ObservedGeneration == c.Generation
-
 	var out *store.Resource
 	err := s.withTx(ctx, func(s *Store) error {
-		at := clock()
-		now := ms(at)
-		notify := false
-		if done.Delete {
-			// Only the destruction that was claimed removes the row: a
-			// resource brought back meanwhile has a new generation and no
-			// deletion request.
-			res, err := s.exec(ctx, `DELETE FROM resources WHERE id = $1 AND lease_owner = $2 AND lease_token = $3
-				AND generation = $4 AND deletion_requested_at IS NOT NULL`, c.ID, c.Lease.Owner, c.Lease.Token, c.Generation)
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 1 {
-				out = nil
-				if done.Record != nil {
-					if _, err := s.AddReconcileRecord(ctx, done.Record); err != nil {
-						return err
-					}
-				}
-				if err := s.finishPrune(ctx, c.Source.Name); err != nil {
-					return err
-				}
-				woken, err := s.wakeDependencies(ctx, c, now)
-				if err != nil || !woken {
-					return err
-				}
-				return s.Notify(ctx, store.TopicResources, c.Ref().String())
-			}
-		}
-		var next any
-		if done.Requeue {
-			next = millis(done.RequeueAfter)
-		}
-		if done.Waiting {
-			// Whatever it waits on may have got there after the worker
-			// looked: then it is due at once, as a wake-up would have made it.
-			over, err := s.waitIsOver(ctx, done.WaitForReady, done.WaitForGone)
-			if err != nil {
-				return err
-			}
-			if over {
-				next, notify = int64(0), true
-			}
-		}
-		prev, err := s.storedState(ctx, c.ID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return s.leaseLost(ctx, c, "complete reconcile of")
-		}
-		if err != nil {
-			return err
-		}
-		written, msg := store.KeepTransitionTimes(prev.conds, u.Conditions, at), u.Message
-		if prev.gen != c.Generation && !prev.deleting {
-			written, msg = store.PendingConditions(written, prev.gen, at), store.PendingMessage(prev.gen)
-		}
-		conds, err := jsonValue(written, len(written) == 0, "[]")
-		if err != nil {
-			return err
-		}
-		r, err := scanResource(s.queryRow(ctx, completeSQL,
-			now, c.ID, c.Lease.Owner, c.Lease.Token, c.Generation, msPtr(c.ReconcileRequestedAt),
-			c.DeletionRequestedAt != nil, string(u.Phase), msg, conds, u.ObservedGeneration,
-			jsonDoc(u.Outputs), u.RetryCount, msPtr(u.LastReconcileTime), next, done.Waiting, done.KeepHandle))
-		if errors.Is(err, sql.ErrNoRows) {
-			return s.leaseLost(ctx, c, "complete reconcile of")
-		}
+		r, notify, err := s.complete(ctx, c, done)
 		if err != nil {
 			return err
 		}
 		out = r
-		if rec := done.Record; rec != nil {
-			var id int64
-			if err := s.queryRow(ctx, insertReconcileSQL,
-				reconcileArgs(rec, c.ID, r.Kind, r.Name, c.Generation)...).Scan(&id); err != nil {
-				return err
-			}
-		}
-		// It may have changed while claimed; then it is due now.
-		notify = notify || stillDue(r)
-		if nowReady && !done.Delete && isReady(r) {
-			woken, err := s.wakeDependents(ctx, r.Ref(), now)
-			if err != nil {
-				return err
-			}
-			notify = notify || woken
-		}
 		if notify {
 			return s.Notify(ctx, store.TopicResources, c.Ref().String())
 		}
@@ -351,6 +248,164 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 		return nil, mapErr(err, what)
 	}
 	return out, nil
+}
+
+// CompleteReconciles writes many completions in one write transaction,
+// each in a savepoint of its own so that one refused rolls back alone, and
+// sends one TopicResources notification for all of them; see store.Store.
+func (s *Store) CompleteReconciles(ctx context.Context, batch []store.ClaimCompletion) []store.CompletionResult {
+	out := make([]store.CompletionResult, len(batch))
+	err := s.withTx(ctx, func(tx *Store) error {
+		notify := false
+		for i, cc := range batch {
+			out[i] = store.CompletionResult{}
+			if err := checkCompletion(cc.Claim, cc.Done); err != nil {
+				out[i].Err = err
+				continue
+			}
+			err := tx.savepoint(ctx, func(sp *Store) error {
+				r, n, err := sp.complete(ctx, cc.Claim, cc.Done)
+				out[i].Resource, notify = r, notify || n
+				return err
+			})
+			if err != nil {
+				out[i] = store.CompletionResult{Err: mapErr(err, fmt.Sprintf("complete reconcile of resource %d", cc.Claim.ID))}
+			}
+		}
+		if notify {
+			return tx.Notify(ctx, store.TopicResources, "")
+		}
+		return nil
+	})
+	if err != nil {
+		// Nothing was written: every completion that was not refused
+		// already fails with the transaction.
+		for i, cc := range batch {
+			if out[i].Err == nil {
+				out[i] = store.CompletionResult{Err: mapErr(err, fmt.Sprintf("complete reconcile of resource %d", cc.Claim.ID))}
+			}
+		}
+	}
+	return out
+}
+
+// checkCompletion refuses a completion no backend writes.
+func checkCompletion(c *store.Claim, done store.Completion) error {
+	u := done.Status
+	if !u.Phase.Valid() {
+		return invalid("complete reconcile of resource %d: unknown phase %q", c.ID, u.Phase)
+	}
+	if u.ObservedGeneration < 0 || u.RetryCount < 0 || done.RequeueAfter < 0 {
+		return invalid("complete reconcile of resource %d: negative observed generation, retry count or requeue", c.ID)
+	}
+	if done.Record != nil && (done.Record.StartedAt.IsZero() || done.Record.FinishedAt.IsZero()) {
+		return invalid("complete reconcile of resource %d: the record needs its start and finish times", c.ID)
+	}
+	what := fmt.Sprintf("complete reconcile of resource %d", c.ID)
+	if err := validDoc(u.Outputs, what+": outputs"); err != nil {
+		return err
+	}
+	if done.Record != nil {
+		if err := validDoc(done.Record.Outputs, what+": record outputs"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// complete writes one completion inside the write transaction s and tells
+// whether the resource, or one it woke, is due at once: then the caller
+// notifies TopicResources.
+func (s *Store) complete(ctx context.Context, c *store.Claim, done store.Completion) (*store.Resource, bool, error) {
+	u := done.Status
+	// A completion that writes Ready for the claimed generation wakes the
+	// resources waiting for it.
+	readyCond := manifest.FindCondition(u.Conditions, manifest.ConditionReady)
+	nowReady := readyCond != nil && readyCond.Status == manifest.ConditionTrue && u.ObservedGeneration == c.Generation
+	at := clock()
+	now := ms(at)
+	notify := false
+	if done.Delete {
+		// Only the destruction that was claimed removes the row: a
+		// resource brought back meanwhile has a new generation and no
+		// deletion request.
+		res, err := s.exec(ctx, `DELETE FROM resources WHERE id = $1 AND lease_owner = $2 AND lease_token = $3
+			AND generation = $4 AND deletion_requested_at IS NOT NULL`, c.ID, c.Lease.Owner, c.Lease.Token, c.Generation)
+		if err != nil {
+			return nil, false, err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, false, err
+		} else if n == 1 {
+			if done.Record != nil {
+				if _, err := s.AddReconcileRecord(ctx, done.Record); err != nil {
+					return nil, false, err
+				}
+			}
+			if err := s.finishPrune(ctx, c.Source.Name); err != nil {
+				return nil, false, err
+			}
+			woken, err := s.wakeDependencies(ctx, c, now)
+			return nil, woken, err
+		}
+	}
+	var next any
+	if done.Requeue {
+		next = millis(done.RequeueAfter)
+	}
+	if done.Waiting {
+		// Whatever it waits on may have got there after the worker
+		// looked: then it is due at once, as a wake-up would have made it.
+		over, err := s.waitIsOver(ctx, done.WaitForReady, done.WaitForGone)
+		if err != nil {
+			return nil, false, err
+		}
+		if over {
+			next, notify = int64(0), true
+		}
+	}
+	prev, err := s.storedState(ctx, c.ID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, s.leaseLost(ctx, c, "complete reconcile of")
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	written, msg := store.KeepTransitionTimes(prev.conds, u.Conditions, at), u.Message
+	if prev.gen != c.Generation && !prev.deleting {
+		written, msg = store.PendingConditions(written, prev.gen, at), store.PendingMessage(prev.gen)
+	}
+	conds, err := jsonValue(written, len(written) == 0, "[]")
+	if err != nil {
+		return nil, false, err
+	}
+	r, err := scanResource(s.queryRow(ctx, completeSQL,
+		now, c.ID, c.Lease.Owner, c.Lease.Token, c.Generation, msPtr(c.ReconcileRequestedAt),
+		c.DeletionRequestedAt != nil, string(u.Phase), msg, conds, u.ObservedGeneration,
+		jsonDoc(u.Outputs), u.RetryCount, msPtr(u.LastReconcileTime), next, done.Waiting, done.KeepHandle))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, s.leaseLost(ctx, c, "complete reconcile of")
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if rec := done.Record; rec != nil {
+		var id int64
+		if err := s.queryRow(ctx, insertReconcileSQL,
+			reconcileArgs(rec, c.ID, r.Kind, r.Name, c.Generation)...).Scan(&id); err != nil {
+			return nil, false, err
+		}
+	}
+	// It may have changed while claimed; then it is due now.
+	notify = notify || stillDue(r)
+	if nowReady && !done.Delete && isReady(r) {
+		woken, err := s.wakeDependents(ctx, r.Ref(), now)
+		if err != nil {
+			return nil, false, err
+		}
+		notify = notify || woken
+	}
+	return r, notify, nil
 }
 
 // wakeDependents makes due at once the resources that wait for ref to be
