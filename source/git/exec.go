@@ -20,17 +20,24 @@ import (
 type engine int
 
 const (
-	// engineGit runs the git binary: a cold fetch of a large tree and its
-	// packing are several times faster than go-git's, and its shallow
-	// fetches send only what changed since the commit the cache has.
-	engineGit engine = iota
+	// engineAuto fetches with the git binary the first time, where it is
+	// several times faster than go-git, and for everything but a branch
+	// already in the cache; a branch's new commits come through go-git,
+	// which spares the processes git starts for each fetch.
+	engineAuto engine = iota
+	// engineGit fetches with the git binary only: its shallow fetches send
+	// only what changed since the commit the cache has.
+	engineGit
 	// engineGoGit fetches in process, where git is not installed or the SSH
 	// key needs a passphrase.
 	engineGoGit
 )
 
 func (e engine) String() string {
-	if e == engineGit {
+	switch e {
+	case engineAuto:
+		return "auto"
+	case engineGit:
 		return "git"
 	}
 	return "go-git"
@@ -55,7 +62,7 @@ func (s *Source) chooseEngine() {
 			return
 		}
 	}
-	s.engine, s.gitBin = engineGit, bin
+	s.engine, s.gitBin = engineAuto, bin
 }
 
 // gitFetch fetches the target with the git binary; depth 0 means no limit.
@@ -69,7 +76,7 @@ func (s *Source) gitFetch(ctx context.Context, t *target, depth int) error {
 		// Every fetch keeps its pack, so that counting packs tells when to
 		// collect garbage, and nothing runs in the background.
 		"-c", "fetch.unpackLimit=1", "-c", "transfer.unpackLimit=1",
-		"-c", "gc.auto=0", "-c", "maintenance.auto=false",
+		"-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "fetch.showForcedUpdates=false",
 		"-c", "credential.helper=", "-c", "core.askPass=",
 		"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
 	}
@@ -79,18 +86,6 @@ func (s *Source) gitFetch(ctx context.Context, t *target, depth int) error {
 	args = append(args, "--", s.transport, s.refSpec(t))
 	if err := s.runGit(ctx, creds.env, args...); err != nil {
 		return s.gitError("fetch "+s.location, ctx, err)
-	}
-	return nil
-}
-
-// gitCollect repacks the cache into one pack of what the refs reach and
-// drops the rest, the older shallow commits included.
-func (s *Source) gitCollect(ctx context.Context, packs int) error {
-	s.log.Info("collecting the clone's garbage", "dir", s.cfg.CacheDir, "packs", packs)
-	err := s.runGit(ctx, nil, "-c", "gc.auto=0", "-c", "repack.writeBitmaps=false", "-c", "gc.writeCommitGraph=false",
-		"gc", "--quiet", "--prune=now")
-	if err != nil {
-		return fmt.Errorf("collect garbage in %s: %w", s.cfg.CacheDir, s.redact(err))
 	}
 	return nil
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/memory"
@@ -99,28 +98,26 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if st != nil {
+			st.Close()
+		}
+	}()
 	if commit, ok := s.fromCache(repo, t); ok {
 		// Errors here, such as a missing path, are the answer for this
 		// commit: fetching it again would not change them.
 		snap, err := s.read(st, commit, t, t.key(s.remoteKey(t)))
-		st.Close()
 		if err != nil {
 			return nil, err
 		}
 		s.log.Debug("unchanged since a previous run", "revision", snap.Revision)
 		return snap, nil
 	}
-	st.Close()
 
-	if err := s.fetchTarget(ctx, t); err != nil {
+	var how string
+	if st, repo, how, err = s.fetchTarget(ctx, t, st, repo); err != nil {
 		return nil, err
 	}
-	// Opened again: the fetch may have added or replaced packs.
-	st, repo, err = s.openCache()
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
 	commit, err := s.localCommit(repo, t)
 	if err != nil {
 		return nil, err
@@ -138,7 +135,7 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("fetched", "url", s.location, "revision", snap.Revision, "engine", s.engine.String(),
+	s.log.Info("fetched", "url", s.location, "revision", snap.Revision, "with", how,
 		"files", len(snap.Files), "duration", time.Since(start).Round(time.Millisecond))
 	return snap, nil
 }
@@ -389,85 +386,80 @@ func (s *Source) fromCache(repo *gogit.Repository, t *target) (*object.Commit, b
 	return commit, true
 }
 
-// fetchTarget brings the target's objects into the cache with the source's
-// engine. The first fetch is shallow (depth 1). Later ones send what the
-// cache has, so that a one-file commit transfers that file's blob, the
-// trees above it and the commit: the git binary fetches at depth 1 again,
-// moving the shallow boundary forward; go-git, which re-sends the whole
-// tree at any depth, fetches the history since the commit it has. A bare
-// commit may be anywhere in the history, so all of it is fetched. Packs
-// pile up either way: past maxPacks the git binary collects the garbage
-// and go-git, which cannot in a shallow clone, starts over.
-func (s *Source) fetchTarget(ctx context.Context, t *target) error {
-	st, repo, err := s.openCache()
-	if err != nil {
-		return err
-	}
+// fetchTarget brings the target's objects into the cache open in st and
+// returns the cache open again, with the engine that fetched.
+//
+// The first fetch is shallow (depth 1). Later ones send what the cache has,
+// so that a one-file commit transfers that file's blob, the trees above it
+// and the commit: the git binary fetches at depth 1 again, moving the
+// shallow boundary forward; go-git, which re-sends the whole tree at any
+// depth, fetches the history since the commit it has. A bare commit may be
+// anywhere in the history, so all of it is fetched. Packs pile up either
+// way: past maxPacks the clone starts over, which costs one shallow fetch.
+func (s *Source) fetchTarget(ctx context.Context, t *target, st *filesystem.Storage, repo *gogit.Repository) (*filesystem.Storage, *gogit.Repository, string, error) {
 	shallow, err := st.Shallow()
 	if err != nil {
-		st.Close()
-		return fmt.Errorf("read clone: %w", err)
+		return st, repo, "", fmt.Errorf("read clone: %w", err)
 	}
-	// History is there to build on once some ref points into it.
-	var haveRefs bool
-	if iter, err := repo.References(); err == nil {
-		_ = iter.ForEach(func(r *plumbing.Reference) error {
-			if r.Type() == plumbing.HashReference {
-				haveRefs = true
-				return storer.ErrStop
-			}
-			return nil
-		})
-	}
-	st.Close()
 	reset := false
 	switch {
 	case s.strategy == byCommit && len(shallow) > 0:
 		// A shallow clone cannot be deepened reliably; start over instead.
 		s.log.Info("replacing shallow clone by a full one", "dir", s.cfg.CacheDir)
 		reset = true
-	case s.engine == engineGoGit && s.countPacks() > s.maxPacks:
-		// Starting over costs one shallow fetch, about what a fetch
-		// re-sending the tree would cost anyway.
+	case s.countPacks() > s.maxPacks:
+		// go-git cannot collect the garbage of a shallow clone, and history
+		// fetched since the last start is reachable: only starting over
+		// drops it.
 		s.log.Info("starting the clone over", "dir", s.cfg.CacheDir, "packs", s.countPacks())
 		reset = true
 	}
 	if reset {
-		if err := s.emptyCache(); err != nil {
-			return err
-		}
-		if st, _, err = s.openCache(); err != nil {
-			return err
-		}
 		st.Close()
-		haveRefs = false
+		if err := s.emptyCache(); err != nil {
+			return nil, nil, "", err
+		}
+		if st, repo, err = s.openCache(); err != nil {
+			return st, repo, "", err
+		}
 	}
 	depth := 1
 	if s.strategy == byCommit {
 		depth = 0
 	}
-	if s.engine == engineGit {
-		if err := s.gitFetch(ctx, t, depth); err != nil {
-			return err
-		}
-		if packs := s.countPacks(); packs > s.maxPacks {
-			return s.gitCollect(ctx, packs)
-		}
-		return nil
+	useGit := s.engine == engineGit
+	if s.engine == engineAuto {
+		// go-git costs no process and fetches the history since the commit
+		// the cache has, which is what a branch gains. A pull request or
+		// tag that moves to a rebased line would bring that line's whole
+		// history through go-git: the git binary fetches it at depth 1.
+		useGit = t.localRef == "" || s.strategy != byBranch || !hasRef(repo, t.localRef)
 	}
-	if haveRefs {
+	if useGit {
+		if err := s.gitFetch(ctx, t, depth); err != nil {
+			return st, repo, "", err
+		}
+		// git added packs and moved refs behind go-git's back.
+		st.Reindex()
+		return st, repo, "git", nil
+	}
+	if hasRef(repo, t.localRef) {
 		depth = 0
 	}
-	return s.goGitFetch(ctx, t, depth)
+	return st, repo, "go-git", s.goGitFetch(ctx, repo, t, depth)
+}
+
+// hasRef reports whether the clone has the local reference name.
+func hasRef(repo *gogit.Repository, name plumbing.ReferenceName) bool {
+	if name == "" {
+		return false
+	}
+	_, err := repo.Reference(name, false)
+	return err == nil
 }
 
 // goGitFetch fetches the target with go-git; depth 0 means no limit.
-func (s *Source) goGitFetch(ctx context.Context, t *target, depth int) error {
-	st, repo, err := s.openCache()
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+func (s *Source) goGitFetch(ctx context.Context, repo *gogit.Repository, t *target, depth int) error {
 	opts := &gogit.FetchOptions{
 		RemoteName: remoteName,
 		RemoteURL:  s.transport,
@@ -480,7 +472,7 @@ func (s *Source) goGitFetch(ctx context.Context, t *target, depth int) error {
 	if err := s.ensureRemote(repo); err != nil {
 		return err
 	}
-	err = repo.FetchContext(ctx, opts)
+	err := repo.FetchContext(ctx, opts)
 	if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
 		return s.transportError("fetch "+s.location, ctx, err)
 	}
