@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -136,4 +137,47 @@ func BenchmarkSnapshotRebuild(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSourceMemory reports the heap a source of 10,000 files keeps
+// between fetches (held-B), once its snapshot is dropped, with contents
+// kept and without.
+func BenchmarkSourceMemory(b *testing.B) {
+	r := benchRepo(b)
+	for _, keep := range []bool{true, false} {
+		b.Run(fmt.Sprintf("retained=%v", keep), func(b *testing.B) {
+			var held uint64
+			for range b.N {
+				s := benchSource(b, r.URL(), engineAuto, b.TempDir())
+				if !keep {
+					s.maxRetained = 0
+				}
+				before := liveHeap()
+				if n, err := fetchCount(s); err != nil || n != benchFiles {
+					b.Fatalf("fetch: %d files, %v", n, err)
+				}
+				held = liveHeap() - before
+				runtime.KeepAlive(s)
+			}
+			b.ReportMetric(float64(held), "held-B")
+		})
+	}
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// fetchCount fetches and drops the snapshot, keeping only its size.
+func fetchCount(s *Source) (int, error) {
+	snap, err := s.Fetch(context.Background())
+	if err != nil {
+		return 0, err
+	}
+	return len(snap.Files), nil
 }

@@ -510,6 +510,15 @@ func TestGitCredentialsHidden(t *testing.T) {
 		t.Fatalf("no git fetch process seen while the server answered: %v", found)
 	}
 
+	// Credentials a crashed run left behind go with the next run's.
+	stale := filepath.Join(s.cfg.CacheDir, ".credentials-crashed")
+	if err := os.Mkdir(stale, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, "password"), []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	// The refs are listed, then the fetch itself is refused.
 	r.Write(map[string]string{"a.yaml": "a: 2\n"})
 	r.Commit("second")
@@ -527,6 +536,9 @@ func TestGitCredentialsHidden(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), token) || !strings.Contains(err.Error(), "fetch "+url) {
 		t.Fatalf("err = %q: want it to say what failed, without the token", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(s.cfg.CacheDir, credentialsPattern)); len(left) > 0 {
+		t.Fatalf("credentials left in the cache: %v", left)
 	}
 }
 

@@ -127,7 +127,9 @@ func (s *Source) gitError(what string, ctx context.Context, err error) error {
 // ctx ends, with a clean environment: no system or user configuration, no
 // prompts, messages in English. Its error holds the last lines git wrote.
 func (s *Source) runGit(ctx context.Context, env []string, args ...string) error {
-	full := append([]string{"--git-dir=" + s.cfg.CacheDir}, args...)
+	// The cache is the agent's own, whoever owns the folder (a volume
+	// mounted into a container, say).
+	full := append([]string{"--git-dir=" + s.cfg.CacheDir, "-c", "safe.directory=*"}, args...)
 	cmd := exec.CommandContext(ctx, s.gitBin, full...)
 	cmd.Env = append(gitEnv(), env...)
 	cmd.Dir = s.cfg.CacheDir
@@ -158,14 +160,14 @@ func gitRunError(err error, stderr []byte) error {
 	return fmt.Errorf("git: %s: %w", out, err)
 }
 
-// gitEnv is the environment of git: the agent's own (proxies, CA files,
-// HOME for ssh) without any GIT_ variable that could point git elsewhere,
-// and with the settings that make it predictable.
+// gitEnv is the environment of git: the agent's own (proxies, CA files and
+// GIT_SSL_ settings, HOME for ssh) without any other GIT_ variable, which
+// could point git elsewhere, and with the settings that make it predictable.
 func gitEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "GIT_") || strings.HasPrefix(kv, "LC_") || strings.HasPrefix(kv, "LANG=") ||
-			strings.HasPrefix(kv, "SSH_ASKPASS") {
+		if (strings.HasPrefix(kv, "GIT_") && !strings.HasPrefix(kv, "GIT_SSL_")) ||
+			strings.HasPrefix(kv, "LC_") || strings.HasPrefix(kv, "LANG=") || strings.HasPrefix(kv, "SSH_ASKPASS") {
 			continue
 		}
 		env = append(env, kv)
@@ -190,6 +192,20 @@ type credentials struct {
 func (c *credentials) remove() {
 	if c.dir != "" {
 		_ = os.RemoveAll(c.dir)
+	}
+}
+
+// credentialsPattern names the folders holding one run's credentials in
+// the cache; git ignores them.
+const credentialsPattern = ".credentials-*"
+
+// removeStaleCredentials removes credential folders a crashed run left.
+func (s *Source) removeStaleCredentials() {
+	stale, _ := filepath.Glob(filepath.Join(s.cfg.CacheDir, credentialsPattern))
+	for _, d := range stale {
+		if err := os.RemoveAll(d); err != nil {
+			s.log.Warn("cannot remove stale git credentials", "dir", d, "error", err)
+		}
 	}
 }
 
@@ -218,7 +234,10 @@ func (s *Source) gitCredentials() (*credentials, error) {
 		if user == "" && pass == "" {
 			return &credentials{env: []string{"GIT_ASKPASS=/bin/false"}}, nil
 		}
-		dir, err := os.MkdirTemp("", "no8s-git-")
+		// In the cache rather than a shared temporary folder: a crash
+		// leaves the files where the next fetch removes them.
+		s.removeStaleCredentials()
+		dir, err := os.MkdirTemp(s.cfg.CacheDir, credentialsPattern)
 		if err != nil {
 			return nil, fmt.Errorf("prepare git credentials: %w", err)
 		}
