@@ -293,6 +293,22 @@ func TestUnchangedBlobsNotRead(t *testing.T) {
 	}
 }
 
+// TestUnchangedHeadAfterCacheLost shows that a source whose contents are
+// not kept and whose clone was emptied fetches again instead of failing.
+func TestUnchangedHeadAfterCacheLost(t *testing.T) {
+	t.Parallel()
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"a.yaml": "a: 1\n"})
+	r.Commit("first")
+	s := newSource(t, r.URL(), nil)
+	s.maxRetained = 0
+	fetch(t, s)
+	if err := s.emptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	assertContents(t, fetch(t, s), map[string]string{"a.yaml": "a: 1\n"})
+}
+
 // TestTreeMatchesCheckout compares what the source reads from the object
 // store with what source.ReadTree reads from a checkout of the same
 // commit, on a tree with every rule's edge, before and after a commit

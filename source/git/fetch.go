@@ -87,11 +87,14 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 
 	if s.last != nil && s.last.key == t.key(s.remoteKey(t)) {
 		snap, err := s.fromIndex(s.last)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			s.log.Debug("unchanged", "revision", snap.Revision)
+			return snap, nil
 		}
-		s.log.Debug("unchanged", "revision", snap.Revision)
-		return snap, nil
+		// The clone lost what the index names (emptied behind the agent's
+		// back, say): fetch as if it were the first time.
+		s.log.Warn("cannot rebuild the last snapshot from the clone: fetching it again", "error", err)
+		s.last = nil
 	}
 
 	st, repo, err := s.openCache()
