@@ -91,6 +91,7 @@ type treeReader struct {
 	root       *object.Tree
 	trees      map[plumbing.Hash]*object.Tree
 	byBlob     map[plumbing.Hash]int // prev.files by blob, built on first use
+	byDir      map[string]map[plumbing.Hash]int
 
 	files    []indexed
 	problems []manifest.Problem
@@ -267,7 +268,7 @@ func (r *treeReader) takeOver(sp span) error {
 // file reads the regular file p from blob h, or takes it from the previous
 // index when the blob is one it already read.
 func (r *treeReader) file(p string, h plumbing.Hash) error {
-	if f, ok := r.known(h); ok {
+	if f, ok := r.known(h, dirOf(p)); ok {
 		if f.Data == nil {
 			data, _, err := r.readBlob(h, -1)
 			if err != nil {
@@ -292,17 +293,16 @@ func (r *treeReader) file(p string, h plumbing.Hash) error {
 }
 
 // known returns the file the previous index read from blob h, if any.
-func (r *treeReader) known(h plumbing.Hash) (manifest.File, bool) {
+// It looks among the files the folder dir held before, where an unchanged
+// file is, so that a commit changing one file of a folder costs a map of
+// that folder and not of the whole tree; a folder new to the index (or
+// every folder, when the rules changed) looks everywhere.
+func (r *treeReader) known(h plumbing.Hash, dir string) (manifest.File, bool) {
 	if r.prev == nil || len(r.prev.files) == 0 {
 		return manifest.File{}, false
 	}
-	if r.byBlob == nil {
-		r.byBlob = make(map[plumbing.Hash]int, len(r.prev.files))
-		for i, f := range r.prev.files {
-			r.byBlob[f.blob] = i
-		}
-	}
-	i, ok := r.byBlob[h]
+	m := r.blobsOf(dir)
+	i, ok := m[h]
 	if !ok {
 		return manifest.File{}, false
 	}
@@ -311,6 +311,44 @@ func (r *treeReader) known(h plumbing.Hash) (manifest.File, bool) {
 		f.Data = nil
 	}
 	return f, true
+}
+
+// blobsOf maps the blobs of the previous index's files under dir, or of
+// all its files when it did not have dir, to their position.
+func (r *treeReader) blobsOf(dir string) map[plumbing.Hash]int {
+	sp, ok := r.prev.dirs[dir]
+	if !ok {
+		if r.byBlob == nil {
+			r.byBlob = blobPositions(r.prev.files, 0)
+		}
+		return r.byBlob
+	}
+	if r.byDir == nil {
+		r.byDir = map[string]map[plumbing.Hash]int{}
+	}
+	m, ok := r.byDir[dir]
+	if !ok {
+		m = blobPositions(r.prev.files[sp.files[0]:sp.files[1]], sp.files[0])
+		r.byDir[dir] = m
+	}
+	return m
+}
+
+// dirOf is the folder of the slash-separated path p, "" for the root.
+func dirOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// blobPositions maps the blobs of files to their position plus offset.
+func blobPositions(files []indexed, offset int) map[plumbing.Hash]int {
+	m := make(map[plumbing.Hash]int, len(files))
+	for i, f := range files {
+		m[f.blob] = offset + i
+	}
+	return m
 }
 
 // symlink reads the link p (blob h) the way manifest.ReadTree does through
