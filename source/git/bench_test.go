@@ -57,7 +57,7 @@ func benchSource(b *testing.B, url string, e engine, cache string) *Source {
 	return s
 }
 
-var benchEngines = []engine{engineGit, engineGoGit}
+var benchEngines = []engine{engineAuto, engineGit, engineGoGit}
 
 // BenchmarkFetchCold measures a first fetch and snapshot of 10,000 files
 // into an empty cache.
