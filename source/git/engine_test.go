@@ -645,6 +645,8 @@ func TestGitErrorClassified(t *testing.T) {
 		{"remote: Repository not found.\nfatal: repository 'https://example.com/r.git/' not found", true, source.ErrAuth},
 		{"fatal: unable to access 'https://example.com/r.git/': Could not resolve host: example.com", false, nil},
 		{"Host key verification failed.\nfatal: Could not read from remote repository.", true, nil},
+		{"git: 'remote-https' is not a git command. See 'git --help'.", false, nil},
+		{"fatal: remote helper 'https' not found", false, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.stderr, func(t *testing.T) {
@@ -653,7 +655,7 @@ func TestGitErrorClassified(t *testing.T) {
 			if tc.withAuth {
 				s.auth = &githttp.BasicAuth{Username: "u", Password: "p"}
 			}
-			err := s.gitError("fetch x", context.Background(), gitRunError(errors.New("exit status 128"), []byte(tc.stderr)))
+			err := s.gitError(context.Background(), "fetch x", gitRunError(errors.New("exit status 128"), []byte(tc.stderr)))
 			for _, e := range []error{source.ErrNotFound, source.ErrAuth} {
 				if errors.Is(err, e) != (e == tc.want) {
 					t.Fatalf("err = %v: is %v = %v, want %v", err, e, errors.Is(err, e), e == tc.want)

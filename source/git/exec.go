@@ -74,7 +74,7 @@ func (s *Source) gitFetch(ctx context.Context, t *target, depth int) error {
 	defer creds.remove()
 	args := []string{
 		// Every fetch keeps its pack, so that counting packs tells when to
-		// collect garbage, and nothing runs in the background.
+		// start over, and nothing runs in the background.
 		"-c", "fetch.unpackLimit=1", "-c", "transfer.unpackLimit=1",
 		"-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "fetch.showForcedUpdates=false",
 		"-c", "credential.helper=", "-c", "core.askPass=",
@@ -85,14 +85,14 @@ func (s *Source) gitFetch(ctx context.Context, t *target, depth int) error {
 	}
 	args = append(args, "--", s.transport, s.refSpec(t))
 	if err := s.runGit(ctx, creds.env, args...); err != nil {
-		return s.gitError("fetch "+s.location, ctx, err)
+		return s.gitError(ctx, "fetch "+s.location, err)
 	}
 	return nil
 }
 
 // gitError is an error of the git binary, classified like transportError
 // classifies go-git's. git's messages are read in the C locale.
-func (s *Source) gitError(what string, ctx context.Context, err error) error {
+func (s *Source) gitError(ctx context.Context, what string, err error) error {
 	err = s.redact(err)
 	msg := err.Error()
 	has := func(subs ...string) bool {
@@ -112,7 +112,8 @@ func (s *Source) gitError(what string, ctx context.Context, err error) error {
 	case has("Authentication failed", "could not read Username", "could not read Password",
 		"terminal prompts disabled", "returned error: 401", "returned error: 403", "Permission denied (publickey"):
 		return fmt.Errorf("%s: %w: %w", what, source.ErrAuth, err)
-	case has("Repository not found", "does not appear to be a git repository", "returned error: 404", "not found"):
+	case has("Repository not found", "does not appear to be a git repository", "returned error: 404") ||
+		(has("fatal: repository '") && has("' not found")):
 		// Forges answer 404 for a private repository the credentials may
 		// not read, so with credentials it is most likely their fault.
 		if s.auth != nil {
