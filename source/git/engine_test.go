@@ -611,6 +611,34 @@ func TestGitFetchKilledOnTimeout(t *testing.T) {
 	}
 }
 
+// TestRelativeCacheDir fetches into a cache folder given relative to the
+// working directory, which git, running in the cache, must not misread.
+func TestRelativeCacheDir(t *testing.T) {
+	t.Parallel()
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"a.yaml": "a: 1\n"})
+	r.Commit("first")
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(t.TempDir(), "cache")
+	rel, err := filepath.Rel(wd, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range engines {
+		s := newEngineSource(t, r.URL(), e, func(c *Config) { c.CacheDir = rel })
+		if s.cfg.CacheDir != cache {
+			t.Fatalf("cache folder = %s, want %s", s.cfg.CacheDir, cache)
+		}
+		assertContents(t, fetch(t, s), map[string]string{"a.yaml": "a: 1\n"})
+		if err := s.emptyCache(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestGoGitWithoutGitBinary shows that a source without git on PATH
 // fetches with go-git.
 func TestGoGitWithoutGitBinary(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -172,6 +173,14 @@ func New(cfg Config) (*Source, error) {
 	if cfg.CacheDir == "" {
 		return nil, fmt.Errorf("git source %s: cache folder is required", cfg.Name)
 	}
+	// Resolved now: git runs in the cache folder, where a relative path
+	// would mean another folder, and a later change of working directory
+	// must not move the cache.
+	abs, err := filepath.Abs(cfg.CacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("git source %s: resolve cache folder: %w", cfg.Name, err)
+	}
+	s.cfg.CacheDir = abs
 	p, err := cleanPath(cfg.Path)
 	if err != nil {
 		return nil, fmt.Errorf("git source %s: %w", cfg.Name, err)
