@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"github.com/Masterminds/semver/v3"
+	"github.com/go-git/go-billy/v5/osfs"
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -25,10 +28,9 @@ import (
 // remoteName is the name of the clone's only remote.
 const remoteName = "origin"
 
-// markerFile, inside the clone's .git folder, holds the hash of the commit
-// whose files are fully checked out. It is removed before a checkout and
-// written after, so that a crash half-way never passes for a good tree.
-const markerFile = "no8s-checkout"
+// objectCacheSize bounds the objects go-git keeps decoded while one
+// snapshot is read (delta bases mostly); the cache goes with the read.
+const objectCacheSize = 8 << 20
 
 // target is what the remote says the source should be at.
 type target struct {
@@ -52,9 +54,12 @@ func (t *target) key(refHash plumbing.Hash) string {
 }
 
 // Fetch asks the remote for its refs and returns the snapshot of the commit
-// they select. When that commit is the one checked out in the cache it
-// fetches nothing; otherwise it fetches it (shallow, one ref, forced) and
-// checks it out. The whole call is bounded by Config.Timeout.
+// they select. When that commit is the one read last it fetches nothing and
+// rebuilds the snapshot from what it kept and the object store; otherwise
+// it fetches what the cache lacks (see fetchTarget) and reads the commit's
+// tree straight from the object store: no worktree is ever written. Files
+// whose folder or blob did not change since the last snapshot are neither
+// read nor hashed again. The whole call is bounded by Config.Timeout.
 //
 // A branch, tag, commit or path that does not exist, and a remote with no
 // refs at all (never pushed to, or wiped and re-created), are errors wrapping
@@ -62,8 +67,8 @@ func (t *target) key(refHash plumbing.Hash) string {
 // declared any more" would destroy everything the source owns. Only a real
 // commit gives an empty snapshot: one whose tree at Path holds no manifest,
 // or whose whole tree is empty (every file deleted, even when Path is set).
-// Whether to prune then is the sync layer's decision. The returned snapshot
-// is shared with later calls that find nothing new: treat it as read-only.
+// Whether to prune then is the sync layer's decision. Snapshots share file
+// contents with each other: treat them as read-only.
 func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -81,37 +86,42 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 	}
 
 	if s.last != nil && s.last.key == t.key(s.remoteKey(t)) {
-		s.log.Debug("unchanged", "revision", s.last.snap.Revision)
-		return s.last.snap, nil
+		snap, err := s.fromIndex(s.last)
+		if err == nil {
+			s.log.Debug("unchanged", "revision", snap.Revision)
+			return snap, nil
+		}
+		// The clone lost what the index names (emptied behind the agent's
+		// back, say): fetch as if it were the first time.
+		s.log.Warn("cannot rebuild the last snapshot from the clone: fetching it again", "error", err)
+		s.last = nil
 	}
 
-	repo, err := s.openCache()
+	st, repo, err := s.openCache()
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if st != nil {
+			st.Close()
+		}
+	}()
 	if commit, ok := s.fromCache(repo, t); ok {
 		// Errors here, such as a missing path, are the answer for this
 		// commit: fetching it again would not change them.
-		snap, err := s.snapshot(commit, t)
+		snap, err := s.read(st, commit, t, t.key(s.remoteKey(t)))
 		if err != nil {
 			return nil, err
 		}
-		s.last = &cached{key: t.key(s.remoteKey(t)), snap: snap}
 		s.log.Debug("unchanged since a previous run", "revision", snap.Revision)
 		return snap, nil
 	}
 
-	if repo, err = s.fetch(ctx, repo, t); err != nil {
+	var how string
+	if st, repo, how, err = s.fetchTarget(ctx, t, st, repo); err != nil {
 		return nil, err
 	}
 	commit, err := s.localCommit(repo, t)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.checkout(repo, commit.Hash); err != nil {
-		return nil, err
-	}
-	snap, err := s.snapshot(commit, t)
 	if err != nil {
 		return nil, err
 	}
@@ -124,8 +134,11 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 		}
 		refHash = ref.Hash()
 	}
-	s.last = &cached{key: t.key(refHash), snap: snap}
-	s.log.Info("fetched", "url", s.location, "revision", snap.Revision,
+	snap, err := s.read(st, commit, t, t.key(refHash))
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("fetched", "url", s.location, "revision", snap.Revision, "with", how,
 		"files", len(snap.Files), "duration", time.Since(start).Round(time.Millisecond))
 	return snap, nil
 }
@@ -294,32 +307,58 @@ func (s *Source) highestTag(hashes map[plumbing.ReferenceName]plumbing.Hash) (st
 	return matches[0].name, nil
 }
 
-// openCache opens the clone in CacheDir, creating it on first use.
-func (s *Source) openCache() (*gogit.Repository, error) {
+// openCache opens the bare repository in CacheDir, creating it on first
+// use. A clone with a worktree, left by an older agent, is emptied and
+// started over: its checked-out files would only cost space. Objects are
+// read through the returned storage, which must be closed.
+func (s *Source) openCache() (*filesystem.Storage, *gogit.Repository, error) {
 	dir := s.cfg.CacheDir
-	repo, err := gogit.PlainOpen(dir)
-	if errors.Is(err, gogit.ErrRepositoryNotExists) {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("create cache folder: %w", err)
+	if fi, err := os.Stat(filepath.Join(dir, gogit.GitDirName)); err == nil && fi.IsDir() {
+		s.log.Info("replacing a clone with a worktree by a bare repository", "dir", dir)
+		if err := s.emptyCache(); err != nil {
+			return nil, nil, err
 		}
-		// Checkouts delete whatever the commit does not hold: refuse to
-		// take over a folder that has something else in it.
+	}
+	st := s.storage()
+	repo, err := gogit.Open(st, nil)
+	if errors.Is(err, gogit.ErrRepositoryNotExists) {
+		st.Close()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("create cache folder: %w", err)
+		}
+		// Starting over deletes whatever is in the folder: refuse to take
+		// over one that has something else in it.
 		entries, readErr := os.ReadDir(dir)
 		if readErr != nil {
-			return nil, fmt.Errorf("read cache folder: %w", readErr)
+			return nil, nil, fmt.Errorf("read cache folder: %w", readErr)
 		}
 		if len(entries) > 0 {
-			return nil, fmt.Errorf("cache folder %s is neither empty nor a clone: refusing to use it", dir)
+			return nil, nil, fmt.Errorf("cache folder %s is neither empty nor a clone: refusing to use it", dir)
 		}
-		repo, err = gogit.PlainInit(dir, false)
+		st = s.storage()
+		repo, err = gogit.Init(st, nil)
 		if err != nil {
-			return nil, fmt.Errorf("init clone in %s: %w", dir, err)
+			st.Close()
+			return nil, nil, fmt.Errorf("init clone in %s: %w", dir, err)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open clone in %s: %w", dir, err)
+		st.Close()
+		return nil, nil, fmt.Errorf("open clone in %s: %w", dir, err)
 	}
-	return repo, nil
+	return st, repo, nil
+}
+
+// storage is the object store of the cache, keeping its pack files open
+// while a snapshot is read: reopening them for each of thousands of blobs
+// would cost more than reading them.
+func (s *Source) storage() *filesystem.Storage {
+	limit := s.cfg.Load.MaxFileSize
+	if limit <= 0 {
+		limit = manifest.DefaultMaxFileSize
+	}
+	return filesystem.NewStorageWithOptions(osfs.New(s.cfg.CacheDir), cache.NewObjectLRU(objectCacheSize),
+		filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: limit})
 }
 
 // remoteKey is the hash that, with the remote reference, determines the
@@ -331,82 +370,125 @@ func (s *Source) remoteKey(t *target) plumbing.Hash {
 	return t.remoteHash
 }
 
-// fromCache returns the checked-out commit when it is the one wanted, so
-// that a new process on the same cache fetches nothing.
+// fromCache returns the commit the target stands for when the cache holds
+// it already, so that a new process on the same cache fetches nothing.
 func (s *Source) fromCache(repo *gogit.Repository, t *target) (*object.Commit, bool) {
-	done, err := os.ReadFile(filepath.Join(s.cfg.CacheDir, gogit.GitDirName, markerFile))
-	if err != nil {
-		return nil, false
-	}
-	have := plumbing.NewHash(strings.TrimSpace(string(done)))
-	if have.IsZero() {
-		return nil, false
-	}
 	if t.localRef != "" {
-		// The local ref must be what the remote advertises now: the
-		// checked-out commit was resolved from it (a peeled tag) or checked
-		// against it (a commit on a branch).
+		// The local ref must be what the remote advertises now: the commit
+		// was resolved from it (a peeled tag) or checked against it (a
+		// commit on a branch).
 		local, err := repo.Reference(t.localRef, false)
 		if err != nil || local.Hash() != t.remoteHash {
 			return nil, false
 		}
 	}
 	commit, err := s.localCommit(repo, t)
-	if err != nil || commit.Hash != have {
+	if err != nil {
 		return nil, false
 	}
 	return commit, true
 }
 
-// fetch brings the target's objects into the clone and returns the clone,
-// which is a new one when the old could not serve.
-func (s *Source) fetch(ctx context.Context, repo *gogit.Repository, t *target) (*gogit.Repository, error) {
+// fetchTarget brings the target's objects into the cache open in st and
+// returns the cache open again, with the engine that fetched.
+//
+// The first fetch is shallow (depth 1). Later ones send what the cache has,
+// so that a one-file commit transfers that file's blob, the trees above it
+// and the commit: the git binary fetches at depth 1 again, moving the
+// shallow boundary forward; go-git, which re-sends the whole tree at any
+// depth, fetches the history since the commit it has. A bare commit may be
+// anywhere in the history, so all of it is fetched. Packs pile up either
+// way: past maxPacks the clone starts over, which costs one shallow fetch.
+func (s *Source) fetchTarget(ctx context.Context, t *target, st *filesystem.Storage, repo *gogit.Repository) (*filesystem.Storage, *gogit.Repository, string, error) {
+	shallow, err := st.Shallow()
+	if err != nil {
+		return st, repo, "", fmt.Errorf("read clone: %w", err)
+	}
+	reset := false
+	switch {
+	case s.strategy == byCommit && len(shallow) > 0:
+		// A shallow clone cannot be deepened reliably; start over instead.
+		s.log.Info("replacing shallow clone by a full one", "dir", s.cfg.CacheDir)
+		reset = true
+	case s.countPacks() > s.maxPacks:
+		// go-git cannot collect the garbage of a shallow clone, and history
+		// fetched since the last start is reachable: only starting over
+		// drops it.
+		s.log.Info("starting the clone over", "dir", s.cfg.CacheDir, "packs", s.countPacks())
+		reset = true
+	}
+	if reset {
+		st.Close()
+		if err := s.emptyCache(); err != nil {
+			return nil, nil, "", err
+		}
+		if st, repo, err = s.openCache(); err != nil {
+			return st, repo, "", err
+		}
+	}
+	depth := 1
+	if s.strategy == byCommit {
+		depth = 0
+	}
+	useGit := s.engine == engineGit
+	if s.engine == engineAuto {
+		// go-git costs no process and fetches the history since the commit
+		// the cache has, which is what a branch gains. A pull request or
+		// tag that moves to a rebased line would bring that line's whole
+		// history through go-git: the git binary fetches it at depth 1.
+		useGit = t.localRef == "" || s.strategy != byBranch || !hasRef(repo, t.localRef)
+	}
+	if useGit {
+		if err := s.gitFetch(ctx, t, depth); err != nil {
+			return st, repo, "", err
+		}
+		// git added packs and moved refs behind go-git's back.
+		st.Reindex()
+		return st, repo, "git", nil
+	}
+	if hasRef(repo, t.localRef) {
+		depth = 0
+	}
+	return st, repo, "go-git", s.goGitFetch(ctx, repo, t, depth)
+}
+
+// hasRef reports whether the clone has the local reference name.
+func hasRef(repo *gogit.Repository, name plumbing.ReferenceName) bool {
+	if name == "" {
+		return false
+	}
+	_, err := repo.Reference(name, false)
+	return err == nil
+}
+
+// goGitFetch fetches the target with go-git; depth 0 means no limit.
+func (s *Source) goGitFetch(ctx context.Context, repo *gogit.Repository, t *target, depth int) error {
 	opts := &gogit.FetchOptions{
 		RemoteName: remoteName,
 		RemoteURL:  s.transport,
 		Auth:       s.auth,
 		Tags:       gogit.NoTags,
 		Force:      true,
-		Depth:      1,
-	}
-	if t.remoteRef != "" {
-		opts.RefSpecs = []config.RefSpec{config.RefSpec(fmt.Sprintf("+%s:%s", t.remoteRef, t.localRef))}
-	} else {
-		// A bare commit can be on any branch: fetch them all.
-		opts.RefSpecs = []config.RefSpec{config.RefSpec(fmt.Sprintf("+refs/heads/*:refs/remotes/%s/*", remoteName))}
-	}
-	var err error
-	if s.strategy == byCommit {
-		// The commit may be anywhere in the history, so fetch all of it. A
-		// shallow clone cannot be deepened reliably; start over instead.
-		opts.Depth = 0
-		var shallow []plumbing.Hash
-		if shallow, err = repo.Storer.Shallow(); err != nil {
-			return nil, fmt.Errorf("read clone: %w", err)
-		}
-		if len(shallow) > 0 {
-			s.log.Info("replacing shallow clone by a full one", "dir", s.cfg.CacheDir)
-			if repo, err = s.resetCache(); err != nil {
-				return nil, err
-			}
-		}
-	} else if packs := s.countPacks(); packs > s.maxPacks {
-		// Every shallow fetch adds a pack and go-git cannot collect the
-		// garbage of a shallow clone. Starting over costs one shallow
-		// fetch, about what this one would cost anyway.
-		s.log.Info("starting the clone over", "dir", s.cfg.CacheDir, "packs", packs)
-		if repo, err = s.resetCache(); err != nil {
-			return nil, err
-		}
+		Depth:      depth,
+		RefSpecs:   []config.RefSpec{config.RefSpec(s.refSpec(t))},
 	}
 	if err := s.ensureRemote(repo); err != nil {
-		return nil, err
+		return err
 	}
-	err = repo.FetchContext(ctx, opts)
+	err := repo.FetchContext(ctx, opts)
 	if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
-		return nil, s.transportError("fetch "+s.location, ctx, err)
+		return s.transportError("fetch "+s.location, ctx, err)
 	}
-	return repo, nil
+	return nil
+}
+
+// refSpec is the forced refspec that fetches the target.
+func (s *Source) refSpec(t *target) string {
+	if t.remoteRef == "" {
+		// A bare commit can be on any branch: fetch them all.
+		return fmt.Sprintf("+refs/heads/*:refs/remotes/%s/*", remoteName)
+	}
+	return fmt.Sprintf("+%s:%s", t.remoteRef, t.localRef)
 }
 
 // ensureRemote points the clone's remote at the configured URL, without
@@ -429,22 +511,22 @@ func (s *Source) ensureRemote(repo *gogit.Repository) error {
 
 // countPacks returns the number of pack files in the clone.
 func (s *Source) countPacks() int {
-	packs, _ := filepath.Glob(filepath.Join(s.cfg.CacheDir, gogit.GitDirName, "objects", "pack", "*.pack"))
+	packs, _ := filepath.Glob(filepath.Join(s.cfg.CacheDir, "objects", "pack", "*.pack"))
 	return len(packs)
 }
 
-// resetCache empties CacheDir and initialises a new clone in it.
-func (s *Source) resetCache() (*gogit.Repository, error) {
+// emptyCache removes everything in CacheDir.
+func (s *Source) emptyCache() error {
 	entries, err := os.ReadDir(s.cfg.CacheDir)
 	if err != nil {
-		return nil, fmt.Errorf("reset cache folder: %w", err)
+		return fmt.Errorf("reset cache folder: %w", err)
 	}
 	for _, e := range entries {
 		if err := os.RemoveAll(filepath.Join(s.cfg.CacheDir, e.Name())); err != nil {
-			return nil, fmt.Errorf("reset cache folder: %w", err)
+			return fmt.Errorf("reset cache folder: %w", err)
 		}
 	}
-	return s.openCache()
+	return nil
 }
 
 // localCommit returns the commit the target stands for in the clone: the
@@ -505,39 +587,13 @@ func (s *Source) refCommit(repo *gogit.Repository, name plumbing.ReferenceName) 
 	return c, nil
 }
 
-// checkout makes the worktree exactly the commit's tree.
-func (s *Source) checkout(repo *gogit.Repository, h plumbing.Hash) error {
-	marker := filepath.Join(s.cfg.CacheDir, gogit.GitDirName, markerFile)
-	if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("checkout %s: %w", h, err)
-	}
-	wt, err := repo.Worktree()
-	if err != nil {
-		return fmt.Errorf("checkout %s: %w", h, err)
-	}
-	if err := wt.Checkout(&gogit.CheckoutOptions{Hash: h, Force: true}); err != nil {
-		return fmt.Errorf("checkout %s: %w", h, err)
-	}
-	// Force resets tracked files only; anything else left in the folder
-	// would be read as a manifest.
-	if err := wt.Clean(&gogit.CleanOptions{Dir: true}); err != nil {
-		return fmt.Errorf("clean worktree at %s: %w", h, err)
-	}
-	tmp := marker + ".tmp"
-	if err := os.WriteFile(tmp, []byte(h.String()+"\n"), 0o644); err != nil {
-		return fmt.Errorf("checkout %s: %w", h, err)
-	}
-	if err := os.Rename(tmp, marker); err != nil {
-		return fmt.Errorf("checkout %s: %w", h, err)
-	}
-	return nil
-}
-
-// snapshot reads the manifests of the checked-out commit.
-func (s *Source) snapshot(c *object.Commit, t *target) (*source.Snapshot, error) {
-	snap := &source.Snapshot{
-		Revision: s.revision(t, c.Hash),
-		Commit: manifest.Commit{
+// read makes the snapshot of commit c from the object store, taking what
+// did not change from the last index, and keeps the new index under key.
+func (s *Source) read(st *filesystem.Storage, c *object.Commit, t *target, key string) (*source.Snapshot, error) {
+	ix := &index{
+		key:      key,
+		revision: s.revision(t, c.Hash),
+		commit: manifest.Commit{
 			Author:  fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email),
 			Message: c.Message,
 			Time:    c.Author.When.UTC(),
@@ -545,39 +601,91 @@ func (s *Source) snapshot(c *object.Commit, t *target) (*source.Snapshot, error)
 	}
 	tree, err := c.Tree()
 	if err != nil {
-		return nil, fmt.Errorf("read tree of %s: %w", snap.Revision, err)
+		return nil, fmt.Errorf("read tree of %s: %w", ix.revision, err)
 	}
 	if len(tree.Entries) == 0 {
 		// Every file was deleted: an empty state, not a missing path.
-		return snap, nil
+		ix.empty = true
+		s.last = ix
+		return s.snapshotOf(ix, nil), nil
 	}
-	// The commit's tree, not the folder, says whether the path exists:
-	// checkouts leave empty folders behind.
+	root := tree
 	if s.cfg.Path != "" {
-		if _, err := tree.Tree(s.cfg.Path); err != nil {
-			return nil, fmt.Errorf("path %q does not exist at %s of %s (moved or deleted?): %w", s.cfg.Path, snap.Revision, s.location, source.ErrNotFound)
+		if root, err = tree.Tree(s.cfg.Path); err != nil {
+			return nil, fmt.Errorf("path %q does not exist at %s of %s (moved or deleted?): %w", s.cfg.Path, ix.revision, s.location, source.ErrNotFound)
 		}
 	}
-	root, err := os.OpenRoot(s.cfg.CacheDir)
+	var prev *index
+	if s.last != nil && !s.last.empty {
+		prev = s.last
+	}
+	read, err := readTree(st, root, s.cfg.Load, prev, &s.reads)
 	if err != nil {
-		return nil, fmt.Errorf("open clone: %w", err)
+		return nil, fmt.Errorf("read %s at %s: %w", s.location, ix.revision, err)
 	}
-	defer root.Close()
-	if s.cfg.Path != "" {
-		// os.Root refuses a path that leaves the clone through a symlink.
-		sub, err := root.OpenRoot(filepath.FromSlash(s.cfg.Path))
-		if err != nil {
-			return nil, fmt.Errorf("open path %q at %s: %w", s.cfg.Path, snap.Revision, err)
-		}
-		defer sub.Close()
-		root = sub
-	}
-	files, problems, err := source.ReadTree(root.FS(), s.cfg.Load)
-	if err != nil {
-		return nil, fmt.Errorf("read %s at %s: %w", s.location, snap.Revision, err)
-	}
-	snap.Files, snap.Problems = files, problems
+	read.key, read.revision, read.commit = ix.key, ix.revision, ix.commit
+	snap := s.snapshotOf(read, nil)
+	s.retain(read)
+	s.last = read
 	return snap, nil
+}
+
+// retain drops the contents from ix when they are more than the source may
+// keep; the hashes stay, so that unchanged files are still not hashed again.
+func (s *Source) retain(ix *index) {
+	var total int64
+	for _, f := range ix.files {
+		total += int64(len(f.file.Data))
+	}
+	if total <= s.maxRetained {
+		return
+	}
+	files := make([]indexed, len(ix.files))
+	for i, f := range ix.files {
+		f.file.Data = nil
+		files[i] = f
+	}
+	ix.files, ix.retained = files, false
+}
+
+// snapshotOf makes a snapshot of ix; data, when not nil, gives the
+// contents of the files in order.
+func (s *Source) snapshotOf(ix *index, data [][]byte) *source.Snapshot {
+	snap := &source.Snapshot{Revision: ix.revision, Commit: ix.commit}
+	if len(ix.files) > 0 {
+		snap.Files = make([]manifest.File, len(ix.files))
+		for i, f := range ix.files {
+			snap.Files[i] = f.file
+			if data != nil {
+				snap.Files[i].Data = data[i]
+			}
+		}
+	}
+	if len(ix.problems) > 0 {
+		snap.Problems = append([]manifest.Problem(nil), ix.problems...)
+	}
+	return snap
+}
+
+// fromIndex rebuilds the snapshot of an unchanged head without the
+// network: from the kept contents, or else by reading the blobs the index
+// names from the object store.
+func (s *Source) fromIndex(ix *index) (*source.Snapshot, error) {
+	if ix.retained || len(ix.files) == 0 {
+		return s.snapshotOf(ix, nil), nil
+	}
+	st := s.storage()
+	defer st.Close()
+	r := &treeReader{st: st, reads: &s.reads}
+	data := make([][]byte, len(ix.files))
+	for i, f := range ix.files {
+		d, _, err := r.readBlob(f.blob, -1)
+		if err != nil {
+			return nil, fmt.Errorf("read %s at %s: %s: %w", s.location, ix.revision, f.file.Path, err)
+		}
+		data[i] = d
+	}
+	return s.snapshotOf(ix, data), nil
 }
 
 // revision writes h the way Flux does.

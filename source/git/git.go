@@ -1,11 +1,13 @@
 // Package git is the Git source: it asks the remote for the head of the
 // configured branch, tag, semver range, commit or GitHub pull request,
-// fetches it into a persistent clone when it changed, and reads the
-// manifests at the source path of the checked-out commit.
+// fetches it into a persistent bare clone when it changed, and reads the
+// manifests at the source path of that commit straight from the object
+// store, without a worktree.
 //
 // The clone lives in Config.CacheDir so that a restarted agent does not
-// fetch again what it already has. Fetches are shallow and single-ref,
-// forced so that rewritten history is followed.
+// fetch again what it already has. Fetches are single-ref, forced so that
+// rewritten history is followed, shallow the first time and incremental
+// after. The git binary fetches when it is installed, go-git otherwise.
 package git
 
 import (
@@ -16,9 +18,11 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Masterminds/semver/v3"
@@ -132,18 +136,20 @@ type Source struct {
 	commit     plumbing.Hash
 	constraint *semver.Constraints
 	secrets    []string
-	maxPacks   int // clone packs beyond which the clone starts over
-	log        *slog.Logger
+	maxPacks   int // clone packs beyond which the clone is trimmed
+	// maxRetained bounds the file contents kept between fetches.
+	maxRetained int64
+	engine      engine
+	gitBin      string // the git binary, for engineGit
+	log         *slog.Logger
+	// reads counts the blobs read from the object store.
+	reads atomic.Int64
 
-	mu   sync.Mutex
-	last *cached
-}
-
-// cached is the last snapshot returned, with the remote state it came from,
-// so that an unchanged remote costs one ls-remote and nothing else.
-type cached struct {
-	key  string
-	snap *source.Snapshot
+	mu sync.Mutex
+	// last is what is kept of the last snapshot, with the remote state it
+	// came from, so that an unchanged remote costs one ls-remote and a new
+	// commit costs what it changed.
+	last *index
 }
 
 var _ source.Source = (*Source)(nil)
@@ -156,7 +162,7 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("git source: name is required")
 	}
-	s := &Source{cfg: cfg, log: cfg.Logger, maxPacks: defaultMaxPacks}
+	s := &Source{cfg: cfg, log: cfg.Logger, maxPacks: defaultMaxPacks, maxRetained: defaultMaxRetained}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -167,6 +173,14 @@ func New(cfg Config) (*Source, error) {
 	if cfg.CacheDir == "" {
 		return nil, fmt.Errorf("git source %s: cache folder is required", cfg.Name)
 	}
+	// Resolved now: git runs in the cache folder, where a relative path
+	// would mean another folder, and a later change of working directory
+	// must not move the cache.
+	abs, err := filepath.Abs(cfg.CacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("git source %s: resolve cache folder: %w", cfg.Name, err)
+	}
+	s.cfg.CacheDir = abs
 	p, err := cleanPath(cfg.Path)
 	if err != nil {
 		return nil, fmt.Errorf("git source %s: %w", cfg.Name, err)
@@ -181,6 +195,7 @@ func New(cfg Config) (*Source, error) {
 	if err := s.buildAuth(); err != nil {
 		return nil, fmt.Errorf("git source %s: %w", cfg.Name, err)
 	}
+	s.chooseEngine()
 	return s, nil
 }
 

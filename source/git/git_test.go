@@ -244,27 +244,29 @@ func TestRefStrategies(t *testing.T) {
 		{"pull request over everything", Ref{PullRequest: 12, Commit: c100, SemVer: ">=1", Tag: "v1.0.0", Branch: "main"},
 			"pull/12/head@sha1:" + cPR, "v: pr\n"},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := newSource(t, r.URL(), func(c *Config) { c.Ref = tc.ref })
-			for range 2 {
-				snap := fetch(t, s)
-				if string(snap.Revision) != tc.revision {
-					t.Fatalf("revision = %s, want %s", snap.Revision, tc.revision)
+	for _, e := range engines {
+		for _, tc := range tests {
+			t.Run(e.String()+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				s := newEngineSource(t, r.URL(), e, func(c *Config) { c.Ref = tc.ref })
+				for range 2 {
+					snap := fetch(t, s)
+					if string(snap.Revision) != tc.revision {
+						t.Fatalf("revision = %s, want %s", snap.Revision, tc.revision)
+					}
+					assertContents(t, snap, map[string]string{"v.yaml": tc.content})
 				}
-				assertContents(t, snap, map[string]string{"v.yaml": tc.content})
-			}
-			// A new process on the same cache agrees without fetching.
-			s2 := newSource(t, r.URL(), func(c *Config) { c.Ref = tc.ref; c.CacheDir = s.cfg.CacheDir })
-			before := dirDigest(t, s.cfg.CacheDir)
-			if snap := fetch(t, s2); string(snap.Revision) != tc.revision {
-				t.Fatalf("reopened revision = %s, want %s", snap.Revision, tc.revision)
-			}
-			if dirDigest(t, s.cfg.CacheDir) != before {
-				t.Fatal("an unchanged ref modified the clone")
-			}
-		})
+				// A new process on the same cache agrees without fetching.
+				s2 := newEngineSource(t, r.URL(), e, func(c *Config) { c.Ref = tc.ref; c.CacheDir = s.cfg.CacheDir })
+				before := dirDigest(t, s.cfg.CacheDir)
+				if snap := fetch(t, s2); string(snap.Revision) != tc.revision {
+					t.Fatalf("reopened revision = %s, want %s", snap.Revision, tc.revision)
+				}
+				if dirDigest(t, s.cfg.CacheDir) != before {
+					t.Fatal("an unchanged ref modified the clone")
+				}
+			})
+		}
 	}
 
 	t.Run("commit not on branch", func(t *testing.T) {

@@ -70,9 +70,11 @@ func TestPullRequest(t *testing.T) {
 			// HTTP, nothing asked but the refs.
 			requests()
 			before := dirDigest(t, s.cfg.CacheDir)
-			if again := fetch(t, s); again != snap {
-				t.Fatalf("unchanged pull request: a new snapshot at %s, want the last one at %s", again.Revision, snap.Revision)
+			again := fetch(t, s)
+			if again.Revision != snap.Revision || again.Commit != snap.Commit {
+				t.Fatalf("unchanged pull request: snapshot at %s (%+v), want the last one at %s (%+v)", again.Revision, again.Commit, snap.Revision, snap.Commit)
 			}
+			assertContents(t, again, contents(snap))
 			restarted := newSource(t, url, func(c *Config) { edit(Ref{PullRequest: 1})(c); c.CacheDir = s.cfg.CacheDir })
 			if again := fetch(t, restarted); again.Revision != snap.Revision {
 				t.Fatalf("restarted revision = %s, want %s", again.Revision, snap.Revision)

@@ -129,6 +129,17 @@ type Server struct {
 	*httptest.Server
 	mu       sync.Mutex
 	requests []string
+	hook     func(http.ResponseWriter, *http.Request) bool
+}
+
+// Intercept makes hook see every authorised request before git does; when
+// it returns true it has answered the request itself. Tests use it to
+// observe the client while a request is in flight, or to fail or stall a
+// request.
+func (gs *Server) Intercept(hook func(http.ResponseWriter, *http.Request) bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	gs.hook = hook
 }
 
 // NewServer starts the server; it stops when the test ends.
@@ -150,11 +161,15 @@ func NewServer(t testing.TB, root, user, pass string) *Server {
 			entry += "?" + req.URL.RawQuery
 		}
 		gs.requests = append(gs.requests, entry)
+		hook := gs.hook
 		gs.mu.Unlock()
 		u, p, ok := req.BasicAuth()
 		if !ok || u != user || p != pass {
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		if hook != nil && hook(w, req) {
 			return
 		}
 		backend.ServeHTTP(w, req)
