@@ -129,8 +129,9 @@ func plainText(data []byte) bool {
 }
 
 const (
-	// maxFastKey is the longest key fastDecode reads; longer ones are left
-	// to yaml.v3, which limits implicit keys to 1024 characters.
+	// maxFastKey is the most bytes fastDecode reads from the start of a
+	// key to its ':' (quotes, escapes and spaces count); longer keys are
+	// left to yaml.v3, which limits implicit keys to 1024 characters.
 	maxFastKey = 1000
 	// maxFastDepth is the deepest nesting fastDecode follows; deeper
 	// documents are left to yaml.v3 and its own limits.
@@ -272,7 +273,7 @@ func splitKey(text string) (key, rest string, ok bool) {
 			return "", "", false
 		}
 		key, rest = k, f.s[f.pos+1:]
-		if rest != "" && rest[0] != ' ' {
+		if rest != "" && rest[0] != ' ' || f.pos > maxFastKey {
 			return "", "", false
 		}
 	default:
@@ -287,13 +288,9 @@ func splitKey(text string) (key, rest string, ok bool) {
 			i = len(text) - 1
 		}
 		key, rest = strings.TrimRight(text[:i], " "), text[i+1:]
-		if key == "" || key == "<<" || strings.ContainsAny(key, "#:[]{},") {
+		if key == "" || key == "<<" || i > maxFastKey || strings.ContainsAny(key, "#:[]{},") {
 			return "", "", false
 		}
-	}
-	if len(key) > maxFastKey {
-		// YAML limits implicit keys to 1024 characters; yaml.v3 says so.
-		return "", "", false
 	}
 	rest = strings.TrimLeft(rest, " ")
 	if strings.HasPrefix(rest, "#") {
@@ -477,13 +474,16 @@ func (f *flowParser) mapping() (any, bool) {
 			return out, true
 		}
 		var key string
+		keyStart := f.pos
 		if c := f.s[f.pos]; c == '"' || c == '\'' {
 			k, ok := f.quoted()
 			if !ok {
 				return nil, false
 			}
 			key = k
-			f.space()
+			for f.pos < len(f.s) && f.s[f.pos] == ' ' {
+				f.pos++ // an implicit key does not span lines
+			}
 			if f.pos >= len(f.s) || f.s[f.pos] != ':' {
 				return nil, false
 			}
@@ -505,7 +505,7 @@ func (f *flowParser) mapping() (any, bool) {
 			}
 			f.pos++
 		}
-		if len(key) > maxFastKey {
+		if f.pos-keyStart > maxFastKey {
 			return nil, false
 		}
 		if _, dup := out[key]; dup {
