@@ -305,7 +305,7 @@ func splitKey(text string) (key, rest string, ok bool) {
 func plainStart(s string, flow bool) bool {
 	switch s[0] {
 	case '-', '?', ':':
-		if len(s) == 1 || s[1] == ' ' || (flow && strings.IndexByte(",[]{}", s[1]) >= 0) {
+		if len(s) == 1 || s[1] == ' ' || s[1] == '\n' || (flow && strings.IndexByte(",[]{}", s[1]) >= 0) {
 			return false
 		}
 		// "-1", "-foo", ":x" are plain; keep "?" and ":" out anyway, as
@@ -441,7 +441,8 @@ func (f *flowParser) value() (any, bool) {
 }
 
 // plain reads a plain scalar in flow context: it ends at a flow indicator,
-// a comment or the end of the line; one holding ':' is left to yaml.v3.
+// a comment or the end of the line; one holding ':' or '?' (which yaml.v3
+// ends a flow scalar at) is left to yaml.v3.
 func (f *flowParser) plain() (string, bool) {
 	if !plainStart(f.s[f.pos:], true) {
 		return "", false
@@ -449,13 +450,13 @@ func (f *flowParser) plain() (string, bool) {
 	start := f.pos
 	for f.pos < len(f.s) {
 		c := f.s[f.pos]
-		if c == ',' || c == '[' || c == ']' || c == '{' || c == '}' || c == '\n' || c == ':' ||
+		if c == ',' || c == '[' || c == ']' || c == '{' || c == '}' || c == '\n' || c == ':' || c == '?' ||
 			(c == '#' && f.s[f.pos-1] == ' ') {
 			break
 		}
 		f.pos++
 	}
-	if f.pos < len(f.s) && f.s[f.pos] == ':' {
+	if f.pos < len(f.s) && (f.s[f.pos] == ':' || f.s[f.pos] == '?') {
 		return "", false
 	}
 	return strings.TrimRight(f.s[start:f.pos], " "), true
@@ -493,7 +494,7 @@ func (f *flowParser) mapping() (any, bool) {
 				return nil, false
 			}
 			start := f.pos
-			for f.pos < len(f.s) && strings.IndexByte(":,[]{}#\n", f.s[f.pos]) < 0 {
+			for f.pos < len(f.s) && strings.IndexByte(":,[]{}#?\n", f.s[f.pos]) < 0 {
 				f.pos++
 			}
 			key = strings.TrimRight(f.s[start:f.pos], " ")

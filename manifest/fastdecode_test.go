@@ -246,6 +246,8 @@ var fastDecodeCases = []struct {
 	{"flow key only", "a: {b}\n"},
 	{"flow dash entries", "a: [-1, -x, -]\n"},
 	{"flow dash space", "a: [- x]\n"},
+	{"flow dash at line end", "{0: -\n}\n"},
+	{"flow quoted key line break", "{\"a\"\n: 1}\n"},
 	{"flow spaces before colon", "a: {b : 1}\n"},
 	{"flow key with spaces", "a: {b c: 1}\n"},
 	{"flow unclosed", "a: [1, 2\n"},
@@ -260,6 +262,7 @@ var fastDecodeCases = []struct {
 	{"flow document with marker", "{a: 1,\n---\n}\n"},
 	{"flow document with dots", "{a: [1,\n...\n]}\n"},
 	{"flow question", "a: [?x]\n"},
+	{"flow question inside", "a: [0?]\nb: [a?b]\nc: {d?: 1}\n"},
 	{"flow braces in plain block", "a: b]\nc: d}\ne: f,g\n"},
 	// Tags.
 	{"tag str", "a: !!str 1\n"},
