@@ -262,6 +262,9 @@ var fastDecodeCases = []struct {
 	{"flow document with marker", "{a: 1,\n---\n}\n"},
 	{"flow document with dots", "{a: [1,\n...\n]}\n"},
 	{"flow question", "a: [?x]\n"},
+	{"flow dashes line", "{a: [\n  ---,\n  ...\n]}\n"},
+	{"flow value on next line", "{\"a\":\n1, b:\n  2}\n"},
+	{"dashes item", "a:\n- ---\n- ...\n- --- x\n"},
 	{"flow question inside", "a: [0?]\nb: [a?b]\nc: {d?: 1}\n"},
 	{"flow braces in plain block", "a: b]\nc: d}\ne: f,g\n"},
 	// Tags.
