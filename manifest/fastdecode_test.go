@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -411,5 +412,53 @@ func TestFastDecodeDifferential(t *testing.T) {
 			t.Parallel()
 			checkFastDecode(t, []byte(tc.in))
 		})
+	}
+}
+
+// TestFastDecodeGeneratedLines checks the fast path against yaml.v3 on
+// files put together at random from lines a manifest could hold, at random
+// indentations: the structures (nesting, compact mappings, sequences at
+// their key's indentation, comments, flow values) a byte fuzzer is slow to
+// find. The seed is fixed, so a failure repeats.
+func TestFastDecodeGeneratedLines(t *testing.T) {
+	t.Parallel()
+	keys := []string{"a", "b", "'a'", "\"b\"", "1", "true", "~", "a b", "-x", "<<", "k #c", "é"}
+	values := []string{"", " 1", " x", " -1", " 'q''s'", " \"e\\n\"", " [1, x]", " {a: 1, b: [2]}",
+		" # c", " x # c", " yes", " 0x1F", " 1e3", " ~", " -", " a: b", " [", " {a: }", " \"\"", " 2001-12-14",
+		" [a,\n", "\n  ]", " ---", " ...", " |", " &x", " *x", " !!str 1"}
+	lines := []string{"#c", "---", "...", "-", "- ", "- -", "{a: 1,", "}", "]", "- # c", ""}
+	rng := rand.New(rand.NewPCG(1, 2))
+	accepted := 0
+	for range 20000 {
+		var b strings.Builder
+		indent := 0
+		for range 1 + rng.IntN(8) {
+			// Mostly the indentation of the line before, or one step in
+			// or out, as files that parse have.
+			indent = max(0, indent+[]int{0, 0, 2, -2, 1, -4}[rng.IntN(6)])
+			b.WriteString(strings.Repeat(" ", indent))
+			switch n := rng.IntN(10); {
+			case n < 5:
+				b.WriteString(keys[rng.IntN(len(keys))] + ":" + values[rng.IntN(len(values))])
+			case n < 8:
+				b.WriteString("-")
+				if rng.IntN(2) == 0 {
+					b.WriteString(strings.Repeat(" ", 1+rng.IntN(3)) + keys[rng.IntN(len(keys))] + ":")
+				}
+				b.WriteString(values[rng.IntN(len(values))])
+			default:
+				b.WriteString(lines[rng.IntN(len(lines))])
+			}
+			b.WriteString("\n")
+		}
+		if checkFastDecode(t, []byte(b.String())) {
+			accepted++
+		}
+		if t.Failed() {
+			return
+		}
+	}
+	if accepted < 500 {
+		t.Errorf("the fast path accepted only %d generated files: the test no longer tests it", accepted)
 	}
 }
