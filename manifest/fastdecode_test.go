@@ -1,11 +1,13 @@
 package manifest
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // checkFastDecode fails t when fastDecode accepts data but decodes it
@@ -410,7 +412,19 @@ func TestFastDecodeDifferential(t *testing.T) {
 	for _, tc := range fastDecodeCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			checkFastDecode(t, []byte(tc.in))
+			data := []byte(tc.in)
+			checkFastDecode(t, data)
+			// Through DecodeFile, which strips a byte order mark first,
+			// the problems (file, document, line, text) are yaml.v3's.
+			if !utf8.Valid(data) {
+				return
+			}
+			_, got := DecodeFile("f.yaml", data, DecodeOptions{})
+			_, want := decodeYAML("f.yaml", bytes.TrimPrefix(data, []byte(utf8BOM)),
+				DecodeOptions{AliasExpansion: DefaultAliasExpansion, MaxExpandedSize: max(DefaultMaxFileSize, int64(len(data)))})
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("DecodeFile(%s) problems:\n got %v\nwant %v", shortQuote(data), got, want)
+			}
 		})
 	}
 }
