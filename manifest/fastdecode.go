@@ -129,8 +129,9 @@ func plainText(data []byte) bool {
 }
 
 const (
-	// maxFastKey is the longest key fastDecode reads; longer ones are left
-	// to yaml.v3, which limits implicit keys to 1024 characters.
+	// maxFastKey is the most bytes fastDecode reads from the start of a
+	// key to its ':' (quotes, escapes and spaces count); longer keys are
+	// left to yaml.v3, which limits implicit keys to 1024 characters.
 	maxFastKey = 1000
 	// maxFastDepth is the deepest nesting fastDecode follows; deeper
 	// documents are left to yaml.v3 and its own limits.
@@ -272,7 +273,7 @@ func splitKey(text string) (key, rest string, ok bool) {
 			return "", "", false
 		}
 		key, rest = k, f.s[f.pos+1:]
-		if rest != "" && rest[0] != ' ' {
+		if rest != "" && rest[0] != ' ' || f.pos > maxFastKey {
 			return "", "", false
 		}
 	default:
@@ -287,13 +288,9 @@ func splitKey(text string) (key, rest string, ok bool) {
 			i = len(text) - 1
 		}
 		key, rest = strings.TrimRight(text[:i], " "), text[i+1:]
-		if key == "" || key == "<<" || strings.ContainsAny(key, "#:[]{},") {
+		if key == "" || key == "<<" || i > maxFastKey || strings.ContainsAny(key, "#:[]{},") {
 			return "", "", false
 		}
-	}
-	if len(key) > maxFastKey {
-		// YAML limits implicit keys to 1024 characters; yaml.v3 says so.
-		return "", "", false
 	}
 	rest = strings.TrimLeft(rest, " ")
 	if strings.HasPrefix(rest, "#") {
@@ -308,7 +305,7 @@ func splitKey(text string) (key, rest string, ok bool) {
 func plainStart(s string, flow bool) bool {
 	switch s[0] {
 	case '-', '?', ':':
-		if len(s) == 1 || s[1] == ' ' || (flow && strings.IndexByte(",[]{}", s[1]) >= 0) {
+		if len(s) == 1 || s[1] == ' ' || s[1] == '\n' || (flow && strings.IndexByte(",[]{}", s[1]) >= 0) {
 			return false
 		}
 		// "-1", "-foo", ":x" are plain; keep "?" and ":" out anyway, as
@@ -444,7 +441,8 @@ func (f *flowParser) value() (any, bool) {
 }
 
 // plain reads a plain scalar in flow context: it ends at a flow indicator,
-// a comment or the end of the line; one holding ':' is left to yaml.v3.
+// a comment or the end of the line; one holding ':' or '?' (which yaml.v3
+// ends a flow scalar at) is left to yaml.v3.
 func (f *flowParser) plain() (string, bool) {
 	if !plainStart(f.s[f.pos:], true) {
 		return "", false
@@ -452,13 +450,13 @@ func (f *flowParser) plain() (string, bool) {
 	start := f.pos
 	for f.pos < len(f.s) {
 		c := f.s[f.pos]
-		if c == ',' || c == '[' || c == ']' || c == '{' || c == '}' || c == '\n' || c == ':' ||
+		if c == ',' || c == '[' || c == ']' || c == '{' || c == '}' || c == '\n' || c == ':' || c == '?' ||
 			(c == '#' && f.s[f.pos-1] == ' ') {
 			break
 		}
 		f.pos++
 	}
-	if f.pos < len(f.s) && f.s[f.pos] == ':' {
+	if f.pos < len(f.s) && (f.s[f.pos] == ':' || f.s[f.pos] == '?') {
 		return "", false
 	}
 	return strings.TrimRight(f.s[start:f.pos], " "), true
@@ -477,13 +475,16 @@ func (f *flowParser) mapping() (any, bool) {
 			return out, true
 		}
 		var key string
+		keyStart := f.pos
 		if c := f.s[f.pos]; c == '"' || c == '\'' {
 			k, ok := f.quoted()
 			if !ok {
 				return nil, false
 			}
 			key = k
-			f.space()
+			for f.pos < len(f.s) && f.s[f.pos] == ' ' {
+				f.pos++ // an implicit key does not span lines
+			}
 			if f.pos >= len(f.s) || f.s[f.pos] != ':' {
 				return nil, false
 			}
@@ -493,7 +494,7 @@ func (f *flowParser) mapping() (any, bool) {
 				return nil, false
 			}
 			start := f.pos
-			for f.pos < len(f.s) && strings.IndexByte(":,[]{}#\n", f.s[f.pos]) < 0 {
+			for f.pos < len(f.s) && strings.IndexByte(":,[]{}#?\n", f.s[f.pos]) < 0 {
 				f.pos++
 			}
 			key = strings.TrimRight(f.s[start:f.pos], " ")
@@ -505,7 +506,7 @@ func (f *flowParser) mapping() (any, bool) {
 			}
 			f.pos++
 		}
-		if len(key) > maxFastKey {
+		if f.pos-keyStart > maxFastKey {
 			return nil, false
 		}
 		if _, dup := out[key]; dup {

@@ -47,3 +47,19 @@ func FuzzDecodeFile(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFastDecode checks the fast decoder against yaml.v3 on arbitrary
+// bytes: it may decline anything, but what it accepts it must decode
+// exactly as yaml.v3 does. The seeds are the differential table's cases.
+func FuzzFastDecode(f *testing.F) {
+	for _, tc := range fastDecodeCases {
+		f.Add([]byte(tc.in))
+	}
+	for n := range 3 {
+		f.Add([]byte(benchResourceDoc(n)))
+	}
+	f.Add([]byte(benchTypeDoc(1)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkFastDecode(t, data)
+	})
+}
