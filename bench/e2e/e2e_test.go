@@ -124,7 +124,6 @@ func runScenario(b *testing.B, r *Report, agentBin, kubeconform string) {
 		scaled: func(base, per time.Duration) time.Duration { return base + time.Duration(n)*per }}
 	root := b.TempDir()
 
-	// The workload, and the agent's own validate of it against kubeconform.
 	t0 := time.Now()
 	w, err := Generate(s.ctx, filepath.Join(root, "repo"), n)
 	if err != nil {
@@ -133,34 +132,16 @@ func runScenario(b *testing.B, r *Report, agentBin, kubeconform string) {
 	s.w = w
 	s.logf("generated and committed %d resources in %v", n, time.Since(t0).Round(time.Millisecond))
 	s.validate(kubeconform, agentBin, filepath.Join(root, "schemas"))
-
-	cloneNo, errNo := BestOf(1, func() (time.Duration, error) { return GitClone(s.ctx, w.URL(), root, false) })
-	cloneYes, errYes := BestOf(1, func() (time.Duration, error) { return GitClone(s.ctx, w.URL(), root, true) })
-	if err := firstErr(errNo, errYes); err != nil {
-		b.Fatalf("git clone: %v", err)
-	}
-	s.logf("git clone --depth 1: %v without checkout, %v with", cloneNo, cloneYes)
-
-	// River's default FetchCooldown (100 ms) caps a client at MaxWorkers
-	// jobs per cooldown, about 80/s with 8 workers whatever the database
-	// does; its minimum, 1 ms, lets the queue itself show. The default is
-	// run on at most 1,000 jobs: its rate does not depend on their number.
-	riverTook, riverErr := River(s.ctx, pgtest.URL(b), n, time.Millisecond, s.scaled(2*time.Minute, 10*time.Millisecond))
-	if riverErr != nil {
-		s.logf("River: %v", riverErr)
-	} else {
-		s.logf("River, FetchCooldown 1ms: %d jobs in %v", n, riverTook)
-	}
-	nDefault := min(n, 1000)
-	riverDefault, riverDefaultErr := River(s.ctx, pgtest.URL(b), nDefault, 0, 2*time.Minute)
-	if riverDefaultErr != nil {
-		s.logf("River, default fetch settings: %v", riverDefaultErr)
-	} else {
-		s.logf("River, default fetch settings: %d jobs in %v", nDefault, riverDefault)
-	}
+	p := s.peers(root)
 
 	// The agent, cold: an empty database and no clone.
-	a, err := StartAgent(agentBin, filepath.Join(root, "agent"), pgtest.URL(b), w)
+	head, err := w.git(s.ctx, "rev-parse", "HEAD")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dbURL := pgtest.URL(b)
+	start := time.Now()
+	a, err := StartAgent(agentBin, filepath.Join(root, "agent"), dbURL, w)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -170,69 +151,15 @@ func runScenario(b *testing.B, r *Report, agentBin, kubeconform string) {
 			b.Errorf("stop the agent: %v\n%s", err, a.LogTail())
 		}
 	}()
-	start := time.Now()
-	head, err := w.git(s.ctx, "rev-parse", "HEAD")
-	if err != nil {
-		b.Fatal(err)
-	}
-	appliedAt, err := WaitFor(s.ctx, a, "cold start to the first sync applied", s.scaled(2*time.Minute, 5*time.Millisecond), 10*time.Millisecond, Applied(a, head))
-	if err != nil {
-		s.fail("cold start to first sync applied", err)
+	if !s.coldStart(start, head, p) {
 		return
 	}
-	cold := appliedAt.Sub(start)
-	r.AddPeer("cold start to first sync applied", Seconds, cold.Seconds(), "git clone --depth 1 --no-checkout", cloneNo.Seconds(), targetCold,
-		fmt.Sprintf("git clone --depth 1 with checkout: %.2f s", cloneYes.Seconds()))
-	if d, err := a.SyncDuration(s.ctx, head); err != nil {
-		s.fail("the cold sync itself", err)
-	} else {
-		r.Add("the cold sync itself", Seconds, d.Seconds(), "", "duration_ms of its sync history row")
-	}
-	s.logf("first sync applied %v after start", cold.Round(time.Millisecond))
-
-	interval := min(250*time.Millisecond, max(20*time.Millisecond, time.Duration(n/100)*time.Millisecond))
-	readyAt, err := WaitFor(s.ctx, a, "cold start to all reconciled", s.scaled(2*time.Minute, 10*time.Millisecond), interval, ReconciledAtLeast(a, int64(n)))
-	if err != nil {
-		s.fail("cold start to all ready", err)
-		return
-	}
-	if c, err := a.Counts(s.ctx); err != nil || c.Ready != int64(n) {
-		s.fail("cold start to all ready", fmt.Errorf("%d reconciled, but %d ready (%v)", n, c.Ready, err))
-		return
-	}
-	r.Add("cold start to all ready", Seconds, readyAt.Sub(start).Seconds(), "", "")
-	rate := float64(n) / readyAt.Sub(appliedAt).Seconds()
-	if riverErr != nil {
-		s.fail("reconciles/s through noop", fmt.Errorf("the agent did %.0f/s, but River failed: %w", rate, riverErr))
-	} else {
-		r.AddPeer("reconciles/s through noop", PerSecond, rate, "River, FetchCooldown 1ms", float64(n)/riverTook.Seconds(), targetThrough,
-			"first sync applied to last ready; River: start to last completed")
-	}
-	if riverDefaultErr != nil {
-		s.fail("reconciles/s against River's defaults", riverDefaultErr)
-	} else {
-		r.AddPeer("reconciles/s against River's defaults", PerSecond, rate, "River, default fetch", float64(nDefault)/riverDefault.Seconds(), "",
-			fmt.Sprintf("River on %d jobs, FetchCooldown 100ms", nDefault))
-	}
-	s.logf("all %d ready %v after start (%.0f reconciles/s)", n, readyAt.Sub(start).Round(time.Millisecond), rate)
-
-	// Idle memory.
-	s.sleep(5 * time.Second)
-	memTarget := "<= 64 MB"
-	if n > 10_000 {
-		memTarget = "< 256 MB"
-	}
-	if rss, hwm, err := a.Memory(); err != nil {
-		s.fail("idle RSS holding all", err)
-	} else {
-		r.Add("idle RSS holding all", Bytes, float64(rss), memTarget, fmt.Sprintf("VmHWM (peak so far) %s", Bytes.format(float64(hwm))))
-	}
+	s.idleMemory()
 
 	ids := s.ids()
 	if ids == nil {
 		return
 	}
-	// Reads of the idle agent.
 	get := LoadFor(s.ctx, a, 200, 5*time.Second, GetByID(ids))
 	s.addReads("GET /resources/{id}, 200 clients, idle", get, targetGetP99)
 	list := LoadFor(s.ctx, a, 50, 5*time.Second, ListPages(500))
@@ -245,6 +172,113 @@ func runScenario(b *testing.B, r *Report, agentBin, kubeconform string) {
 	if _, hwm, err := a.Memory(); err == nil {
 		r.Add("peak RSS over the whole run", Bytes, float64(hwm), "", "VmHWM")
 	}
+}
+
+// peerTimes are the peers' figures, measured before the agent starts so
+// that nothing else runs meanwhile.
+type peerTimes struct {
+	cloneNo, cloneYes time.Duration
+	// river is River with FetchCooldown 1ms on N jobs; riverDefault River
+	// with its defaults on nDefault jobs.
+	river, riverDefault       time.Duration
+	nDefault                  int
+	riverErr, riverDefaultErr error
+}
+
+func (s *scenario) peers(root string) peerTimes {
+	var p peerTimes
+	var errNo, errYes error
+	p.cloneNo, errNo = GitClone(s.ctx, s.w.URL(), root, false)
+	p.cloneYes, errYes = GitClone(s.ctx, s.w.URL(), root, true)
+	if err := firstErr(errNo, errYes); err != nil {
+		s.b.Fatalf("git clone: %v", err)
+	}
+	s.logf("git clone --depth 1: %v without checkout, %v with", p.cloneNo, p.cloneYes)
+
+	// River's default FetchCooldown (100 ms) caps a client at MaxWorkers
+	// jobs per cooldown, about 80/s with 8 workers whatever the database
+	// does; its minimum, 1 ms, lets the queue itself show. The default is
+	// run on at most 1,000 jobs: its rate does not depend on their number.
+	p.river, p.riverErr = River(s.ctx, pgtest.URL(s.b), s.n, time.Millisecond, s.scaled(2*time.Minute, 10*time.Millisecond))
+	if p.riverErr != nil {
+		s.logf("River: %v", p.riverErr)
+	} else {
+		s.logf("River, FetchCooldown 1ms: %d jobs in %v", s.n, p.river)
+	}
+	p.nDefault = min(s.n, 1000)
+	p.riverDefault, p.riverDefaultErr = River(s.ctx, pgtest.URL(s.b), p.nDefault, 0, 2*time.Minute)
+	if p.riverDefaultErr != nil {
+		s.logf("River, default fetch settings: %v", p.riverDefaultErr)
+	} else {
+		s.logf("River, default fetch settings: %d jobs in %v", p.nDefault, p.riverDefault)
+	}
+	return p
+}
+
+// coldStart measures the agent started at start until the first sync of
+// head is applied and until every resource is ready, and the reconciles
+// per second in between. It reports false when the rest cannot go on.
+func (s *scenario) coldStart(start time.Time, head string, p peerTimes) bool {
+	r, a, n := s.r, s.a, s.n
+	appliedAt, err := WaitFor(s.ctx, a, "cold start to the first sync applied", s.scaled(2*time.Minute, 5*time.Millisecond), 10*time.Millisecond, Applied(a, head))
+	if err != nil {
+		s.fail("cold start to first sync applied", err)
+		return false
+	}
+	cold := appliedAt.Sub(start)
+	r.AddPeer("cold start to first sync applied", Seconds, cold.Seconds(), "git clone --depth 1 --no-checkout", p.cloneNo.Seconds(), targetCold,
+		fmt.Sprintf("git clone --depth 1 with checkout: %.2f s", p.cloneYes.Seconds()))
+	if d, err := a.SyncDuration(s.ctx, head); err != nil {
+		s.fail("the cold sync itself", err)
+	} else {
+		r.Add("the cold sync itself", Seconds, d.Seconds(), "", "duration_ms of its sync history row")
+	}
+	s.logf("first sync applied %v after start", cold.Round(time.Millisecond))
+
+	// /metrics reads counts from the database: poll it less often for more
+	// resources, about 1% of the expected time.
+	interval := min(250*time.Millisecond, max(20*time.Millisecond, time.Duration(n/100)*time.Millisecond))
+	readyAt, err := WaitFor(s.ctx, a, "cold start to all reconciled", s.scaled(2*time.Minute, 10*time.Millisecond), interval, ReconciledAtLeast(a, int64(n)))
+	if err != nil {
+		s.fail("cold start to all ready", err)
+		return false
+	}
+	if c, err := a.Counts(s.ctx); err != nil || c.Ready != int64(n) {
+		s.fail("cold start to all ready", fmt.Errorf("%d reconciled, but %d ready (%v)", n, c.Ready, err))
+		return false
+	}
+	r.Add("cold start to all ready", Seconds, readyAt.Sub(start).Seconds(), "", "")
+	rate := float64(n) / readyAt.Sub(appliedAt).Seconds()
+	if p.riverErr != nil {
+		s.fail("reconciles/s through noop", fmt.Errorf("the agent did %.0f/s, but River failed: %w", rate, p.riverErr))
+	} else {
+		r.AddPeer("reconciles/s through noop", PerSecond, rate, "River, FetchCooldown 1ms", float64(n)/p.river.Seconds(), targetThrough,
+			"first sync applied to last ready; River: start to last completed")
+	}
+	if p.riverDefaultErr != nil {
+		s.fail("reconciles/s against River's defaults", p.riverDefaultErr)
+	} else {
+		r.AddPeer("reconciles/s against River's defaults", PerSecond, rate, "River, default fetch", float64(p.nDefault)/p.riverDefault.Seconds(), "",
+			fmt.Sprintf("River on %d jobs, FetchCooldown 100ms", p.nDefault))
+	}
+	s.logf("all %d ready %v after start (%.0f reconciles/s)", n, readyAt.Sub(start).Round(time.Millisecond), rate)
+	return true
+}
+
+// idleMemory reads the agent's memory after 5 s of idle.
+func (s *scenario) idleMemory() {
+	s.sleep(5 * time.Second)
+	target := "<= 64 MB"
+	if s.n > 10_000 {
+		target = "< 256 MB"
+	}
+	rss, hwm, err := s.a.Memory()
+	if err != nil {
+		s.fail("idle RSS holding all", err)
+		return
+	}
+	s.r.Add("idle RSS holding all", Bytes, float64(rss), target, fmt.Sprintf("VmHWM (peak so far) %s", Bytes.format(float64(hwm))))
+	s.logf("idle RSS %s, peak %s", Bytes.format(float64(rss)), Bytes.format(float64(hwm)))
 }
 
 // sleep waits d, or until the benchmark is cancelled.

@@ -93,21 +93,6 @@ func GitClone(ctx context.Context, url, dir string, checkout bool) (time.Duratio
 	return time.Since(start), nil
 }
 
-// BestOf runs f n times and returns its shortest time.
-func BestOf(n int, f func() (time.Duration, error)) (time.Duration, error) {
-	var best time.Duration
-	for i := range n {
-		d, err := f()
-		if err != nil {
-			return 0, err
-		}
-		if i == 0 || d < best {
-			best = d
-		}
-	}
-	return best, nil
-}
-
 func tail(b []byte) []byte {
 	if len(b) > 4096 {
 		return b[len(b)-4096:]
