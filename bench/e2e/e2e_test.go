@@ -220,7 +220,7 @@ func (s *scenario) peers(root string) peerTimes {
 // per second in between. It reports false when the rest cannot go on.
 func (s *scenario) coldStart(start time.Time, head string, p peerTimes) bool {
 	r, a, n := s.r, s.a, s.n
-	appliedAt, err := WaitFor(s.ctx, a, "cold start to the first sync applied", s.scaled(2*time.Minute, 5*time.Millisecond), 10*time.Millisecond, Applied(a, head))
+	appliedAt, err := WaitFor(s.ctx, a, "cold start to the first sync applied", s.scaled(2*time.Minute, 5*time.Millisecond), 25*time.Millisecond, Applied(a, head))
 	if err != nil {
 		s.fail("cold start to first sync applied", err)
 		return false
@@ -235,10 +235,7 @@ func (s *scenario) coldStart(start time.Time, head string, p peerTimes) bool {
 	}
 	s.logf("first sync applied %v after start", cold.Round(time.Millisecond))
 
-	// /metrics reads counts from the database: poll it less often for more
-	// resources, about 1% of the expected time.
-	interval := min(250*time.Millisecond, max(20*time.Millisecond, time.Duration(n/100)*time.Millisecond))
-	readyAt, err := WaitFor(s.ctx, a, "cold start to all reconciled", s.scaled(2*time.Minute, 10*time.Millisecond), interval, ReconciledAtLeast(a, int64(n)))
+	readyAt, err := WaitReconciled(s.ctx, a, "cold start to all reconciled", int64(n), s.scaled(2*time.Minute, 10*time.Millisecond))
 	if err != nil {
 		s.fail("cold start to all ready", err)
 		return false
@@ -296,17 +293,19 @@ func (s *scenario) validate(kubeconform, agentBin, schemas string) {
 		s.b.Fatal(err)
 	}
 	folder := s.w.Manifests()
-	mine, err := BestOf(3, func() (time.Duration, error) { return Validate(s.ctx, agentBin, folder) })
+	mine, err := BestOf(3, func() (Timing, error) { return Validate(s.ctx, agentBin, folder) })
 	if err != nil {
 		s.b.Fatalf("the generated workload must validate: %v", err)
 	}
-	peer, err := BestOf(3, func() (time.Duration, error) { return Kubeconform(s.ctx, kubeconform, schemas, folder, s.n) })
+	peer, err := BestOf(3, func() (Timing, error) { return Kubeconform(s.ctx, kubeconform, schemas, folder, s.n) })
 	if err != nil {
 		s.fail("validate of the files", err)
 		return
 	}
-	s.r.AddPeer("validate of the files (best of 3)", Seconds, mine.Seconds(), "kubeconform "+KubeconformVersion, peer.Seconds(), targetValidate, "")
-	s.logf("validate %v, kubeconform %v", mine, peer)
+	s.r.AddPeer("validate of the files (best of 3)", Seconds, mine.Wall.Seconds(), "kubeconform "+KubeconformVersion, peer.Wall.Seconds(), targetValidate, "")
+	s.r.AddPeer("validate of the files: CPU time (best of 3)", Seconds, mine.CPU.Seconds(), "kubeconform "+KubeconformVersion, peer.CPU.Seconds(), "",
+		"user + system, of all threads")
+	s.logf("validate %v (CPU %v), kubeconform %v (CPU %v)", mine.Wall, mine.CPU, peer.Wall, peer.CPU)
 }
 
 // ids returns the resources' ids, by index, from the API.
@@ -461,7 +460,7 @@ func (s *scenario) timeTenPercent(idx []int, around func(func() error) error) (t
 		if _, err := WaitFor(s.ctx, s.a, "the 10% commit applied", timeout, 20*time.Millisecond, Applied(s.a, commit)); err != nil {
 			return err
 		}
-		at, err := WaitFor(s.ctx, s.a, "the 10% commit reconciled", timeout, 50*time.Millisecond, ReconciledAtLeast(s.a, before.Reconciled+int64(len(idx))))
+		at, err := WaitReconciled(s.ctx, s.a, "the 10% commit reconciled", before.Reconciled+int64(len(idx)), timeout)
 		took = at.Sub(start)
 		return err
 	}

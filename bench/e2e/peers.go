@@ -39,36 +39,48 @@ var kubeconformSummary = regexp.MustCompile(`Valid: (\d+), Invalid: (\d+), Error
 // Kubeconform validates folder with the schemas in schemas and returns how
 // long it took; every resource must be valid, and there must be want of
 // them.
-func Kubeconform(ctx context.Context, bin, schemas, folder string, want int) (time.Duration, error) {
+func Kubeconform(ctx context.Context, bin, schemas, folder string, want int) (Timing, error) {
 	cmd := exec.CommandContext(ctx, bin, "-strict", "-summary", "-skip", "ResourceType",
 		"-schema-location", filepath.Join(schemas, "{{ .ResourceKind }}.json"), folder)
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	took := time.Since(start)
+	t, out, err := timeCommand(cmd)
 	if err != nil {
-		return 0, fmt.Errorf("kubeconform: %w\n%s", err, tail(out))
+		return t, fmt.Errorf("kubeconform: %w\n%s", err, tail(out))
 	}
 	m := kubeconformSummary.FindSubmatch(out)
 	if m == nil {
-		return 0, fmt.Errorf("kubeconform printed no summary:\n%s", tail(out))
+		return t, fmt.Errorf("kubeconform printed no summary:\n%s", tail(out))
 	}
 	if valid, _ := strconv.Atoi(string(m[1])); valid != want || string(m[2]) != "0" || string(m[3]) != "0" {
-		return 0, fmt.Errorf("kubeconform: want %d valid, got %s", want, m[0])
+		return t, fmt.Errorf("kubeconform: want %d valid, got %s", want, m[0])
 	}
-	return took, nil
+	return t, nil
 }
 
 // Validate runs `no8s-agent validate folder` and returns how long it took;
 // it fails unless every manifest is valid.
-func Validate(ctx context.Context, bin, folder string) (time.Duration, error) {
-	cmd := exec.CommandContext(ctx, bin, "validate", folder)
+func Validate(ctx context.Context, bin, folder string) (Timing, error) {
+	t, out, err := timeCommand(exec.CommandContext(ctx, bin, "validate", folder))
+	if err != nil {
+		return t, fmt.Errorf("no8s-agent validate %s: %w\n%s", folder, err, tail(out))
+	}
+	return t, nil
+}
+
+// Timing is how long a command took, on the clock and in CPU (user and
+// system): on a machine others share, the CPU time is the steadier one.
+type Timing struct {
+	Wall, CPU time.Duration
+}
+
+// timeCommand runs cmd and times it.
+func timeCommand(cmd *exec.Cmd) (Timing, []byte, error) {
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
-	took := time.Since(start)
-	if err != nil {
-		return 0, fmt.Errorf("no8s-agent validate %s: %w\n%s", folder, err, tail(out))
+	t := Timing{Wall: time.Since(start)}
+	if cmd.ProcessState != nil {
+		t.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
-	return took, nil
+	return t, out, err
 }
 
 // GitClone times `git clone --depth 1` of url into a new folder under dir,
