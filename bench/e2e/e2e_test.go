@@ -57,7 +57,7 @@ func BenchmarkE2E(b *testing.B) {
 	var reports []*Report
 	for _, n := range ns {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			r := &Report{N: n, Started: time.Now()}
+			r := NewReport(n)
 			reports = append(reports, r)
 			defer func() {
 				out := writeReport(b, fmt.Sprintf("results-%d.txt", n), r.Write)

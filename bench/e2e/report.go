@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -65,7 +67,25 @@ func (f Figure) Ratio() float64 {
 type Report struct {
 	N       int
 	Started time.Time
+	// Load is the machine's load average (1 minute) when the run started:
+	// the figures of a busy machine are slower, and noisier.
+	Load    string
 	Figures []Figure
+}
+
+// NewReport starts the report of N.
+func NewReport(n int) *Report {
+	return &Report{N: n, Started: time.Now(), Load: loadAverage()}
+}
+
+// loadAverage is the machine's load average over the last minute.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	load, _, _ := strings.Cut(string(b), " ")
+	return load
 }
 
 // Add records a figure with no peer.
@@ -86,7 +106,8 @@ func (r *Report) Fail(name string, err error) {
 // Write prints the report as a table.
 func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "\nno8s-agent end to end, N = %d resources (10 types, one file each), 8 workers, noop actions, PostgreSQL on a Unix socket\n", r.N)
-	fmt.Fprintf(w, "started %s, took %v\n\n", r.Started.UTC().Format(time.RFC3339), time.Since(r.Started).Round(time.Second))
+	fmt.Fprintf(w, "started %s, took %v, on %d cores; load average %s at the start, %s at the end\n\n", r.Started.UTC().Format(time.RFC3339),
+		time.Since(r.Started).Round(time.Second), runtime.NumCPU(), r.Load, loadAverage())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\tagent\tpeer\tratio\ttarget\tnote")
 	fmt.Fprintln(tw, "------\t-----\t----\t-----\t------\t----")
