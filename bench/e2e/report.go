@@ -30,8 +30,8 @@ func (u Unit) format(v float64) string {
 	case Seconds:
 		return fmt.Sprintf("%.2f s", v)
 	case Millis:
-		if v >= 10_000 {
-			return fmt.Sprintf("%.1f s", v/1000)
+		if v >= 1000 {
+			return fmt.Sprintf("%.2f s", v/1000)
 		}
 		return fmt.Sprintf("%.1f ms", v)
 	case PerSecond:
