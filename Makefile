@@ -6,7 +6,7 @@ BIN       ?= bin/no8s-agent
 TESTFLAGS ?= -race -count=1 -timeout 8m
 FUZZTIME  ?= 30s
 
-.PHONY: all build test lint bench fuzz faults postgres chromium clean
+.PHONY: all build test lint bench bench-e2e fuzz faults postgres chromium clean
 
 all: lint test build
 
@@ -19,9 +19,18 @@ test: postgres chromium
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd bench/e2e && $(GO) vet ./...
 
 bench: postgres
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The end-to-end benchmark: the built agent on a generated Git repository of
+# N resources, against River, kubeconform and git clone. A module of its own
+# (bench/e2e), so `go test ./...` here never runs it. N chooses the sizes,
+# e.g. `make bench-e2e N=10000` or N=1000,10000; all three by default.
+N ?=
+bench-e2e: postgres
+	cd bench/e2e && NO8S_E2E_N=$(N) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 6h .
 
 # The fault suite alone: the agent binary killed, PostgreSQL restarted, Git
 # remotes down or hanging, hostile input, secrets echoed by actions. `make

@@ -1,0 +1,537 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/no8s/no8s-agent/store/postgres/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// envN names the variable that chooses the sizes, e.g. "10000" or
+// "1000,10000"; `make bench-e2e N=...` sets it.
+const envN = "NO8S_E2E_N"
+
+// sizes are the numbers of resources to run, smallest first.
+func sizes(tb testing.TB) []int {
+	spec := os.Getenv(envN)
+	if spec == "" {
+		return []int{1_000, 10_000, 100_000}
+	}
+	var ns []int
+	for f := range strings.SplitSeq(spec, ",") {
+		n, err := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(f), "_", ""))
+		if err != nil || n < 1000 {
+			tb.Fatalf("%s=%q: want numbers of resources of at least 1000, separated by commas", envN, spec)
+		}
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	return ns
+}
+
+// BenchmarkE2E runs the whole scenario for each N and prints one table per
+// N (also written to results-<N>.txt) and, at the end, how the figures grow
+// with N (results-growth.txt).
+func BenchmarkE2E(b *testing.B) {
+	ns := sizes(b)
+	bins := b.TempDir()
+	agentBin := filepath.Join(bins, "no8s-agent")
+	if err := BuildAgent(b.Context(), "../..", agentBin); err != nil {
+		b.Fatal(err)
+	}
+	kubeconform, err := BuildKubeconform(b.Context(), bins)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var reports []*Report
+	for _, n := range ns {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			r := NewReport(n)
+			reports = append(reports, r)
+			defer func() {
+				out := writeReport(b, fmt.Sprintf("results-%d.txt", n), r.Write)
+				fmt.Print(out)
+			}()
+			for range b.N {
+				runScenario(b, r, agentBin, kubeconform)
+			}
+		})
+	}
+	if len(reports) > 1 {
+		fmt.Print(writeReport(b, "results-growth.txt", func(w io.Writer) { WriteGrowth(w, reports) }))
+	}
+}
+
+func writeReport(b *testing.B, name string, write func(io.Writer)) string {
+	var s strings.Builder
+	write(&s)
+	if err := os.WriteFile(name, []byte(s.String()), 0o644); err != nil {
+		b.Errorf("write %s: %v", name, err)
+	}
+	return s.String()
+}
+
+// scenario is one run's state: the workload, the agent and the report.
+type scenario struct {
+	b   *testing.B
+	ctx context.Context
+	r   *Report
+	w   *Workload
+	a   *Agent
+	n   int
+	// scaled returns base plus per for each resource: deadlines grow with N.
+	scaled func(base, per time.Duration) time.Duration
+}
+
+func (s *scenario) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s N=%d: %s\n", time.Now().UTC().Format("15:04:05"), s.n, fmt.Sprintf(format, args...))
+}
+
+// fail records a figure that could not be measured, and fails the benchmark.
+func (s *scenario) fail(figure string, err error) {
+	s.b.Helper()
+	s.r.Fail(figure, err)
+	s.b.Errorf("%s: %v", figure, err)
+}
+
+// Targets of the figures (those of 10,000 resources; memory has its own
+// for 100,000).
+const (
+	targetCold     = "<= 2 s"
+	targetStored   = "<= 100 ms"
+	targetReady    = "<= 150 ms"
+	targetGetP99   = "p99 <= 10 ms"
+	targetListP99  = "p99 <= 100 ms"
+	targetThrough  = ">= River (ratio >= 1)"
+	targetValidate = "ratio <= 0.5"
+	targetNewcomer = "starts at once (ratio ~1)"
+)
+
+func runScenario(b *testing.B, r *Report, agentBin, kubeconform string) {
+	n := r.N
+	s := &scenario{b: b, ctx: b.Context(), r: r, n: n,
+		scaled: func(base, per time.Duration) time.Duration { return base + time.Duration(n)*per }}
+	root := b.TempDir()
+
+	t0 := time.Now()
+	w, err := Generate(s.ctx, filepath.Join(root, "repo"), n)
+	if err != nil {
+		b.Fatalf("generate the workload: %v", err)
+	}
+	s.w = w
+	s.logf("generated and committed %d resources in %v", n, time.Since(t0).Round(time.Millisecond))
+	s.validate(kubeconform, agentBin, filepath.Join(root, "schemas"))
+	p := s.peers(root)
+
+	// The agent, cold: an empty database and no clone.
+	head, err := w.git(s.ctx, "rev-parse", "HEAD")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dbURL := pgtest.URL(b)
+	start := time.Now()
+	a, err := StartAgent(agentBin, filepath.Join(root, "agent"), dbURL, w)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.a = a
+	defer func() {
+		if err := a.Stop(); err != nil {
+			b.Errorf("stop the agent: %v\n%s", err, a.LogTail())
+		}
+	}()
+	if !s.coldStart(start, head, p) {
+		return
+	}
+	s.idleMemory()
+
+	ids := s.ids()
+	if ids == nil {
+		return
+	}
+	get := LoadFor(s.ctx, a, 200, 5*time.Second, GetByID(ids))
+	s.addReads("GET /resources/{id}, 200 clients, idle", get, targetGetP99)
+	list := LoadFor(s.ctx, a, 50, 5*time.Second, ListPages(500))
+	s.addReads("GET /resources?limit=500, 50 clients, idle", list, targetListP99)
+
+	medianReady := s.oneFileCommits(ids)
+	s.tenPercentCommits(ids)
+	s.newcomer(medianReady)
+
+	if _, hwm, err := a.Memory(); err == nil {
+		r.Add("peak RSS over the whole run", Bytes, float64(hwm), "", "VmHWM")
+	}
+}
+
+// peerTimes are the peers' figures, measured before the agent starts so
+// that nothing else runs meanwhile.
+type peerTimes struct {
+	cloneNo, cloneYes time.Duration
+	// river is River with FetchCooldown 1ms on N jobs; riverDefault River
+	// with its defaults on nDefault jobs.
+	river, riverDefault       time.Duration
+	nDefault                  int
+	riverErr, riverDefaultErr error
+}
+
+func (s *scenario) peers(root string) peerTimes {
+	var p peerTimes
+	var errNo, errYes error
+	p.cloneNo, errNo = GitClone(s.ctx, s.w.URL(), root, false)
+	p.cloneYes, errYes = GitClone(s.ctx, s.w.URL(), root, true)
+	if err := firstErr(errNo, errYes); err != nil {
+		s.b.Fatalf("git clone: %v", err)
+	}
+	s.logf("git clone --depth 1: %v without checkout, %v with", p.cloneNo, p.cloneYes)
+
+	// River's default FetchCooldown (100 ms) caps a client at MaxWorkers
+	// jobs per cooldown, about 80/s with 8 workers whatever the database
+	// does; its minimum, 1 ms, lets the queue itself show. The default is
+	// run on at most 1,000 jobs: its rate does not depend on their number.
+	p.river, p.riverErr = River(s.ctx, pgtest.URL(s.b), s.n, time.Millisecond, s.scaled(2*time.Minute, 10*time.Millisecond))
+	if p.riverErr != nil {
+		s.logf("River: %v", p.riverErr)
+	} else {
+		s.logf("River, FetchCooldown 1ms: %d jobs in %v", s.n, p.river)
+	}
+	p.nDefault = min(s.n, 1000)
+	p.riverDefault, p.riverDefaultErr = River(s.ctx, pgtest.URL(s.b), p.nDefault, 0, 2*time.Minute)
+	if p.riverDefaultErr != nil {
+		s.logf("River, default fetch settings: %v", p.riverDefaultErr)
+	} else {
+		s.logf("River, default fetch settings: %d jobs in %v", p.nDefault, p.riverDefault)
+	}
+	return p
+}
+
+// coldStart measures the agent started at start until the first sync of
+// head is applied and until every resource is ready, and the reconciles
+// per second in between. It reports false when the rest cannot go on.
+func (s *scenario) coldStart(start time.Time, head string, p peerTimes) bool {
+	r, a, n := s.r, s.a, s.n
+	appliedAt, err := WaitFor(s.ctx, a, "cold start to the first sync applied", s.scaled(2*time.Minute, 5*time.Millisecond), 25*time.Millisecond, Applied(a, head))
+	if err != nil {
+		s.fail("cold start to first sync applied", err)
+		return false
+	}
+	cold := appliedAt.Sub(start)
+	r.AddPeer("cold start to first sync applied", Seconds, cold.Seconds(), "git clone --depth 1 --no-checkout", p.cloneNo.Seconds(), targetCold,
+		fmt.Sprintf("git clone --depth 1 with checkout: %.2f s", p.cloneYes.Seconds()))
+	if d, err := a.SyncDuration(s.ctx, head); err != nil {
+		s.fail("the cold sync itself", err)
+	} else {
+		r.Add("the cold sync itself", Seconds, d.Seconds(), "", "duration_ms of its sync history row")
+	}
+	s.logf("first sync applied %v after start", cold.Round(time.Millisecond))
+
+	readyAt, err := WaitReconciled(s.ctx, a, "cold start to all reconciled", int64(n), s.scaled(2*time.Minute, 10*time.Millisecond))
+	if err != nil {
+		s.fail("cold start to all ready", err)
+		return false
+	}
+	if c, err := a.Counts(s.ctx); err != nil || c.Ready != int64(n) {
+		s.fail("cold start to all ready", fmt.Errorf("%d reconciled, but %d ready (%v)", n, c.Ready, err))
+		return false
+	}
+	r.Add("cold start to all ready", Seconds, readyAt.Sub(start).Seconds(), "", "")
+	rate := float64(n) / readyAt.Sub(appliedAt).Seconds()
+	if p.riverErr != nil {
+		s.fail("reconciles/s through noop", fmt.Errorf("the agent did %.0f/s, but River failed: %w", rate, p.riverErr))
+	} else {
+		r.AddPeer("reconciles/s through noop", PerSecond, rate, "River, FetchCooldown 1ms", float64(n)/p.river.Seconds(), targetThrough,
+			"first sync applied to last ready; River: start to last completed")
+	}
+	if p.riverDefaultErr != nil {
+		s.fail("reconciles/s against River's defaults", p.riverDefaultErr)
+	} else {
+		r.AddPeer("reconciles/s against River's defaults", PerSecond, rate, "River, default fetch", float64(p.nDefault)/p.riverDefault.Seconds(), "",
+			fmt.Sprintf("River on %d jobs, FetchCooldown 100ms", p.nDefault))
+	}
+	s.logf("all %d ready %v after start (%.0f reconciles/s)", n, readyAt.Sub(start).Round(time.Millisecond), rate)
+	return true
+}
+
+// idleMemory reads the agent's memory after 5 s of idle.
+func (s *scenario) idleMemory() {
+	s.sleep(5 * time.Second)
+	target := "<= 64 MB"
+	if s.n > 10_000 {
+		target = "< 256 MB"
+	}
+	rss, hwm, err := s.a.Memory()
+	if err != nil {
+		s.fail("idle RSS holding all", err)
+		return
+	}
+	s.r.Add("idle RSS holding all", Bytes, float64(rss), target, fmt.Sprintf("VmHWM (peak so far) %s", Bytes.format(float64(hwm))))
+	s.logf("idle RSS %s, peak %s", Bytes.format(float64(rss)), Bytes.format(float64(hwm)))
+}
+
+// sleep waits d, or until the benchmark is cancelled.
+func (s *scenario) sleep(d time.Duration) {
+	select {
+	case <-s.ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// validate times the agent's validate and kubeconform on the manifests,
+// best of 3 each; the agent's must find every manifest valid.
+func (s *scenario) validate(kubeconform, agentBin, schemas string) {
+	if err := WriteKubeconformSchemas(schemas); err != nil {
+		s.b.Fatal(err)
+	}
+	folder := s.w.Manifests()
+	mine, err := BestOf(3, func() (Timing, error) { return Validate(s.ctx, agentBin, folder) })
+	if err != nil {
+		s.b.Fatalf("the generated workload must validate: %v", err)
+	}
+	peer, err := BestOf(3, func() (Timing, error) { return Kubeconform(s.ctx, kubeconform, schemas, folder, s.n) })
+	if err != nil {
+		s.fail("validate of the files", err)
+		return
+	}
+	s.r.AddPeer("validate of the files (best of 3)", Seconds, mine.Wall.Seconds(), "kubeconform "+KubeconformVersion, peer.Wall.Seconds(), targetValidate, "")
+	s.r.AddPeer("validate of the files: CPU time (best of 3)", Seconds, mine.CPU.Seconds(), "kubeconform "+KubeconformVersion, peer.CPU.Seconds(), "",
+		"user + system, of all threads")
+	s.logf("validate %v (CPU %v), kubeconform %v (CPU %v)", mine.Wall, mine.CPU, peer.Wall, peer.CPU)
+}
+
+// ids returns the resources' ids, by index, from the API.
+func (s *scenario) ids() []int64 {
+	byName, err := s.a.IDs(s.ctx)
+	if err != nil {
+		s.fail("look up the resources' ids", err)
+		return nil
+	}
+	ids := make([]int64, s.n)
+	for i := range ids {
+		id, ok := byName[ResourceKind(i)+"/"+ResourceName(i)]
+		if !ok {
+			s.fail("look up the resources' ids", fmt.Errorf("%s/%s is not in the list of %d resources", ResourceKind(i), ResourceName(i), len(byName)))
+			return nil
+		}
+		ids[i] = id
+	}
+	return ids
+}
+
+func (s *scenario) addReads(name string, l *Latencies, target string) {
+	if l.FirstErr != nil && l.Failed > 0 {
+		s.fail(name, fmt.Errorf("%d reads failed: %w", l.Failed, l.FirstErr))
+		return
+	}
+	s.r.Add(name+": p50", Millis, float64(l.Pct(0.5).Microseconds())/1000, "", "")
+	s.r.Add(name+": p99", Millis, float64(l.Pct(0.99).Microseconds())/1000, target, fmt.Sprintf("%d 503s", l.Rejected))
+	s.r.Add(name+": rate", PerSecond, l.Rate(), "", "")
+	s.logf("%s: %s", name, l)
+}
+
+// oneFileCommits commits a change to one resource's spec five times (a
+// different resource each time), triggers a sync and times until it is
+// stored at generation 2 and until it is ready at it. It returns the
+// median time to ready.
+func (s *scenario) oneFileCommits(ids []int64) time.Duration {
+	const rounds = 5
+	var stored, ready, syncs []time.Duration
+	for round := range rounds {
+		// Resources 0, 101, 202, ...: different kinds, and none of those the
+		// 10% commits change.
+		i := round * 101
+		if err := s.w.Touch([]int{i}); err != nil {
+			s.b.Fatal(err)
+		}
+		commit, err := s.w.Commit(s.ctx, "Change "+ResourceName(i))
+		if err != nil {
+			s.b.Fatal(err)
+		}
+		t, err := TimeCommit(s.ctx, s.a, ids[i], 2, s.scaled(time.Minute, time.Millisecond))
+		if err != nil {
+			s.fail("one-file commit", err)
+			return 0
+		}
+		d, err := s.a.SyncDuration(s.ctx, commit)
+		if err != nil {
+			s.fail("one-file commit", err)
+			return 0
+		}
+		stored, ready, syncs = append(stored, t.Stored), append(ready, t.Reconciled), append(syncs, d)
+		s.logf("one-file commit %d: generation 2 stored after %v, ready after %v, the sync itself %v", round+1, t.Stored, t.Reconciled, d)
+		s.sleep(500 * time.Millisecond)
+	}
+	ms := func(ds []time.Duration) float64 { return float64(median(ds).Microseconds()) / 1000 }
+	spread := func(ds []time.Duration) string {
+		return fmt.Sprintf("median of %d, %v to %v", len(ds), slices.Min(ds).Round(100*time.Microsecond), slices.Max(ds).Round(100*time.Microsecond))
+	}
+	s.r.Add("one-file commit: trigger to generation 2", Millis, ms(stored), targetStored, spread(stored))
+	s.r.Add("one-file commit: the sync itself", Millis, ms(syncs), "", spread(syncs))
+	s.r.Add("one-file commit: trigger to reconciled", Millis, ms(ready), targetReady, spread(ready))
+	return median(ready)
+}
+
+func median(ds []time.Duration) time.Duration {
+	c := slices.Clone(ds)
+	slices.Sort(c)
+	return c[len(c)/2]
+}
+
+// tenPercentCommits commits changes to 10% of the files three times: once
+// alone, once under 200 readers by id, once under 50 list readers, and
+// reports the reads' latency and how long the commit took to reconcile in
+// each, against the quiet one.
+func (s *scenario) tenPercentCommits(ids []int64) {
+	// Batch c changes the resources whose tens digit is c: spread over
+	// every kind.
+	batch := func(c int) []int {
+		var idx []int
+		for i := range s.n {
+			if (i/10)%10 == c {
+				idx = append(idx, i)
+			}
+		}
+		return idx
+	}
+	quiet, err := s.timeTenPercent(batch(1), nil)
+	if err != nil {
+		s.fail("10% commit, no readers: trigger to all reconciled", err)
+		return
+	}
+	s.r.Add("10% commit, no readers: trigger to all reconciled", Seconds, quiet.Seconds(), "", fmt.Sprintf("%d resources", len(batch(1))))
+
+	for _, load := range []struct {
+		name    string
+		clients int
+		next    reader
+		target  string
+		batch   int
+	}{
+		{"GET /resources/{id}, 200 clients, during a 10% commit", 200, GetByID(ids), targetGetP99, 2},
+		{"GET /resources?limit=500, 50 clients, during a 10% commit", 50, ListPages(500), targetListP99, 3},
+	} {
+		var lat *Latencies
+		took, err := s.timeTenPercent(batch(load.batch), func(during func() error) error {
+			var err error
+			lat, err = LoadDuring(s.ctx, s.a, load.clients, 3*time.Second, load.next, during)
+			return err
+		})
+		if err != nil {
+			s.fail(load.name, err)
+			continue
+		}
+		s.addReads(load.name, lat, load.target)
+		s.r.AddPeer(fmt.Sprintf("10%% commit under %d readers: trigger to all reconciled", load.clients), Seconds, took.Seconds(),
+			"no readers", quiet.Seconds(), "", "")
+	}
+}
+
+// timeTenPercent changes the resources idx in one commit, triggers a sync
+// and waits until it is applied and every changed resource reconciled,
+// inside around (which runs readers meanwhile) when not nil.
+func (s *scenario) timeTenPercent(idx []int, around func(func() error) error) (time.Duration, error) {
+	before, err := s.a.Counts(s.ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.w.Touch(idx); err != nil {
+		return 0, err
+	}
+	commit, err := s.w.Commit(s.ctx, fmt.Sprintf("Change %d resources", len(idx)))
+	if err != nil {
+		return 0, err
+	}
+	var took time.Duration
+	during := func() error {
+		start := time.Now()
+		if err := s.a.TriggerSync(s.ctx); err != nil {
+			return err
+		}
+		timeout := s.scaled(time.Minute, 10*time.Millisecond)
+		if _, err := WaitFor(s.ctx, s.a, "the 10% commit applied", timeout, 20*time.Millisecond, Applied(s.a, commit)); err != nil {
+			return err
+		}
+		at, err := WaitReconciled(s.ctx, s.a, "the 10% commit reconciled", before.Reconciled+int64(len(idx)), timeout)
+		took = at.Sub(start)
+		return err
+	}
+	if around == nil {
+		err = during()
+	} else {
+		err = around(during)
+	}
+	s.logf("%d resources changed in one commit: all reconciled after %v", len(idx), took.Round(time.Millisecond))
+	return took, err
+}
+
+// newcomer has five resources run an action that takes two minutes, then
+// commits one new noop resource and times from the trigger until it is
+// ready, against the idle one-file commit's time to ready.
+func (s *scenario) newcomer(idle time.Duration) {
+	const figure = "new resource while 5 of 8 workers are busy: trigger to ready"
+	names, err := s.w.AddLongTasks(5)
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	if _, err := s.w.Commit(s.ctx, "Declare five long tasks"); err != nil {
+		s.b.Fatal(err)
+	}
+	if err := s.a.TriggerSync(s.ctx); err != nil {
+		s.fail(figure, err)
+		return
+	}
+	if _, err := WaitFor(s.ctx, s.a, "5 long actions running", 2*time.Minute, 20*time.Millisecond, func(ctx context.Context) (bool, string) {
+		running := 0
+		for _, name := range names {
+			if res, err := s.a.ResourceByName(ctx, longKind, name); err == nil && res.Status == "reconciling" {
+				running++
+			}
+		}
+		return running == len(names), fmt.Sprintf("%d of %d reconciling", running, len(names))
+	}); err != nil {
+		s.fail(figure, err)
+		return
+	}
+	s.logf("5 long actions running")
+	name := "network-newcomer"
+	if err := s.w.AddNetwork(name); err != nil {
+		s.b.Fatal(err)
+	}
+	if _, err := s.w.Commit(s.ctx, "Declare "+name); err != nil {
+		s.b.Fatal(err)
+	}
+	start := time.Now()
+	if err := s.a.TriggerSync(s.ctx); err != nil {
+		s.fail(figure, err)
+		return
+	}
+	// The long actions end after two minutes: a wait as long as that
+	// means the newcomer waited for them.
+	at, err := WaitFor(s.ctx, s.a, "the new resource ready", 4*time.Minute, pollInterval, func(ctx context.Context) (bool, string) {
+		res, err := s.a.ResourceByName(ctx, "Network", name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return res.Reconciled(1), fmt.Sprintf("%+v", res)
+	})
+	if err != nil {
+		s.fail(figure, err)
+		return
+	}
+	took := at.Sub(start)
+	peer := math.NaN() // when the one-file commits failed
+	if idle > 0 {
+		peer = float64(idle.Microseconds()) / 1000
+	}
+	s.r.AddPeer(figure, Millis, float64(took.Microseconds())/1000, "one-file commit, idle", peer, targetNewcomer, "")
+	s.logf("%s: %v", figure, took)
+}
