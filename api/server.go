@@ -13,6 +13,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"strings"
@@ -76,6 +77,10 @@ type Options struct {
 	// MaskEvent, when set, is applied to the JSON of each event once, as the
 	// hub encodes it for every stream.
 	MaskEvent func(json.RawMessage) json.RawMessage
+	// Profiling serves the Go runtime's profiles (net/http/pprof) under
+	// /debug/pprof/, as reads: behind the read token when one is set, since
+	// a profile shows the agent's internals.
+	Profiling bool
 }
 
 // Server is the agent's HTTP interface: the JSON API, its event stream, and
@@ -245,6 +250,17 @@ func (s *Server) routes() http.Handler {
 	if s.opts.GitHubWebhook != nil {
 		// Authenticated by its signature, not by a token.
 		handle("POST /hooks/github", open, s.opts.GitHubWebhook)
+	}
+	if s.opts.Profiling {
+		handle("GET /debug/pprof/", read, http.HandlerFunc(pprof.Index))
+		handle("GET /debug/pprof/cmdline", read, http.HandlerFunc(pprof.Cmdline))
+		handle("GET /debug/pprof/profile", read, http.HandlerFunc(pprof.Profile))
+		handle("GET /debug/pprof/symbol", read, http.HandlerFunc(pprof.Symbol))
+		handle("POST /debug/pprof/symbol", read, http.HandlerFunc(pprof.Symbol))
+		handle("GET /debug/pprof/trace", read, http.HandlerFunc(pprof.Trace))
+	} else {
+		// Not the dashboard's page either: a plain 404 says profiling is off.
+		handle("GET /debug/pprof/", open, http.NotFoundHandler())
 	}
 	if s.opts.Dashboard != nil {
 		handle("GET /", read, s.opts.Dashboard)
