@@ -117,6 +117,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	wg.Go(func() { runner.Run(ctx) })
 	wg.Go(func() { httpSrv.serve(ctx) })
 	wg.Go(func() { previewer.Run(ctx) })
+	wg.Go(func() { trimWhenIdle(ctx, trimEvery, log) })
 	wg.Go(func() {
 		if err := controller.Run(ctx); err != nil {
 			log.Error("reconciler stopped", "error", err)
