@@ -31,6 +31,9 @@ const memResources = 10_000
 // back what the sync and the reconciles freed, if it is going to.
 const memIdle = 10 * time.Second
 
+// benchToken is the write token of the agents the benchmarks start.
+const benchToken = "bench-write-token"
+
 // BenchmarkAgentMemory runs the built agent on PostgreSQL with a Git
 // source of 10 types and 10,000 resources, one file each, reconciled by
 // noop with 8 workers, waits until every resource is ready, leaves it idle
@@ -45,11 +48,8 @@ func BenchmarkAgentMemory(b *testing.B) {
 			b.Fatalf("NO8S_BENCH_RESOURCES=%q: not a positive integer", v)
 		}
 	}
-	bin := filepath.Join(b.TempDir(), "no8s-agent")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
-	repo := memRepo(b, n)
+	bin := buildAgent(b)
+	repo := benchRepo(b, n)
 	var m memFigures
 	for range b.N {
 		m = agentMemory(b, bin, repo, n)
@@ -69,8 +69,17 @@ type memFigures struct {
 	sys                                         float64
 }
 
-// memRepo makes a Git repository of 10 types and n resources, one file each.
-func memRepo(b *testing.B, n int) string {
+func buildAgent(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "no8s-agent")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// benchRepo makes a Git repository of 10 types and n resources, one file each.
+func benchRepo(b *testing.B, n int) *gittest.Repo {
 	b.Helper()
 	r := gittest.NewRepo(b)
 	files := make(map[string]string, n+loadTypes)
@@ -78,18 +87,34 @@ func memRepo(b *testing.B, n int) string {
 		files[fmt.Sprintf("types/kind%d.yaml", i)] = loadTypeDoc(i)
 	}
 	for i := range n {
-		files[fmt.Sprintf("resources/kind%d/res-%06d.yaml", i%loadTypes, i)] = fmt.Sprintf(
-			"apiVersion: bench.example.com/v1\nkind: Kind%d\nmetadata:\n  name: res-%06d\n  labels: {team: t%d}\nspec:\n  size: %d\n  region: eu\n  tags: {owner: bench}\n",
-			i%loadTypes, i, i%7, 1+i)
+		files[benchFile(i)] = benchResource(i, 1+i)
 	}
 	r.Write(files)
 	r.Commit("resources")
-	return r.URL()
+	return r
 }
 
-// agentMemory runs the agent until every resource is ready and idle, and
-// reads its memory.
-func agentMemory(b *testing.B, bin, repo string, n int) memFigures {
+func benchFile(i int) string { return fmt.Sprintf("resources/kind%d/res-%06d.yaml", i%loadTypes, i) }
+
+func benchResource(i, size int) string {
+	return fmt.Sprintf("apiVersion: bench.example.com/v1\nkind: Kind%d\nmetadata:\n  name: res-%06d\n  labels: {team: t%d}\nspec:\n  size: %d\n  region: eu\n  tags: {owner: bench}\n",
+		i%loadTypes, i, i%7, size)
+}
+
+// benchAgent is the built agent running as a process.
+type benchAgent struct {
+	b    *testing.B
+	cmd  *exec.Cmd
+	base string
+	conn *pgx.Conn
+	done chan int
+	log  *lockedWriter
+}
+
+// startBenchAgent runs the built agent on a fresh database with the Git
+// repository as source "bench", 8 workers and profiling on, and waits
+// until all n resources are ready. It is stopped when the benchmark ends.
+func startBenchAgent(b *testing.B, bin string, repo *gittest.Repo, n int) (*benchAgent, time.Duration) {
 	b.Helper()
 	dbURL := pgtest.URL(b)
 	root := b.TempDir()
@@ -98,66 +123,82 @@ func agentMemory(b *testing.B, bin, repo string, n int) memFigures {
 	writeLoadFile(b, cfg, fmt.Sprintf(`database: %q
 listen: %s
 logLevel: warn
+api: {writeTokenEnv: NO8S_BENCH_TOKEN}
 sources:
   - name: bench
     git: {url: %q, branch: main, interval: 10m}
 reconcile:
   workers: 8
-`, dbURL, addr, repo))
-	agentLog := &lockedWriter{w: &bytes.Buffer{}}
-	cmd := exec.Command(bin, "run", "--config", cfg, "--cache-dir", filepath.Join(root, "cache"), "--pprof")
-	cmd.Stderr = agentLog
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+`, dbURL, addr, repo.URL()))
+	a := &benchAgent{b: b, base: "http://" + addr, done: make(chan int, 1), log: &lockedWriter{w: &bytes.Buffer{}}}
+	a.cmd = exec.Command(bin, "run", "--config", cfg, "--cache-dir", filepath.Join(root, "cache"), "--pprof")
+	a.cmd.Env = append(os.Environ(), "NO8S_BENCH_TOKEN="+benchToken)
+	a.cmd.Stderr = a.log
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := a.cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	done := make(chan int, 1)
 	go func() {
-		_ = cmd.Wait()
-		done <- cmd.ProcessState.ExitCode()
+		_ = a.cmd.Wait()
+		a.done <- a.cmd.ProcessState.ExitCode()
 	}()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+	b.Cleanup(func() {
+		_ = a.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case code := <-done:
-			done <- code
+		case code := <-a.done:
+			a.done <- code
 		case <-time.After(30 * time.Second):
 			b.Error("the agent did not stop within 30s of SIGTERM")
-			_ = cmd.Process.Kill()
+			_ = a.cmd.Process.Kill()
 		}
-	}()
-	fail := func(format string, args ...any) {
-		b.Helper()
-		b.Fatalf("%s\nagent log:\n%s", fmt.Sprintf(format, args...), agentLog)
-	}
+	})
 	conn, err := pgx.Connect(b.Context(), dbURL)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer conn.Close(context.Background())
-	loadWait(b, time.Duration(n/10+120)*time.Second, done, fail, "every resource to be ready", func() (bool, string) {
+	b.Cleanup(func() { conn.Close(context.Background()) })
+	a.conn = conn
+	a.waitReady(n, 0)
+	return a, time.Since(start)
+}
+
+func (a *benchAgent) fail(format string, args ...any) {
+	a.b.Helper()
+	a.b.Fatalf("%s\nagent log:\n%s", fmt.Sprintf(format, args...), a.log)
+}
+
+// waitReady waits until n resources are ready at generation above minGen.
+func (a *benchAgent) waitReady(n int, minGen int64) {
+	a.b.Helper()
+	loadWait(a.b, time.Duration(n/10+120)*time.Second, a.done, a.fail, "every resource to be ready", func() (bool, string) {
 		var ready int
-		if err := conn.QueryRow(b.Context(),
-			"SELECT count(*) FROM resources WHERE phase = 'ready' AND observed_generation = generation").Scan(&ready); err != nil {
+		if err := a.conn.QueryRow(a.b.Context(),
+			"SELECT count(*) FROM resources WHERE phase = 'ready' AND observed_generation = generation AND generation > $1", minGen).Scan(&ready); err != nil {
 			return false, err.Error()
 		}
 		return ready == n, fmt.Sprintf("%d ready", ready)
 	})
-	f := memFigures{ready: time.Since(start)}
+}
+
+// agentMemory runs the agent until every resource is ready and idle, and
+// reads its memory.
+func agentMemory(b *testing.B, bin string, repo *gittest.Repo, n int) memFigures {
+	b.Helper()
+	a, ready := startBenchAgent(b, bin, repo, n)
+	f := memFigures{ready: ready}
 	// Idle: nothing to wait for but the time the runtime takes to return
 	// memory, which is what is measured.
 	idle := time.NewTimer(memIdle)
 	select {
 	case <-idle.C:
-	case code := <-done:
-		done <- code
-		fail("the agent exited %d while idle", code)
+	case code := <-a.done:
+		a.done <- code
+		a.fail("the agent exited %d while idle", code)
 	}
-	status := procStatus(b, cmd.Process.Pid)
+	status := procStatus(b, a.cmd.Process.Pid)
 	f.rss, f.hwm = status["VmRSS"], status["VmHWM"]
-	base := "http://" + addr
-	heap := httpGet(b, base+"/debug/pprof/heap?debug=1")
+	heap := httpGet(b, a.base+"/debug/pprof/heap?debug=1")
 	for _, line := range strings.Split(string(heap), "\n") {
 		var name string
 		var v float64
@@ -179,7 +220,7 @@ reconcile:
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			b.Fatal(err)
 		}
-		writeLoadFile(b, filepath.Join(dir, "heap.pb.gz"), string(httpGet(b, base+"/debug/pprof/heap")))
+		writeLoadFile(b, filepath.Join(dir, "heap.pb.gz"), string(httpGet(b, a.base+"/debug/pprof/heap")))
 		writeLoadFile(b, filepath.Join(dir, "heap.txt"), string(heap))
 		writeLoadFile(b, filepath.Join(dir, "status.txt"), fmt.Sprintf("%+v\n", f))
 	}
