@@ -199,6 +199,10 @@ func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	row, err := s.loader.get(r.Context(), id)
+	if errors.Is(err, errTooManyReads) {
+		s.refuseRead(w, r)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

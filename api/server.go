@@ -112,8 +112,9 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, store: opts.Store, syncer: opts.Syncer, log: opts.Logger}
 	s.events = newHub(opts.Store, opts.Logger, opts.MaskEvent)
-	s.loader = newLoader(opts.Store)
 	s.reads = newReadLimiter(opts.MaxConcurrentReads, opts.Store)
+	s.loader = newLoader(opts.Store)
+	s.loader.limit = s.reads
 	s.handler = s.routes()
 	if opts.Wrap != nil {
 		s.handler = wrapAllButEvents(s.handler, opts.Wrap)
@@ -189,6 +190,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
+// getResourcePattern is the route of reads by id.
+const getResourcePattern = "GET /api/v1/resources/{id}"
+
 // access is what a route requires.
 type access int
 
@@ -201,7 +205,9 @@ const (
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, need access, h http.Handler) {
-		if need == read && strings.HasPrefix(pattern, "GET /api/") && pattern != "GET "+eventsPath {
+		// Reads by id are limited by the loader's queries, a batch at a
+		// time, rather than one slot each.
+		if need == read && strings.HasPrefix(pattern, "GET /api/") && pattern != "GET "+eventsPath && pattern != getResourcePattern {
 			h = s.limit(h)
 		}
 		h = s.bodyDeadline(s.authorize(need, h))
@@ -220,7 +226,7 @@ func (s *Server) routes() http.Handler {
 
 	fn("GET /api/v1/resources", read, s.listResources)
 	fn("POST /api/v1/resources", write, s.createResource)
-	fn("GET /api/v1/resources/{id}", read, s.getResource)
+	fn(getResourcePattern, read, s.getResource)
 	fn("PUT /api/v1/resources/{id}", write, s.updateResource)
 	fn("DELETE /api/v1/resources/{id}", write, s.deleteResource)
 	fn("GET /api/v1/resources/by-name/{kind}/{version}/{name}", read, s.getResourceByName)
