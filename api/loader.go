@@ -50,9 +50,14 @@ type load struct {
 
 // newLoader runs as many queries at once as there are cores: measured
 // with 200 clients on two cores, more concurrent batches of fewer rows
-// gave longer tails, not shorter.
+// gave longer tails, not shorter. It queues up to 32 requests per core,
+// about what the cores answer in 10 ms (a read by id costs the agent
+// 0.15-0.2 ms of CPU, measured with 200 clients): a read it answers stays
+// within that, and a crowd beyond it is told to retry, as other reads
+// beyond the limit are, rather than all of it waiting ever longer.
 func newLoader(st store.Store) *loader {
-	return &loader{store: st, maxBatches: max(2, runtime.NumCPU()), maxSize: 200, maxPending: 2000, timeout: 10 * time.Second}
+	return &loader{store: st, maxBatches: max(2, runtime.NumCPU()), maxSize: 200, maxPending: 32 * runtime.NumCPU(),
+		timeout: 10 * time.Second}
 }
 
 // get returns the resource with id, or an error wrapping store.ErrNotFound.

@@ -33,7 +33,7 @@ func BenchmarkAPIReads(b *testing.B) {
 	const n = memResources
 	bin := buildAgent(b)
 	repo := benchRepo(b, n)
-	a, _ := startBenchAgent(b, bin, repo, n)
+	a, _ := startBenchAgent(b, bin, repo, n, os.Getenv("NO8S_BENCH_PROFILE_DIR") != "")
 	ids := a.ids()
 	gen := int64(1)
 	for _, busy := range []bool{false, true} {
@@ -64,7 +64,9 @@ func BenchmarkAPIReads(b *testing.B) {
 						a.commitAll(repo, n, int(gen))
 					}
 					prof := a.profile(b, name)
+					cpu0 := processCPU(b, a.cmd.Process.Pid)
 					r = a.readFor(b, c.clients, c.read)
+					r.cpu = processCPU(b, a.cmd.Process.Pid) - cpu0
 					prof()
 					if busy {
 						a.waitReady(n, gen-1)
@@ -74,6 +76,9 @@ func BenchmarkAPIReads(b *testing.B) {
 				b.ReportMetric(r.pct(0.99), "p99-ms")
 				b.ReportMetric(float64(len(r.latencies))/apiReadWindow.Seconds(), "reads/s")
 				b.ReportMetric(float64(r.rejected)/apiReadWindow.Seconds(), "503/s")
+				// The agent's CPU time per answer tells its cost apart from
+				// the machine's load, which moves the latencies.
+				b.ReportMetric(float64(r.cpu.Microseconds())/1000/float64(max(1, len(r.latencies))), "agent-cpu-ms/read")
 			})
 		}
 	}
@@ -84,6 +89,7 @@ type readRun struct {
 	mu        gosync.Mutex
 	latencies []time.Duration // answered reads, sorted at the end
 	rejected  int
+	cpu       time.Duration // the agent's, while the clients read
 }
 
 func (r *readRun) pct(p float64) float64 {

@@ -69,8 +69,13 @@ type memFigures struct {
 	sys                                         float64
 }
 
+// buildAgent builds the agent, or returns the binary NO8S_BENCH_AGENT
+// names, so that another version can be measured the same way.
 func buildAgent(b *testing.B) string {
 	b.Helper()
+	if bin := os.Getenv("NO8S_BENCH_AGENT"); bin != "" {
+		return bin
+	}
 	bin := filepath.Join(b.TempDir(), "no8s-agent")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
@@ -112,9 +117,10 @@ type benchAgent struct {
 }
 
 // startBenchAgent runs the built agent on a fresh database with the Git
-// repository as source "bench", 8 workers and profiling on, and waits
-// until all n resources are ready. It is stopped when the benchmark ends.
-func startBenchAgent(b *testing.B, bin string, repo *gittest.Repo, n int) (*benchAgent, time.Duration) {
+// repository as source "bench" and 8 workers, with profiling when asked,
+// and waits until all n resources are ready. It is stopped when the
+// benchmark ends.
+func startBenchAgent(b *testing.B, bin string, repo *gittest.Repo, n int, profiling bool) (*benchAgent, time.Duration) {
 	b.Helper()
 	dbURL := pgtest.URL(b)
 	root := b.TempDir()
@@ -131,7 +137,11 @@ reconcile:
   workers: 8
 `, dbURL, addr, repo.URL()))
 	a := &benchAgent{b: b, base: "http://" + addr, done: make(chan int, 1), log: &lockedWriter{w: &bytes.Buffer{}}}
-	a.cmd = exec.Command(bin, "run", "--config", cfg, "--cache-dir", filepath.Join(root, "cache"), "--pprof")
+	args := []string{"run", "--config", cfg, "--cache-dir", filepath.Join(root, "cache")}
+	if profiling {
+		args = append(args, "--pprof")
+	}
+	a.cmd = exec.Command(bin, args...)
 	a.cmd.Env = append(os.Environ(), "NO8S_BENCH_TOKEN="+benchToken)
 	a.cmd.Stderr = a.log
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -185,7 +195,7 @@ func (a *benchAgent) waitReady(n int, minGen int64) {
 // reads its memory.
 func agentMemory(b *testing.B, bin string, repo *gittest.Repo, n int) memFigures {
 	b.Helper()
-	a, ready := startBenchAgent(b, bin, repo, n)
+	a, ready := startBenchAgent(b, bin, repo, n, true)
 	f := memFigures{ready: ready}
 	// Idle: nothing to wait for but the time the runtime takes to return
 	// memory, which is what is measured.
