@@ -162,26 +162,34 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.After = int64(after)
+	if token := q.Get("continue"); token != "" {
+		if q.Has("after") {
+			return errorf(http.StatusBadRequest, "continue and after: give one, not both")
+		}
+		if f.After, err = decodeCursor(f, token); err != nil {
+			return err
+		}
+	}
 	rows, err := s.store.ListResources(r.Context(), f)
 	if err != nil {
 		return err
 	}
-	out := make([]Resource, len(rows))
-	for i, row := range rows {
-		out[i] = NewResource(row)
-	}
 	// The body stays a plain array, as the predecessor's; the next page is
-	// announced in headers.
+	// announced in headers: X-Continue, an opaque cursor, and a Link with it.
 	if len(rows) == f.Limit {
+		last := rows[len(rows)-1].ID
+		token := encodeCursor(f, last)
 		next := *r.URL
 		nq := next.Query()
-		nq.Set("after", strconv.FormatInt(rows[len(rows)-1].ID, 10))
+		nq.Del("after")
+		nq.Set("continue", token)
 		nq.Set("limit", strconv.Itoa(f.Limit))
 		next.RawQuery = nq.Encode()
 		w.Header().Set("Link", fmt.Sprintf("<%s>; rel=\"next\"", next.RequestURI()))
-		w.Header().Set("X-Next-After", strconv.FormatInt(rows[len(rows)-1].ID, 10))
+		w.Header().Set("X-Continue", token)
+		w.Header().Set("X-Next-After", strconv.FormatInt(last, 10))
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeResources(w, http.StatusOK, rows)
 	return nil
 }
 
@@ -191,10 +199,14 @@ func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	row, err := s.loader.get(r.Context(), id)
+	if errors.Is(err, errTooManyReads) {
+		s.refuseRead(w, r)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, NewResource(row))
+	writeResource(w, http.StatusOK, row)
 	return nil
 }
 
@@ -206,7 +218,7 @@ func (s *Server) getResourceByName(w http.ResponseWriter, r *http.Request) error
 	if row.Version != r.PathValue("version") {
 		return errorf(http.StatusNotFound, "%s is stored at version %s, not %s", row.Ref(), row.Version, r.PathValue("version"))
 	}
-	writeJSON(w, http.StatusOK, NewResource(row))
+	writeResource(w, http.StatusOK, row)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -57,28 +58,46 @@ func defaultConcurrentReads(st any) int {
 	return n
 }
 
+// errTooManyReads is a read refused by the limit (503 with Retry-After).
+var errTooManyReads = errorf(http.StatusServiceUnavailable,
+	"too many reads at once: the agent keeps the database for reconciling; retry in %d s", readRetryAfter)
+
 // limit runs h within the limit.
 func (s *Server) limit(h http.Handler) http.Handler {
 	l := s.reads
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case l.slots <- struct{}{}:
-		default:
-			if !l.queue(r) {
-				w.Header().Set("Retry-After", strconv.Itoa(readRetryAfter))
-				s.writeError(w, r, errorf(http.StatusServiceUnavailable,
-					"too many reads at once: the agent keeps the database for reconciling; retry in %d s", readRetryAfter), nil)
-				return
-			}
+		if !l.acquire(r.Context()) {
+			s.refuseRead(w, r)
+			return
 		}
-		defer func() { <-l.slots }()
+		defer l.release()
 		h.ServeHTTP(w, r)
 	})
 }
 
+// refuseRead answers a read the limit refused.
+func (s *Server) refuseRead(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", strconv.Itoa(readRetryAfter))
+	s.writeError(w, r, errTooManyReads, nil)
+}
+
+// acquire takes a slot, waiting in the queue when none is free; false when
+// the queue is full, the wait ran out or ctx is done. A true must be
+// followed by release.
+func (l *readLimiter) acquire(ctx context.Context) bool {
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	default:
+		return l.queue(ctx)
+	}
+}
+
+func (l *readLimiter) release() { <-l.slots }
+
 // queue waits for a slot; false when the queue is full, the wait ran out
-// or the client went away.
-func (l *readLimiter) queue(r *http.Request) bool {
+// or ctx is done.
+func (l *readLimiter) queue(ctx context.Context) bool {
 	if l.waiting.Add(1) > l.maxWaiting {
 		l.waiting.Add(-1)
 		return false
@@ -91,7 +110,7 @@ func (l *readLimiter) queue(r *http.Request) bool {
 		return true
 	case <-t.C:
 		return false
-	case <-r.Context().Done():
+	case <-ctx.Done():
 		return false
 	}
 }

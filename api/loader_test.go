@@ -139,3 +139,94 @@ func TestLoaderBatches(t *testing.T) {
 		t.Errorf("after deletion: %v, want ErrNotFound", err)
 	}
 }
+
+// TestLoaderReadLimit checks that the loader's queries, not its requests,
+// take the read limit's slots: a crowd of requests behind the only slot is
+// answered in one more query, none refused; a batch that gets no slot in
+// time is refused whole, and so is a request beyond the queue's bound.
+func TestLoaderReadLimit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st, err := postgres.Open(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for i := range 40 {
+		r, err := st.CreateResource(ctx, &manifest.Resource{Kind: "Widget", Group: "example.com", Version: "v1",
+			Name: fmt.Sprintf("w-%d", i), Spec: json.RawMessage(`{}`), SpecHash: fmt.Sprint(i)}, store.SourceRef{Name: "api"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	g := &gatedStore{Store: st, gate: make(chan struct{}), started: make(chan struct{}, 100)}
+	l := newLoader(g)
+	l.maxBatches = 1
+	l.limit = newReadLimiter(1, nil)
+	l.limit.wait = 10 * time.Second // long enough never to run out here
+
+	errs := make(chan error, len(ids))
+	var wg gosync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			_, err := l.get(ctx, id)
+			errs <- err
+		})
+		if i == 0 {
+			select {
+			case <-g.started:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the first query did not start")
+			}
+			if n := len(l.limit.slots); n != 1 {
+				t.Fatalf("%d slots taken by a running query, want 1", n)
+			}
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		l.mu.Lock()
+		queued := len(l.pending)
+		l.mu.Unlock()
+		if queued == len(ids)-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests queued, want %d", queued, len(ids)-1)
+		}
+		<-tick.C
+	}
+	close(g.gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a request behind the slot: %v", err)
+		}
+	}
+	if q := g.queries.Load(); q != 2 {
+		t.Errorf("%d queries, want 2", q)
+	}
+	if n := len(l.limit.slots); n != 0 {
+		t.Errorf("%d slots still taken", n)
+	}
+
+	// The slot taken elsewhere beyond the wait: the batch is refused.
+	l.limit.wait = 20 * time.Millisecond
+	l.limit.slots <- struct{}{}
+	if _, err := l.get(ctx, ids[0]); !errors.Is(err, errTooManyReads) {
+		t.Errorf("with no slot free: %v, want errTooManyReads", err)
+	}
+	<-l.limit.slots
+	l.maxPending = 0
+	if _, err := l.get(ctx, ids[0]); !errors.Is(err, errTooManyReads) {
+		t.Errorf("beyond the queue: %v, want errTooManyReads", err)
+	}
+}

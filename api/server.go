@@ -13,6 +13,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"strings"
@@ -76,6 +77,10 @@ type Options struct {
 	// MaskEvent, when set, is applied to the JSON of each event once, as the
 	// hub encodes it for every stream.
 	MaskEvent func(json.RawMessage) json.RawMessage
+	// Profiling serves the Go runtime's profiles (net/http/pprof) under
+	// /debug/pprof/, as reads: behind the read token when one is set, since
+	// a profile shows the agent's internals.
+	Profiling bool
 }
 
 // Server is the agent's HTTP interface: the JSON API, its event stream, and
@@ -107,8 +112,9 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, store: opts.Store, syncer: opts.Syncer, log: opts.Logger}
 	s.events = newHub(opts.Store, opts.Logger, opts.MaskEvent)
-	s.loader = newLoader(opts.Store)
 	s.reads = newReadLimiter(opts.MaxConcurrentReads, opts.Store)
+	s.loader = newLoader(opts.Store)
+	s.loader.limit = s.reads
 	s.handler = s.routes()
 	if opts.Wrap != nil {
 		s.handler = wrapAllButEvents(s.handler, opts.Wrap)
@@ -184,6 +190,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
+// getResourcePattern is the route of reads by id.
+const getResourcePattern = "GET /api/v1/resources/{id}"
+
 // access is what a route requires.
 type access int
 
@@ -196,7 +205,9 @@ const (
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, need access, h http.Handler) {
-		if need == read && strings.HasPrefix(pattern, "GET /api/") && pattern != "GET "+eventsPath {
+		// Reads by id are limited by the loader's queries, a batch at a
+		// time, rather than one slot each.
+		if need == read && strings.HasPrefix(pattern, "GET /api/") && pattern != "GET "+eventsPath && pattern != getResourcePattern {
 			h = s.limit(h)
 		}
 		h = s.bodyDeadline(s.authorize(need, h))
@@ -215,7 +226,7 @@ func (s *Server) routes() http.Handler {
 
 	fn("GET /api/v1/resources", read, s.listResources)
 	fn("POST /api/v1/resources", write, s.createResource)
-	fn("GET /api/v1/resources/{id}", read, s.getResource)
+	fn(getResourcePattern, read, s.getResource)
 	fn("PUT /api/v1/resources/{id}", write, s.updateResource)
 	fn("DELETE /api/v1/resources/{id}", write, s.deleteResource)
 	fn("GET /api/v1/resources/by-name/{kind}/{version}/{name}", read, s.getResourceByName)
@@ -245,6 +256,17 @@ func (s *Server) routes() http.Handler {
 	if s.opts.GitHubWebhook != nil {
 		// Authenticated by its signature, not by a token.
 		handle("POST /hooks/github", open, s.opts.GitHubWebhook)
+	}
+	if s.opts.Profiling {
+		handle("GET /debug/pprof/", read, http.HandlerFunc(pprof.Index))
+		handle("GET /debug/pprof/cmdline", read, http.HandlerFunc(pprof.Cmdline))
+		handle("GET /debug/pprof/profile", read, http.HandlerFunc(pprof.Profile))
+		handle("GET /debug/pprof/symbol", read, http.HandlerFunc(pprof.Symbol))
+		handle("POST /debug/pprof/symbol", read, http.HandlerFunc(pprof.Symbol))
+		handle("GET /debug/pprof/trace", read, http.HandlerFunc(pprof.Trace))
+	} else {
+		// Not the dashboard's page either: a plain 404 says profiling is off.
+		handle("GET /debug/pprof/", open, http.NotFoundHandler())
 	}
 	if s.opts.Dashboard != nil {
 		handle("GET /", read, s.opts.Dashboard)

@@ -30,6 +30,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&flags.LogFormat, "log-format", "", "text or json (overrides logFormat)")
 	fs.StringVar(&flags.LogLevel, "log-level", "", "debug, info, warn or error (overrides logLevel)")
 	cacheDir := fs.String("cache-dir", ".no8s/cache", "folder for Git clones, one sub-folder per source")
+	profiling := fs.Bool("pprof", false, "serve the Go runtime's profiles under /debug/pprof/ on the listen address (behind the read token when one is set)")
 	rest, code := parseFlags(fs, args)
 	if code >= 0 {
 		return code
@@ -103,7 +104,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "run", err)
 	}
 	previewer := preview.New(preview.Options{Store: st, Syncer: syncer, Actions: instances, Sources: previewSrcs, Logger: log, Mask: masker.Mask})
-	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, previewer, m, masker, log)
+	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, previewer, m, masker, log, *profiling)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
@@ -116,6 +117,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	wg.Go(func() { runner.Run(ctx) })
 	wg.Go(func() { httpSrv.serve(ctx) })
 	wg.Go(func() { previewer.Run(ctx) })
+	wg.Go(func() { trimWhenIdle(ctx, trimEvery, log) })
 	wg.Go(func() {
 		if err := controller.Run(ctx); err != nil {
 			log.Error("reconciler stopped", "error", err)

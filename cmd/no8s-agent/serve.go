@@ -27,8 +27,9 @@ type httpServer struct {
 }
 
 // newHTTPServer listens on cfg.Listen and builds the API with the
-// dashboard, metrics and webhook receiver.
-func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runner *sync.Runner, previewer *preview.Previewer, m *metrics.Metrics, masker *redact.Masker, log *slog.Logger) (*httpServer, error) {
+// dashboard, metrics and webhook receiver, and the runtime's profiles when
+// profiling is on.
+func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runner *sync.Runner, previewer *preview.Previewer, m *metrics.Metrics, masker *redact.Masker, log *slog.Logger, profiling bool) (*httpServer, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -51,6 +52,7 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		Logger:        log,
 		Wrap:          masker.HTTP,
 		MaskEvent:     masker.MaskJSON,
+		Profiling:     profiling,
 	})
 	return &httpServer{ln: ln, srv: srv, log: log}, nil
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -43,7 +45,7 @@ func scanResource(row pgx.Row, extra ...any) (*store.Resource, error) {
 	if r.DependsOn, err = decodeSlice[manifest.ObjectRef](deps, "dependsOn"); err != nil {
 		return nil, err
 	}
-	if r.Conditions, err = decodeSlice[manifest.Condition](conds, "conditions"); err != nil {
+	if r.Conditions, err = decodeConditions(conds); err != nil {
 		return nil, err
 	}
 	for i := range r.Conditions {
@@ -380,4 +382,143 @@ func (s *Store) DeleteResource(ctx context.Context, id int64) error {
 		return fmt.Errorf("delete resource %d: %w", id, store.ErrNotFound)
 	}
 	return nil
+}
+
+// decodeConditions decodes the conditions column. Reads of many resources
+// (the API's lists and batched reads by id) spend most of their time here
+// with encoding/json, so the shape the agent writes (flat objects of
+// strings and integers without escapes) is parsed directly; anything else
+// goes to encoding/json.
+func decodeConditions(b []byte) ([]manifest.Condition, error) {
+	if conds, ok := parseConditions(b); ok {
+		return conds, nil
+	}
+	return decodeSlice[manifest.Condition](b, "conditions")
+}
+
+// parseConditions is the direct parse; false when b is not of the plain
+// shape it knows, which says nothing of whether b is valid.
+func parseConditions(b []byte) ([]manifest.Condition, bool) {
+	p := plainJSON{b: b}
+	if !p.byte('[') {
+		return nil, false
+	}
+	var out []manifest.Condition
+	if p.byte(']') {
+		return nil, p.end()
+	}
+	for {
+		if !p.byte('{') {
+			return nil, false
+		}
+		var c manifest.Condition
+		for {
+			key, ok := p.str()
+			if !ok || !p.byte(':') {
+				return nil, false
+			}
+			if key == "observedGeneration" {
+				if c.ObservedGeneration, ok = p.int(); !ok {
+					return nil, false
+				}
+			} else {
+				v, ok := p.str()
+				if !ok {
+					return nil, false
+				}
+				switch key {
+				case "type":
+					c.Type = v
+				case "status":
+					c.Status = manifest.ConditionStatus(v)
+				case "reason":
+					c.Reason = v
+				case "message":
+					c.Message = v
+				case "lastTransitionTime":
+					t, err := time.Parse(time.RFC3339Nano, v)
+					if err != nil {
+						return nil, false
+					}
+					c.LastTransitionTime = t
+				default:
+					return nil, false
+				}
+			}
+			if p.byte('}') {
+				break
+			}
+			if !p.byte(',') {
+				return nil, false
+			}
+		}
+		out = append(out, c)
+		if p.byte(']') {
+			return out, p.end()
+		}
+		if !p.byte(',') {
+			return nil, false
+		}
+	}
+}
+
+// plainJSON reads JSON without escapes, numbers other than integers or
+// nesting beyond what its caller expects.
+type plainJSON struct {
+	b []byte
+	i int
+}
+
+func (p *plainJSON) space() {
+	for p.i < len(p.b) && (p.b[p.i] == ' ' || p.b[p.i] == '\n' || p.b[p.i] == '\t' || p.b[p.i] == '\r') {
+		p.i++
+	}
+}
+
+// byte consumes c, after white space, if it comes next.
+func (p *plainJSON) byte(c byte) bool {
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *plainJSON) end() bool {
+	p.space()
+	return p.i == len(p.b)
+}
+
+// str reads a string without escapes or control characters.
+func (p *plainJSON) str() (string, bool) {
+	if !p.byte('"') {
+		return "", false
+	}
+	start := p.i
+	for p.i < len(p.b) {
+		switch c := p.b[p.i]; {
+		case c == '"':
+			p.i++
+			return string(p.b[start : p.i-1]), true
+		case c == '\\' || c < 0x20:
+			return "", false
+		}
+		p.i++
+	}
+	return "", false
+}
+
+// int reads an integer.
+func (p *plainJSON) int() (int64, bool) {
+	p.space()
+	start := p.i
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		p.i++
+	}
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+	n, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 64)
+	return n, err == nil
 }

@@ -229,6 +229,74 @@ func testListResourcesPagination(t *testing.T, s store.Store) {
 	if len(rest) != 4 || rest[0].ID != all[21] {
 		t.Errorf("After %d without limit = %v, want the last 4", all[20], names(rest))
 	}
+
+	// Paging while resources come and go between pages: every resource
+	// there throughout is listed exactly once, in ID order.
+	f := store.ResourceFilter{Kind: "Widget", Limit: 4}
+	seen := map[int64]int{}
+	removed := map[int64]bool{}
+	var widgets []int64
+	for i, id := range all {
+		if i%2 == 0 {
+			widgets = append(widgets, id)
+		}
+	}
+	for page := 0; ; page++ {
+		if page > 20 {
+			t.Fatal("pagination while writing did not end")
+		}
+		rows, err := s.ListResources(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) == 0 {
+			break
+		}
+		for _, r := range rows {
+			if r.ID <= f.After {
+				t.Errorf("page after %d holds ID %d", f.After, r.ID)
+			}
+			seen[r.ID]++
+		}
+		f.After = rows[len(rows)-1].ID
+		// One listed and one not yet listed go; a new one comes, after
+		// every page but the last few so that the walk ends.
+		for _, pick := range []func(id int64) bool{
+			func(id int64) bool { return seen[id] == 1 },
+			func(id int64) bool { return seen[id] == 0 && id > f.After+1 },
+		} {
+			for _, id := range widgets {
+				if !removed[id] && pick(id) {
+					if err := s.DeleteResource(ctx, id); err != nil {
+						t.Fatal(err)
+					}
+					removed[id] = true
+					break
+				}
+			}
+		}
+		if page < 5 {
+			created, err := s.CreateResource(ctx, resource(fmt.Sprintf("new%02d", page), `{}`), gitSource("infra", "all.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			widgets = append(widgets, created.ID)
+		}
+	}
+	gone := 0
+	for _, id := range widgets {
+		switch {
+		case seen[id] > 1:
+			t.Errorf("resource %d listed %d times", id, seen[id])
+		case seen[id] == 0 && !removed[id]:
+			t.Errorf("resource %d, there throughout, never listed", id)
+		case seen[id] == 0:
+			gone++
+		}
+	}
+	if gone == 0 || len(removed) < 4 {
+		t.Errorf("%d removed, %d of them before their page: the walk did not test removals", len(removed), gone)
+	}
 }
 
 func testApplyResourceOutcomes(t *testing.T, s store.Store) {
