@@ -106,27 +106,32 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 		return nil, fmt.Errorf("list resources of %s: %w", t.Name, err)
 	}
 	p.Owned = len(owned)
-	byRef := make(map[manifest.ObjectRef]*store.ResourceDigest, len(owned))
+	// One map from ref to the stored row, looked up once per declared
+	// resource; declared marks the rows the snapshot still declares.
+	byRef := make(map[manifest.ObjectRef]int, len(owned))
 	for i := range owned {
-		byRef[owned[i].Ref()] = &owned[i]
+		byRef[owned[i].Ref()] = i
 	}
+	declared := make([]bool, len(owned))
+	stored := make([]*store.ResourceDigest, len(set.Resources))
 
 	// Resources declared here but owned elsewhere are conflicts, not takeovers.
 	var fresh []manifest.ObjectRef
-	for _, r := range set.Resources {
-		if byRef[r.Ref()] == nil {
-			fresh = append(fresh, r.Ref())
+	for i, r := range set.Resources {
+		if j, ok := byRef[r.Ref()]; ok {
+			stored[i] = &owned[j]
+			declared[j] = true
+			continue
 		}
+		fresh = append(fresh, r.Ref())
 	}
 	owners, err := st.Owners(ctx, fresh)
 	if err != nil {
 		return nil, err
 	}
 	var conflicts []manifest.Problem
-	desired := make(map[manifest.ObjectRef]bool, len(set.Resources))
-	for _, r := range set.Resources {
-		desired[r.Ref()] = true
-		o := byRef[r.Ref()]
+	for i, r := range set.Resources {
+		o := stored[i]
 		switch {
 		case o == nil:
 			if owner, taken := owners[r.Ref()]; taken {
@@ -151,8 +156,8 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 			}
 		}
 	}
-	for _, o := range owned {
-		if desired[o.Ref()] || o.Deleting {
+	for i, o := range owned {
+		if declared[i] || o.Deleting {
 			continue
 		}
 		c := Change{Kind: o.Kind, Name: o.Name, File: o.Path, ID: o.ID}

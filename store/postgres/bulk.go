@@ -1,11 +1,18 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
@@ -287,27 +294,105 @@ func (s *Store) Notify(ctx context.Context, topic, payload string) error {
 	return mapErr(err, "notify "+topic)
 }
 
-// ListResourceDigests returns what planning needs of a source's resources.
+// ListResourceDigests returns what planning needs of a source's resources,
+// in id order.
+//
+// Every sync reads all of a source's rows here, so it is decoded from the
+// rows' raw values rather than through Scan, whose per-column plans cost
+// more than the values, and sorted here rather than by the server. Kinds
+// repeat on every row and are shared.
 func (s *Store) ListResourceDigests(ctx context.Context, source string) ([]store.ResourceDigest, error) {
 	rows, err := s.q.Query(ctx, `SELECT id, kind, name, spec_hash, action, meta_hash, generation,
 			deletion_requested_at IS NOT NULL, annotations->>'`+manifest.AnnotationPrune+`' = 'disabled', source_path
-		FROM resources WHERE source_name = $1 ORDER BY id`, source)
+		FROM resources WHERE source_name = $1`, source)
 	if err != nil {
 		return nil, mapErr(err, "list resources of "+source)
 	}
 	defer rows.Close()
 	var out []store.ResourceDigest
+	var dec digestDecoder
 	for rows.Next() {
-		var d store.ResourceDigest
-		var pruneDisabled *bool
-		if err := rows.Scan(&d.ID, &d.Kind, &d.Name, &d.SpecHash, &d.Action, &d.MetaHash, &d.Generation,
-			&d.Deleting, &pruneDisabled, &d.Path); err != nil {
+		d, err := dec.decode(rows.FieldDescriptions(), rows.RawValues())
+		if err != nil {
 			return nil, mapErr(err, "list resources of "+source)
 		}
-		d.PruneDisabled = pruneDisabled != nil && *pruneDisabled
 		out = append(out, d)
 	}
-	return out, mapErr(rows.Err(), "list resources of "+source)
+	if err := rows.Err(); err != nil {
+		return nil, mapErr(err, "list resources of "+source)
+	}
+	slices.SortFunc(out, func(a, b store.ResourceDigest) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// digestDecoder decodes ListResourceDigests' rows from their wire form, text
+// or binary, and shares equal kinds and actions between rows.
+type digestDecoder struct {
+	shared map[string]string
+	buf    []byte
+}
+
+// decode decodes one row of ListResourceDigests' query.
+func (d *digestDecoder) decode(fields []pgconn.FieldDescription, vals [][]byte) (store.ResourceDigest, error) {
+	if len(vals) != 10 || len(fields) != 10 {
+		return store.ResourceDigest{}, fmt.Errorf("resource digest: %d columns, want 10", len(vals))
+	}
+	var r store.ResourceDigest
+	var err error
+	if r.ID, err = wireInt8(fields[0], vals[0]); err != nil {
+		return r, fmt.Errorf("resource digest id: %w", err)
+	}
+	r.Kind = d.share(vals[1])
+	r.Action = d.share(vals[4])
+	// The row's own strings are cut from one allocation.
+	d.buf = append(append(append(append(d.buf[:0], vals[2]...), vals[3]...), vals[5]...), vals[9]...)
+	all := string(d.buf)
+	n1, n2, n3 := len(vals[2]), len(vals[2])+len(vals[3]), len(vals[2])+len(vals[3])+len(vals[5])
+	r.Name, r.SpecHash, r.MetaHash, r.Path = all[:n1], all[n1:n2], all[n2:n3], all[n3:]
+	if r.Generation, err = wireInt8(fields[6], vals[6]); err != nil {
+		return r, fmt.Errorf("resource digest generation: %w", err)
+	}
+	r.Deleting = wireBool(fields[7], vals[7])
+	r.PruneDisabled = wireBool(fields[8], vals[8])
+	return r, nil
+}
+
+// share returns b as a string, the same string for equal values.
+func (d *digestDecoder) share(b []byte) string {
+	if s, ok := d.shared[string(b)]; ok {
+		return s
+	}
+	if d.shared == nil {
+		d.shared = make(map[string]string)
+	}
+	s := string(b)
+	d.shared[s] = s
+	return s
+}
+
+// wireInt8 decodes a bigint sent in text or binary format.
+func wireInt8(f pgconn.FieldDescription, b []byte) (int64, error) {
+	if b == nil {
+		return 0, errors.New("null")
+	}
+	if f.Format == pgx.BinaryFormatCode {
+		if len(b) != 8 {
+			return 0, fmt.Errorf("%d bytes, want 8", len(b))
+		}
+		return int64(binary.BigEndian.Uint64(b)), nil
+	}
+	return strconv.ParseInt(string(b), 10, 64)
+}
+
+// wireBool decodes a boolean sent in text or binary format; NULL is false.
+func wireBool(f pgconn.FieldDescription, b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	if f.Format == pgx.BinaryFormatCode {
+		return b[0] != 0
+	}
+	return b[0] == 't'
 }
 
 // bulkBump is true, in ApplyResources' upsert, of a row that gets a new
