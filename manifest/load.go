@@ -53,7 +53,97 @@ func ReadDir(dir string, opts LoadOptions) ([]File, []Problem, error) {
 		return nil, nil, fmt.Errorf("open source root: %w", err)
 	}
 	defer root.Close()
-	return ReadTree(root.FS(), opts)
+	return ReadTree(RootFS(root), opts)
+}
+
+// RootFS returns the file system of root for ReadTree and Load. It is
+// root.FS(), and it lets ReadTree open each folder once and read that
+// folder's files through it: opening a file through an os.Root otherwise
+// opens, checks and closes every folder on its path again, which costs more
+// than the read itself when folders hold thousands of small files.
+func RootFS(root *os.Root) fs.FS { return rootFS{FS: root.FS(), root: root} }
+
+// rootFS is what RootFS returns.
+type rootFS struct {
+	fs.FS
+	root *os.Root
+}
+
+// openFolder opens the folder dir of the root as a root of its own, which
+// keeps the same confinement below it; the caller closes it.
+func (r rootFS) openFolder(dir string) (*os.Root, error) { return r.root.OpenRoot(dir) }
+
+// The embedding promotes only Open: the methods below keep root.FS()'s own
+// Stat, ReadDir, ReadFile, ReadLink and Lstat in use.
+
+// Stat is fs.Stat of root.FS().
+func (r rootFS) Stat(name string) (fs.FileInfo, error) { return fs.Stat(r.FS, name) }
+
+// ReadDir is fs.ReadDir of root.FS().
+func (r rootFS) ReadDir(name string) ([]fs.DirEntry, error) { return fs.ReadDir(r.FS, name) }
+
+// ReadFile is fs.ReadFile of root.FS().
+func (r rootFS) ReadFile(name string) ([]byte, error) { return fs.ReadFile(r.FS, name) }
+
+// ReadLink is fs.ReadLink of root.FS().
+func (r rootFS) ReadLink(name string) (string, error) { return fs.ReadLink(r.FS, name) }
+
+// Lstat is fs.Lstat of root.FS().
+func (r rootFS) Lstat(name string) (fs.FileInfo, error) { return fs.Lstat(r.FS, name) }
+
+// folderOpener is implemented by file systems that can open one of their
+// folders to read many files of it (RootFS).
+type folderOpener interface {
+	openFolder(dir string) (*os.Root, error)
+}
+
+// folderReaders opens, once each, the folders of the files ReadTree reads
+// directly (not through symlinks, which may lead to a sibling folder and are
+// read through the whole tree). fsFor returns what to read a path through,
+// and the name to read there; close closes the folders.
+type folderReaders struct {
+	fsys    fs.FS
+	folders map[string]fs.FS
+	roots   []*os.Root
+}
+
+func openFolders(fsys fs.FS, paths []string) *folderReaders {
+	fr := &folderReaders{fsys: fsys}
+	opener, ok := fsys.(folderOpener)
+	if !ok {
+		return fr
+	}
+	fr.folders = map[string]fs.FS{}
+	for _, p := range paths {
+		dir := path.Dir(p)
+		if _, done := fr.folders[dir]; done {
+			continue
+		}
+		fr.folders[dir] = nil // read through fsys if it cannot be opened
+		if dir == "." {
+			continue
+		}
+		sub, err := opener.openFolder(dir)
+		if err != nil {
+			continue
+		}
+		fr.roots = append(fr.roots, sub)
+		fr.folders[dir] = sub.FS()
+	}
+	return fr
+}
+
+func (fr *folderReaders) fsFor(p string) (fs.FS, string) {
+	if sub := fr.folders[path.Dir(p)]; sub != nil {
+		return sub, path.Base(p)
+	}
+	return fr.fsys, p
+}
+
+func (fr *folderReaders) close() {
+	for _, r := range fr.roots {
+		r.Close()
+	}
 }
 
 // ReadTree reads every manifest file of fsys, in lexical order, skipping
@@ -68,6 +158,7 @@ func ReadTree(fsys fs.FS, opts LoadOptions) ([]File, []Problem, error) {
 	type item struct {
 		path    string
 		problem string // set by the walk: the file is not read
+		link    bool   // a symlink, read through the whole tree
 		file    File
 	}
 	var items []item
@@ -97,6 +188,8 @@ func ReadTree(fsys fs.FS, opts LoadOptions) ([]File, []Problem, error) {
 				items = append(items, item{path: p, problem: msg})
 				return nil
 			}
+			items = append(items, item{path: p, link: true})
+			return nil
 		}
 		items = append(items, item{path: p})
 		return nil
@@ -104,12 +197,24 @@ func ReadTree(fsys fs.FS, opts LoadOptions) ([]File, []Problem, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("walk source tree: %w", err)
 	}
+	var direct []string
+	for _, it := range items {
+		if it.problem == "" && !it.link {
+			direct = append(direct, it.path)
+		}
+	}
+	folders := openFolders(fsys, direct)
+	defer folders.close()
 	parallel(0, len(items), func(i int) {
 		it := &items[i]
 		if it.problem != "" {
 			return
 		}
-		data, msg := readLimited(fsys, it.path, opts.MaxFileSize)
+		from, name := fsys, it.path
+		if !it.link {
+			from, name = folders.fsFor(it.path)
+		}
+		data, msg := readLimited(from, name, opts.MaxFileSize)
 		if msg != "" {
 			it.problem = msg
 			return
@@ -157,7 +262,7 @@ func LoadDir(dir string, opts LoadOptions) ([]*Document, error) {
 		return nil, fmt.Errorf("open source root: %w", err)
 	}
 	defer root.Close()
-	return Load(root.FS(), opts)
+	return Load(RootFS(root), opts)
 }
 
 // Load reads and decodes every manifest file of fsys. See LoadDir.

@@ -132,6 +132,9 @@ func TestLoadDirSymlinks(t *testing.T) {
 		"real/hop-out.yaml": filepath.Join(outside, "secret.yaml"),
 		"dangling.yaml":     "real/missing.yaml",
 		"folder.yaml":       "real/dir",
+		// A link to a sibling folder is read through the whole tree, not
+		// through its own folder, where it would lead out.
+		"real/dir/up.yaml": "../target.yaml",
 	}
 	// relative-out needs outside to be a sibling of root: both are in TempDir's parent? Not
 	// guaranteed, so point it through as many ../ as it takes.
@@ -168,7 +171,7 @@ func TestLoadDirSymlinks(t *testing.T) {
 			t.Fatalf("%s read a file outside the root", d.File)
 		}
 	}
-	if files := docFiles(docs); !reflect.DeepEqual(files, []string{"inside.yaml", "real/dir/x.yaml", "real/target.yaml"}) {
+	if files := docFiles(docs); !reflect.DeepEqual(files, []string{"inside.yaml", "real/dir/up.yaml", "real/dir/x.yaml", "real/target.yaml"}) {
 		t.Errorf("documents from %v", files)
 	}
 }

@@ -95,7 +95,11 @@ api: {writeTokenEnv: %s}
 		return nil, err
 	}
 	defer logf.Close() // the child has its own descriptor
-	a.cmd = exec.Command(bin, "run", "--config", cfgPath, "--cache-dir", filepath.Join(dir, "cache"))
+	args := []string{"run", "--config", cfgPath, "--cache-dir", filepath.Join(dir, "cache")}
+	if ProfileDir() != "" {
+		args = append(args, "--pprof")
+	}
+	a.cmd = exec.Command(bin, args...)
 	a.cmd.Dir = dir
 	a.cmd.Env = append(os.Environ(), tokenEnv+"="+a.token)
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
@@ -229,6 +233,38 @@ func (a *Agent) get(ctx context.Context, path string, v any) error {
 		return fmt.Errorf("GET %s: %w", path, err)
 	}
 	return nil
+}
+
+// ProfileDir is the folder NO8S_E2E_PROFILE_DIR names, where the agent's
+// CPU profiles are saved; empty when none is named.
+func ProfileDir() string { return os.Getenv("NO8S_E2E_PROFILE_DIR") }
+
+// ProfileCPU saves a CPU profile of the agent over d to file, in
+// ProfileDir. The agent runs with --pprof only when ProfileDir is set.
+func (a *Agent) ProfileCPU(ctx context.Context, d time.Duration, file string) error {
+	path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(d.Seconds())))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.Base+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	out, err := os.Create(filepath.Join(ProfileDir(), file))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // Source reads the benchmark's source.

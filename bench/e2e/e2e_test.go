@@ -234,6 +234,19 @@ func (s *scenario) coldStart(start time.Time, head string, p peerTimes) bool {
 		r.Add("the cold sync itself", Seconds, d.Seconds(), "", "duration_ms of its sync history row")
 	}
 	s.logf("first sync applied %v after start", cold.Round(time.Millisecond))
+	if ProfileDir() != "" {
+		// The reconciles that follow the first sync, profiled while the
+		// wait below polls.
+		profiled := make(chan error, 1)
+		go func() {
+			profiled <- a.ProfileCPU(s.ctx, 3*time.Second, fmt.Sprintf("cpu-reconcile-%d.pprof", n))
+		}()
+		defer func() {
+			if err := <-profiled; err != nil {
+				s.logf("CPU profile of the reconciles: %v", err)
+			}
+		}()
+	}
 
 	readyAt, err := WaitReconciled(s.ctx, a, "cold start to all reconciled", int64(n), s.scaled(2*time.Minute, 10*time.Millisecond))
 	if err != nil {

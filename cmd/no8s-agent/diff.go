@@ -131,7 +131,7 @@ func folderSnapshot(path string) (*source.Snapshot, error) {
 		return nil, err
 	}
 	defer root.Close()
-	files, problems, err := source.ReadTree(root.FS(), manifest.LoadOptions{})
+	files, problems, err := source.ReadTree(manifest.RootFS(root), manifest.LoadOptions{})
 	if err != nil {
 		return nil, err
 	}

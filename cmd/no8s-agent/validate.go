@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source"
@@ -34,6 +35,12 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		path = rest[0]
 	}
 
+	if os.Getenv("GOGC") == "" {
+		// A one-shot command whose live data is the tree it reads: collecting
+		// four times less often cut a 10,000-file check by a fifth, for a
+		// peak about 30 MB higher. GOGC, when set, is left to decide.
+		defer debug.SetGCPercent(debug.SetGCPercent(400))
+	}
 	set, problems, err := validatePath(path, manifest.LoadOptions{MaxFileSize: *maxSize})
 	if err != nil {
 		fmt.Fprintf(stderr, "validate: %v\n", err)
@@ -90,7 +97,7 @@ func validatePath(path string, opts manifest.LoadOptions) (*manifest.Set, []mani
 		return nil, nil, err
 	}
 	defer root.Close()
-	files, problems, err := source.ReadTree(root.FS(), opts)
+	files, problems, err := source.ReadTree(manifest.RootFS(root), opts)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -119,7 +119,7 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 		return nil, fmt.Errorf("dir source %s: open folder: %w", s.name, err)
 	}
 	defer root.Close()
-	files, problems, err := source.ReadTree(root.FS(), s.load)
+	files, problems, err := source.ReadTree(manifest.RootFS(root), s.load)
 	if err != nil {
 		return nil, fmt.Errorf("dir source %s: %w", s.name, err)
 	}
