@@ -2,9 +2,13 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	gosync "sync"
 	"time"
 )
 
@@ -100,7 +104,9 @@ func unknownFields(d *Document, at string, obj map[string]any, allowed map[strin
 	}
 }
 
-// stringMap reads labels or annotations: an object of strings.
+// stringMap reads labels or annotations: an object of strings. The map it
+// returns may be shared with other resources (see mapInterner) and must not
+// be changed.
 func stringMap(d *Document, at string, v any, errs *problems, labels bool) map[string]string {
 	if v == nil {
 		return nil
@@ -127,11 +133,9 @@ func stringMap(d *Document, at string, v any, errs *problems, labels bool) map[s
 				continue
 			}
 		}
-		// Decoded strings may share memory with their whole file, which
-		// the resource must not keep alive.
-		out[strings.Clone(k)] = strings.Clone(s)
+		out[k] = s
 	}
-	return out
+	return sharedMaps.share(out)
 }
 
 func validLabelKey(k string) bool {
@@ -376,4 +380,61 @@ func parseDependsOn(d *Document, self ObjectRef, errs *problems) []ObjectRef {
 		}
 	}
 	return refs
+}
+
+// sharedMaps holds the label and annotation maps that parsed resources
+// share. Most resources of a repository carry one of a few label sets; a
+// map and its strings per resource made them the largest part of an idle
+// agent's heap.
+var sharedMaps = newMapInterner(4096, 1<<20)
+
+// mapInterner hands out one map per distinct content, for up to maxMaps
+// distinct contents of maxBytes in all; past that, maps are copied and not
+// held. Maps it holds are never changed, by it or by anyone: callers treat
+// Labels and Annotations as read-only.
+type mapInterner struct {
+	mu                gosync.Mutex
+	maxMaps, maxBytes int
+	bytes             int
+	maps              map[string]map[string]string
+	key               []byte
+}
+
+func newMapInterner(maxMaps, maxBytes int) *mapInterner {
+	return &mapInterner{maxMaps: maxMaps, maxBytes: maxBytes, maps: make(map[string]map[string]string)}
+}
+
+// share returns the held map equal to m, or a copy of m that it holds from
+// now on, or, when full, a copy of m. Copies own their strings: decoded
+// strings may share memory with their whole file, which a resource must
+// not keep alive.
+func (in *mapInterner) share(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	keys := slices.Sorted(maps.Keys(m))
+	in.key = in.key[:0]
+	for _, k := range keys {
+		// Length prefixes keep "a"+"bc" and "ab"+"c" apart.
+		in.key = strconv.AppendInt(in.key, int64(len(k)), 10)
+		in.key = append(in.key, ':')
+		in.key = append(in.key, k...)
+		in.key = strconv.AppendInt(in.key, int64(len(m[k])), 10)
+		in.key = append(in.key, ':')
+		in.key = append(in.key, m[k]...)
+	}
+	if held, ok := in.maps[string(in.key)]; ok {
+		return held
+	}
+	own := make(map[string]string, len(m))
+	for k, v := range m {
+		own[strings.Clone(k)] = strings.Clone(v)
+	}
+	if len(in.maps) < in.maxMaps && in.bytes+len(in.key) <= in.maxBytes {
+		in.maps[string(in.key)] = own
+		in.bytes += len(in.key)
+	}
+	return own
 }
