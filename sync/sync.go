@@ -197,34 +197,17 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 		}
 		return res, nil
 	}
-	// What the revision is judged against is read from the store while the
-	// snapshot is validated, which is mostly the agent's own work; only a
-	// revision refused before needs it first, to know whether to judge it
-	// again at all.
-	judging := make(chan judgement, 1)
-	go func() {
-		against, err := s.judgedAgainst(ctx, t.Name, cur)
-		judging <- judgement{against, err}
-	}()
-	if !force && s.refusedBefore(t.Name, snap.Revision, cur) {
-		j := <-judging
-		if j.err != nil {
-			return nil, j.err
-		}
-		if s.refusedAlready(t.Name, snap.Revision, cur, j.against) {
-			res.Skipped, res.Refused = true, true
-			return res, nil
-		}
-		judging <- j
+	against, err := s.judgedAgainst(ctx, t.Name, cur)
+	if err != nil {
+		return nil, err
 	}
-	set, verr := s.validate(ctx, t, snap)
-	j := <-judging
-	if j.err != nil {
-		return nil, j.err
+	if !force && s.refusedAlready(t.Name, snap.Revision, cur, against) {
+		res.Skipped, res.Refused = true, true
+		return res, nil
 	}
-	against := j.against
-	if verr != nil {
-		return nil, s.fail(ctx, t, snap, start, against, verr)
+	set, err := s.validate(ctx, t, snap)
+	if err != nil {
+		return nil, s.fail(ctx, t, snap, start, against, err)
 	}
 	err = s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
 		if err := tx.LockSource(ctx, t.Name); err != nil {
@@ -375,29 +358,15 @@ func (s *Syncer) judgedAgainst(ctx context.Context, name string, cur *store.Sour
 	return b.String(), nil
 }
 
-// judgement is what judgedAgainst returned.
-type judgement struct {
-	against string
-	err     error
-}
-
-// refusedBefore reports whether rev is the revision this Syncer last
-// refused for the source and the source's status still shows that refusal.
-func (s *Syncer) refusedBefore(name string, rev manifest.Revision, cur *store.Source) bool {
+// refusedAlready reports whether rev is the revision this Syncer last
+// refused for the source, the source's status still shows that refusal,
+// and nothing it was judged against changed since.
+func (s *Syncer) refusedAlready(name string, rev manifest.Revision, cur *store.Source, against string) bool {
 	s.mu.Lock()
 	r, ok := s.refusals[name]
 	s.mu.Unlock()
-	return ok && r.revision == rev &&
+	return ok && r.revision == rev && r.against == against &&
 		cur.LastAttemptedRevision == rev && cur.LastAppliedRevision != rev && cur.Message == r.message
-}
-
-// refusedAlready reports whether rev was refused before (refusedBefore) and
-// nothing it was judged against changed since.
-func (s *Syncer) refusedAlready(name string, rev manifest.Revision, cur *store.Source, against string) bool {
-	s.mu.Lock()
-	r := s.refusals[name]
-	s.mu.Unlock()
-	return s.refusedBefore(name, rev, cur) && r.against == against
 }
 
 // fetchFailed reports whether the source's status is a fetch failure.
