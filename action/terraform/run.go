@@ -1,0 +1,244 @@
+package terraform
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/no8s/no8s-agent/action"
+)
+
+const (
+	// maxOutput bounds what one run's stdout and stderr are kept to.
+	maxOutput = 4 << 20
+	// errorTail is how much of the end of the output an error quotes.
+	errorTail = 4 << 10
+)
+
+// runSpec is one run of the binary.
+type runSpec struct {
+	dir   string
+	args  []string
+	phase string // init, plan, apply, destroy: for progress
+	// req, when set, receives progress, and, when record is true, the run's
+	// process as the attempt's handle.
+	req    *action.Request
+	record bool
+	// okCodes are exit codes that are not failures (plan's 2).
+	okCodes []int
+}
+
+// runResult is what a run left.
+type runResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// runError is a run that exited with a failing code.
+type runError struct {
+	args   []string
+	code   int
+	output string
+}
+
+func (e *runError) Error() string {
+	return fmt.Sprintf("%s exited %d: %s", strings.Join(e.args[:1], " "), e.code, tail(e.output))
+}
+
+// run runs the binary once. The context's end interrupts it (SIGINT), and
+// after the grace kills its process group.
+func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
+	args := append([]string(nil), spec.args...)
+	cmd := osexec.Command(a.binary, args...)
+	cmd.Dir = spec.dir
+	cmd.Env = slices.Clip(a.env)
+	var stdout, stderr capped
+	stdout.limit, stderr.limit = maxOutput, maxOutput
+	var progress io.Writer = io.Discard
+	if spec.req != nil && spec.req.Reporter != nil {
+		pw := &progressWriter{phase: spec.phase, reporter: spec.req.Reporter}
+		progress = pw
+	}
+	cmd.Stdout = io.MultiWriter(&stdout, progress)
+	cmd.Stderr = &stderr
+	// Its own group, so that the providers it starts can be killed with
+	// it; the interrupt goes to the binary alone, which stops its providers
+	// itself.
+	cmd.SysProcAttr = procAttr()
+
+	// The parent-death signal fires when the thread that started the
+	// process ends, so the thread stays this goroutine's until Wait returns.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", a.binary, err)
+	}
+	pid := cmd.Process.Pid
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	if spec.record && spec.req != nil {
+		if err := action.RecordHandle(ctx, spec.req, encodeHandle(pid)); err != nil {
+			a.stop(pid, waited)
+			return nil, fmt.Errorf("record the run of %s: %w", a.binary, err)
+		}
+	}
+
+	var waitErr error
+	select {
+	case waitErr = <-waited:
+	case <-ctx.Done():
+		a.log.Info("interrupting "+spec.phase, "dir", spec.dir, "pid", pid, "cause", context.Cause(ctx))
+		if !a.stop(pid, waited) {
+			return nil, fmt.Errorf("%s: %w; it did not stop within %s of an interrupt and was killed: %w",
+				spec.phase, context.Cause(ctx), a.grace, action.ErrStillRunning)
+		}
+		killGroup(pid)
+		return nil, fmt.Errorf("%s interrupted: %w", spec.phase, context.Cause(ctx))
+	}
+	killGroup(pid) // providers a crashed binary left behind
+	res := &runResult{stdout: stdout.String(), stderr: stderr.String()}
+	var exitErr *osexec.ExitError
+	switch {
+	case waitErr == nil:
+	case errors.As(waitErr, &exitErr):
+		res.code = exitErr.ExitCode()
+	default:
+		return nil, fmt.Errorf("run %s: %w", a.binary, waitErr)
+	}
+	if res.code != 0 && !slices.Contains(spec.okCodes, res.code) {
+		return res, &runError{args: args, code: res.code, output: res.stderr + res.stdout}
+	}
+	return res, nil
+}
+
+// stop interrupts the binary and waits up to the grace for it to exit;
+// then it kills the group. It reports whether the binary exited by itself.
+func (a *Action) stop(pid int, waited <-chan error) bool {
+	_ = syscall.Kill(pid, syscall.SIGINT)
+	timer := time.NewTimer(a.grace)
+	defer timer.Stop()
+	select {
+	case <-waited:
+		return true
+	case <-timer.C:
+		killGroup(pid)
+		<-waited
+		return false
+	}
+}
+
+// killGroup kills what is left of the process group pgid.
+func killGroup(pgid int) { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
+
+// progressWriter turns the binary's lines about resources into progress:
+// "apply: terraform_data.db: Creating...".
+type progressWriter struct {
+	mu       sync.Mutex
+	phase    string
+	reporter action.Reporter
+	buf      []byte
+}
+
+// resourceLine is a line of plan or apply output about one resource.
+var resourceLine = regexp.MustCompile(`^\S+(\[[^\]]*\])?: (Creating|Modifying|Destroying|Refreshing state|Reading|Still creating|Still modifying|Still destroying|Creation complete|Modifications complete|Destruction complete)`)
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		line := strings.TrimSpace(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+		if resourceLine.MatchString(line) {
+			if len(line) > 200 {
+				line = line[:200]
+			}
+			w.reporter.Progress(w.phase + ": " + line)
+		}
+	}
+	if len(w.buf) > 64<<10 {
+		w.buf = w.buf[:0] // a line that long is not a resource line
+	}
+	return len(p), nil
+}
+
+// capped keeps up to limit bytes of what is written to it.
+type capped struct {
+	mu    sync.Mutex
+	limit int
+	buf   bytes.Buffer
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.limit - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (c *capped) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}
+
+// tail returns the end of output, from the first "Error:" in it when there
+// is one, where the binary explains a failure.
+func tail(output string) string {
+	if i := strings.Index(output, "Error: "); i >= 0 {
+		output = output[i:]
+	}
+	output = strings.TrimSpace(output)
+	if len(output) > errorTail {
+		output = "..." + output[len(output)-errorTail:]
+	}
+	return output
+}
+
+// lockInfo is what the binary says of a state lock it could not take.
+type lockInfo struct {
+	id, who string
+}
+
+var (
+	lockIDLine  = regexp.MustCompile(`(?m)^\s*ID:\s+(\S+)\s*$`)
+	lockWhoLine = regexp.MustCompile(`(?m)^\s*Who:\s+(\S+)\s*$`)
+)
+
+// lockError reports the lock an error is about, when it is the binary's
+// "Error acquiring the state lock".
+func lockError(err error) (lockInfo, bool) {
+	var re *runError
+	if !errors.As(err, &re) || !strings.Contains(re.output, "Error acquiring the state lock") {
+		return lockInfo{}, false
+	}
+	var li lockInfo
+	if m := lockIDLine.FindStringSubmatch(re.output); m != nil {
+		li.id = m[1]
+	}
+	if m := lockWhoLine.FindStringSubmatch(re.output); m != nil {
+		li.who = m[1]
+	}
+	return li, li.id != ""
+}
+
+// hostname is this host's name, for handles; empty when unknown.
+var hostname = func() string { h, _ := os.Hostname(); return h }()
