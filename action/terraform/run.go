@@ -63,18 +63,34 @@ func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
 	cmd := osexec.Command(a.binary, args...)
 	cmd.Dir = spec.dir
 	cmd.Env = slices.Clip(a.env)
-	var stdout, stderr capped
-	stdout.limit, stderr.limit = maxOutput, maxOutput
+	// Output goes to files, not pipes: a binary interrupted because the
+	// agent died would die of SIGPIPE on its first word to a closed pipe,
+	// before it saved its state and released its lock.
+	outFile, err := os.CreateTemp(spec.dir, outputPrefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("create the output file: %w", err)
+	}
+	defer os.Remove(outFile.Name())
+	defer outFile.Close()
+	errFile, err := os.CreateTemp(spec.dir, outputPrefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("create the output file: %w", err)
+	}
+	defer os.Remove(errFile.Name())
+	defer errFile.Close()
+	cmd.Stdout, cmd.Stderr = outFile, errFile
 	var progress io.Writer = io.Discard
 	if spec.req != nil && spec.req.Reporter != nil {
-		pw := &progressWriter{phase: spec.phase, reporter: spec.req.Reporter}
-		progress = pw
+		progress = &progressWriter{phase: spec.phase, reporter: spec.req.Reporter}
 	}
-	cmd.Stdout = io.MultiWriter(&stdout, progress)
-	cmd.Stderr = &stderr
-	// Its own group, so that the providers it starts can be killed with
-	// it; the interrupt goes to the binary alone, which stops its providers
-	// itself.
+	tailDone, stopTail := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(tailDone)
+		follow(outFile.Name(), progress, stopTail)
+	}()
+	var tailOnce sync.Once
+	endTail := func() { tailOnce.Do(func() { close(stopTail); <-tailDone }) }
+	defer endTail()
 	cmd.SysProcAttr = procAttr()
 
 	// The parent-death signal fires when the thread that started the
@@ -108,7 +124,8 @@ func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
 		return nil, fmt.Errorf("%s interrupted: %w", spec.phase, context.Cause(ctx))
 	}
 	killGroup(pid) // providers a crashed binary left behind
-	res := &runResult{stdout: stdout.String(), stderr: stderr.String()}
+	endTail()
+	res := &runResult{stdout: readCapped(outFile), stderr: readCapped(errFile)}
 	var exitErr *osexec.ExitError
 	switch {
 	case waitErr == nil:
@@ -178,26 +195,34 @@ func (w *progressWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// capped keeps up to limit bytes of what is written to it.
-type capped struct {
-	mu    sync.Mutex
-	limit int
-	buf   bytes.Buffer
-}
+// outputPrefix names the files a run's output goes to, in its folder.
+const outputPrefix = ".no8s-output-"
 
-func (c *capped) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := c.limit - c.buf.Len(); room > 0 {
-		c.buf.Write(p[:min(len(p), room)])
+// follow copies what is appended to the file at path to w until stop is
+// closed, and what is left after that.
+func follow(path string, w io.Writer, stop <-chan struct{}) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
 	}
-	return len(p), nil
+	defer f.Close()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, _ = io.Copy(w, f)
+		select {
+		case <-stop:
+			_, _ = io.Copy(w, f)
+			return
+		case <-tick.C:
+		}
+	}
 }
 
-func (c *capped) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.String()
+// readCapped reads up to maxOutput bytes of f from its start.
+func readCapped(f *os.File) string {
+	b, _ := io.ReadAll(io.NewSectionReader(f, 0, maxOutput))
+	return string(b)
 }
 
 // tail returns the end of output, from the first "Error:" in it when there

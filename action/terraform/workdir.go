@@ -301,7 +301,7 @@ func copyForPreview(from, to string) error {
 				return err
 			}
 			return os.Symlink(link, target)
-		case strings.HasSuffix(d.Name(), ".tfplan") || d.Name() == ".terraform.tfstate.lock.info":
+		case strings.HasSuffix(d.Name(), ".tfplan") || d.Name() == ".terraform.tfstate.lock.info" || strings.HasPrefix(d.Name(), outputPrefix):
 			return nil
 		default:
 			return copyFile(p, target)
