@@ -460,3 +460,25 @@ resource "terraform_data" "slow" {
 		t.Fatalf("apply after the interrupt: %v", err)
 	}
 }
+
+// The example module applies offline with the example's specs, and its
+// sensitive output is masked.
+func TestExampleModule(t *testing.T) {
+	t.Parallel()
+	main, err := os.ReadFile(filepath.Join("..", "..", "examples", "terraform", "module", "main.tf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, string(main), map[string]any{"passEnv": []string{}})
+	res, err := f.act.Apply(t.Context(), request("assets", 1, `{"region":"eu-west","versioning":true,"retention_days":30}`, &recorder{}))
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	var outs map[string]string
+	if err := json.Unmarshal(res.Outputs, &outs); err != nil {
+		t.Fatal(err)
+	}
+	if outs["url"] != "https://eu-west.storage.example.com/assets" || outs["signed_prefix"] != "(sensitive)" || outs["bucket_id"] == "" {
+		t.Errorf("outputs %s", res.Outputs)
+	}
+}
