@@ -94,6 +94,7 @@ func (a *Action) awaitPrior(ctx context.Context, req *action.Request) (priorStat
 // Apply implements action.Action: plan into a file, apply exactly that
 // plan, read the outputs.
 func (a *Action) Apply(ctx context.Context, req *action.Request) (*action.Result, error) {
+	req = withReporter(req)
 	dir, err := a.workDir(req.Resource)
 	if err != nil {
 		return nil, err
@@ -135,6 +136,7 @@ func (a *Action) Apply(ctx context.Context, req *action.Request) (*action.Result
 // Destroy implements action.Action: destroy what the state holds, then
 // remove the work folder.
 func (a *Action) Destroy(ctx context.Context, req *action.Request) (*action.Result, error) {
+	req = withReporter(req)
 	dir, err := a.workDir(req.Resource)
 	if err != nil {
 		return nil, err
@@ -168,6 +170,7 @@ func (a *Action) Destroy(ctx context.Context, req *action.Request) (*action.Resu
 // pull-request preview) in a copy of it, so that it never disturbs the
 // folder or takes the state's lock.
 func (a *Action) Plan(ctx context.Context, req *action.Request) (*action.Plan, error) {
+	req = withReporter(req)
 	ctx, cancel := context.WithTimeoutCause(ctx, a.planTimeout, fmt.Errorf("plan timed out after %s", a.planTimeout))
 	defer cancel()
 	dir, err := a.workDir(req.Resource)
@@ -197,7 +200,8 @@ func (a *Action) Plan(ctx context.Context, req *action.Request) (*action.Plan, e
 	const previewPlan = "no8s-check.tfplan"
 	args := append([]string{"plan", "-input=false", "-no-color", "-detailed-exitcode", "-var-file=" + varsFile, "-out=" + previewPlan}, lock...)
 	req.Reporter.Progress("plan")
-	res, err := a.withLock(ctx, dir, st, h, runSpec{dir: dir, args: a.withParallelism(args), phase: "plan", req: req, okCodes: []int{2}})
+	// A drift check's run is recorded like an apply's: it holds the lock.
+	res, err := a.withLock(ctx, dir, st, h, runSpec{dir: dir, args: a.withParallelism(args), phase: "plan", req: req, record: !preview, okCodes: []int{2}})
 	if err != nil {
 		return nil, a.explain(fmt.Errorf("plan: %w", err), req)
 	}
@@ -217,6 +221,17 @@ func (a *Action) Plan(ctx context.Context, req *action.Request) (*action.Plan, e
 		plan.Summary = "outputs change"
 	}
 	return plan, nil
+}
+
+// withReporter returns req with a Reporter that discards everything when
+// it has none.
+func withReporter(req *action.Request) *action.Request {
+	if req.Reporter != nil {
+		return req
+	}
+	r := *req
+	r.Reporter = action.NoopReporter{}
+	return &r
 }
 
 // withLock runs spec; when the state is locked by a previous attempt's

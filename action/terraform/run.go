@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	osexec "os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -66,13 +67,19 @@ func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
 	// Output goes to files, not pipes: a binary interrupted because the
 	// agent died would die of SIGPIPE on its first word to a closed pipe,
 	// before it saved its state and released its lock.
-	outFile, err := os.CreateTemp(spec.dir, outputPrefix+"*")
+	// They are kept beside the work folders, not in the run's folder,
+	// where init -from-module wants nothing.
+	outDir := filepath.Join(a.root, ".output")
+	if err := os.MkdirAll(outDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create the output folder: %w", err)
+	}
+	outFile, err := os.CreateTemp(outDir, outputPrefix+"*")
 	if err != nil {
 		return nil, fmt.Errorf("create the output file: %w", err)
 	}
 	defer os.Remove(outFile.Name())
 	defer outFile.Close()
-	errFile, err := os.CreateTemp(spec.dir, outputPrefix+"*")
+	errFile, err := os.CreateTemp(outDir, outputPrefix+"*")
 	if err != nil {
 		return nil, fmt.Errorf("create the output file: %w", err)
 	}
@@ -195,7 +202,7 @@ func (w *progressWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// outputPrefix names the files a run's output goes to, in its folder.
+// outputPrefix names the files a run's output goes to.
 const outputPrefix = ".no8s-output-"
 
 // follow copies what is appended to the file at path to w until stop is

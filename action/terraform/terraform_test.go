@@ -482,3 +482,61 @@ func TestExampleModule(t *testing.T) {
 		t.Errorf("outputs %s", res.Outputs)
 	}
 }
+
+// A module source string is downloaded once (here a Git repository over
+// file://, as go-getter reads it) and used like a folder.
+func TestModuleFromSource(t *testing.T) {
+	t.Parallel()
+	repo := t.TempDir()
+	if err := os.WriteFile(filepath.Join(repo, "main.tf"), []byte("variable \"size\" { type = number }\noutput \"double\" { value = var.size * 2 }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "module"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	f := newFixture(t, "", map[string]any{"module": "git::file://" + repo, "passEnv": []string{}})
+	res, err := f.act.Apply(t.Context(), request("src", 1, `{"size": 21}`, &recorder{}))
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if string(res.Outputs) != `{"double":42}` {
+		t.Errorf("outputs %s", res.Outputs)
+	}
+}
+
+// A module whose files change is copied again, without the files it lost,
+// and initialised again.
+func TestModuleChange(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "variable \"size\" { type = number }\noutput \"a\" { value = var.size }\n", map[string]any{"passEnv": []string{}})
+	extra := filepath.Join(f.module, "extra.tf")
+	if err := os.WriteFile(extra, []byte("output \"b\" { value = \"b\" }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	res, err := f.act.Apply(ctx, request("m", 1, `{"size": 1}`, &recorder{}))
+	if err != nil || string(res.Outputs) != `{"a":1,"b":"b"}` {
+		t.Fatalf("first apply: %s %v", res.Outputs, err)
+	}
+	if err := os.Remove(extra); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.module, "main.tf"), []byte("variable \"size\" { type = number }\noutput \"a\" { value = var.size }\noutput \"c\" { value = \"c\" }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := &recorder{}
+	res, err = f.act.Apply(ctx, request("m", 2, `{"size": 1}`, rep))
+	if err != nil || string(res.Outputs) != `{"a":1,"c":"c"}` {
+		t.Fatalf("apply after the module changed: %s %v", res.Outputs, err)
+	}
+	if !strings.Contains(rep.all(), "init") {
+		t.Errorf("no init after the module changed: %s", rep.all())
+	}
+	if _, err := os.Stat(filepath.Join(f.dir("m"), "extra.tf")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a file the module lost stays in the work folder: %v", err)
+	}
+}

@@ -292,6 +292,12 @@ func copyForPreview(from, to string) error {
 		rel, _ := filepath.Rel(from, p)
 		target := filepath.Join(to, rel)
 		switch {
+		case d.IsDir() && filepath.ToSlash(rel) == ".terraform/providers":
+			// Providers can weigh hundreds of megabytes: link, not copy.
+			if err := os.Symlink(p, target); err != nil {
+				return err
+			}
+			return fs.SkipDir
 		case d.IsDir():
 			return os.MkdirAll(target, 0o700)
 		case d.Type()&fs.ModeSymlink != 0:
@@ -301,7 +307,7 @@ func copyForPreview(from, to string) error {
 				return err
 			}
 			return os.Symlink(link, target)
-		case strings.HasSuffix(d.Name(), ".tfplan") || d.Name() == ".terraform.tfstate.lock.info" || strings.HasPrefix(d.Name(), outputPrefix):
+		case strings.HasSuffix(d.Name(), ".tfplan") || d.Name() == ".terraform.tfstate.lock.info":
 			return nil
 		default:
 			return copyFile(p, target)
