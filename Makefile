@@ -6,15 +6,15 @@ BIN       ?= bin/no8s-agent
 TESTFLAGS ?= -race -count=1 -timeout 8m
 FUZZTIME  ?= 30s
 
-.PHONY: all build test lint bench bench-e2e fuzz faults postgres chromium clean
+.PHONY: all build test lint bench bench-e2e fuzz faults postgres chromium tofu clean
 
 all: lint test build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/no8s-agent
 
-test: postgres chromium
-	$(GO) test $(TESTFLAGS) ./...
+test: postgres chromium tofu
+	NO8S_TOFU="$${NO8S_TOFU:-$(CURDIR)/$(TOFU_BIN)}" $(GO) test $(TESTFLAGS) ./...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -35,8 +35,8 @@ bench-e2e: postgres
 # The fault suite alone: the agent binary killed, PostgreSQL restarted, Git
 # remotes down or hanging, hostile input, secrets echoed by actions. `make
 # test` runs it too.
-faults: postgres
-	$(GO) test $(TESTFLAGS) -v ./faults
+faults: postgres tofu
+	NO8S_TOFU="$${NO8S_TOFU:-$(CURDIR)/$(TOFU_BIN)}" $(GO) test $(TESTFLAGS) -v ./faults
 
 fuzz:
 	$(GO) test ./manifest -run '^$$' -fuzz FuzzDecodeFile -fuzztime $(FUZZTIME)
@@ -73,6 +73,21 @@ chromium:
 	    exit 1; \
 	  fi; \
 	fi
+
+# The terraform action's tests run a real OpenTofu. It is not a Debian
+# package, and its module cannot be `go install`ed (its go.mod has replace
+# directives), so it is built from the module's source into .tools, once:
+# a second run finds it there. A tofu or terraform on PATH is not used by
+# the tests unless NO8S_TOFU names it.
+TOFU_VERSION ?= v1.10.10
+TOFU_BIN      = .tools/tofu-$(TOFU_VERSION)/tofu
+tofu: $(TOFU_BIN)
+$(TOFU_BIN):
+	@echo "building OpenTofu $(TOFU_VERSION) from its Go module (once; a few minutes)"
+	@dir=$$(GOFLAGS=-mod=mod $(GO) mod download -json github.com/opentofu/opentofu@$(TOFU_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	  if [ -z "$$dir" ]; then echo "cannot download github.com/opentofu/opentofu@$(TOFU_VERSION) from the Go module proxy" >&2; exit 1; fi; \
+	  mkdir -p $(dir $(TOFU_BIN)) && out=$$(pwd)/$(TOFU_BIN) && \
+	  cd "$$dir" && GOFLAGS=-mod=mod $(GO) build -o "$$out.tmp" ./cmd/tofu && mv "$$out.tmp" "$$out"
 
 clean:
 	rm -rf bin

@@ -10,10 +10,11 @@ import (
 	"github.com/no8s/no8s-agent/action/exec"
 	"github.com/no8s/no8s-agent/action/githubactions"
 	httpaction "github.com/no8s/no8s-agent/action/http"
+	"github.com/no8s/no8s-agent/action/terraform"
 )
 
 // Registry returns a registry holding the plugins compiled into the agent:
-// noop, exec, http and github_actions.
+// noop, exec, http, github_actions and terraform.
 func Registry() *action.Registry {
 	r := action.NewRegistry()
 	for _, p := range []struct {
@@ -23,6 +24,7 @@ func Registry() *action.Registry {
 		{exec.Plugin, exec.New},
 		{httpaction.Plugin, httpaction.New},
 		{githubactions.Plugin, githubactions.New},
+		{terraform.Plugin, terraform.New},
 	} {
 		if err := r.Register(p.name, p.factory); err != nil {
 			// Only two built-in plugins sharing a name can cause this: a bug

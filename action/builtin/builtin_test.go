@@ -10,7 +10,7 @@ import (
 
 func TestPlugins(t *testing.T) {
 	t.Parallel()
-	if got, want := Registry().Plugins(), []string{"exec", "github_actions", "http", "noop"}; !slices.Equal(got, want) {
+	if got, want := Registry().Plugins(), []string{"exec", "github_actions", "http", "noop", "terraform"}; !slices.Equal(got, want) {
 		t.Fatalf("Plugins() = %q, want %q", got, want)
 	}
 }

@@ -725,8 +725,10 @@ func TestRunRefusesBadActions(t *testing.T) {
 		actions string
 		want    []string
 	}{
-		{"unknown plugin", "deploy: {plugin: terraform}",
-			[]string{`actions.deploy: unknown plugin "terraform" (known plugins: `}},
+		{"unknown plugin", "deploy: {plugin: pulumi}",
+			[]string{`actions.deploy: unknown plugin "pulumi" (known plugins: exec, github_actions, http, noop, terraform)`}},
+		{"terraform without module", "deploy: {plugin: terraform, config: {binary: /no/such/tofu}}",
+			[]string{"actions.deploy: binary: ", "install OpenTofu", "actions.deploy: module: required"}},
 		{"exec bad timeout", "deploy: {plugin: exec, config: {command: [sh], timeout: soon}}",
 			[]string{`actions.deploy: timeout: "soon" is not a duration`}},
 		{"exec missing command", "deploy: {plugin: exec, config: {command: [./no-such-script.sh]}}",

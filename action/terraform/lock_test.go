@@ -1,0 +1,87 @@
+package terraform_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/action/terraform/tofutest"
+)
+
+// deadRun starts and ends a process and returns the handle an attempt
+// would have recorded for it: a run that is provably gone.
+func deadRun(t *testing.T) *action.Handle {
+	t.Helper()
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(raw)[strings.LastIndexByte(string(raw), ')')+1:])
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	host, _ := os.Hostname()
+	return &action.Handle{Value: fmt.Sprintf(`{"host":%q,"pid":%d,"start":%q}`, host, cmd.Process.Pid, fields[19]),
+		Operation: action.OperationApply, Generation: 1}
+}
+
+// A lock left by a run that is gone is force-unlocked, with its id logged;
+// a lock whose holder is not known to be gone is left alone, and the error
+// says how to unlock it by hand.
+func TestStaleLock(t *testing.T) {
+	t.Parallel()
+	srv := tofutest.NewStateServer(t)
+	f := newFixture(t, dbModule, map[string]any{"backend": srv.Backend()})
+	ctx := t.Context()
+	if _, err := f.act.Apply(ctx, request("locked", 1, `{"size": 1}`, &recorder{})); err != nil {
+		t.Fatalf("first apply: %v", err)
+	}
+	if _, err := os.Stat(f.dir("locked") + "/terraform.tfstate"); err == nil {
+		t.Error("the state is in the work folder, not in the backend")
+	}
+	if !srv.HasState("Database", "locked") {
+		t.Error("no state in the backend")
+	}
+	if srv.Held("Database", "locked") {
+		t.Fatal("the first apply left its lock")
+	}
+
+	// Nobody knows who holds it: no force.
+	srv.Lock("Database", "locked", "lock-of-someone")
+	_, err := f.act.Apply(ctx, request("locked", 2, `{"size": 2}`, &recorder{}))
+	if err == nil || !strings.Contains(err.Error(), "the state is locked (lock lock-of-someone") ||
+		!strings.Contains(err.Error(), "force-unlock lock-of-someone") {
+		t.Fatalf("apply against a live lock: %v", err)
+	}
+	if !srv.Held("Database", "locked") {
+		t.Fatal("a lock whose holder may live was forced")
+	}
+
+	// The previous attempt's process is gone: force, log, go on.
+	srv.Unlock("Database", "locked")
+	srv.Lock("Database", "locked", "lock-of-the-dead")
+	req := request("locked", 2, `{"size": 2}`, &recorder{})
+	req.PriorHandle = deadRun(t)
+	res, err := f.act.Apply(ctx, req)
+	if err != nil {
+		t.Fatalf("apply after a dead run: %v", err)
+	}
+	if res.Updated != 1 || srv.Held("Database", "locked") {
+		t.Errorf("result %+v, lock held %v", res, srv.Held("Database", "locked"))
+	}
+	f.logMu.Lock()
+	logs := f.logs.String()
+	f.logMu.Unlock()
+	if !strings.Contains(logs, "force-unlocking") || !strings.Contains(logs, "lock=lock-of-the-dead") {
+		t.Errorf("the forced lock is not logged:\n%s", logs)
+	}
+}

@@ -1,0 +1,45 @@
+//go:build linux
+
+package terraform
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// procAttr starts the binary in its own process group, interrupted when
+// the agent dies (even by SIGKILL), so that it persists its state and
+// releases its lock rather than run on unwatched.
+func procAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGINT}
+}
+
+// startTime returns the start time of process pid (in clock ticks since
+// boot), which tells it from a later process given the same pid; "" when
+// there is no such process. known is false when this cannot be told.
+func startTime(pid int) (start string, known bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if os.IsNotExist(err) {
+		return "", true
+	}
+	if err != nil {
+		return "", false
+	}
+	// The command name, in parentheses, may hold spaces: count fields after
+	// its closing parenthesis. starttime is field 22; state is field 3.
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", false
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 20 {
+		return "", false
+	}
+	if fields[0] == "Z" || fields[0] == "X" {
+		return "", true // a zombie has ended
+	}
+	return fields[19], true
+}

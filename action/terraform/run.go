@@ -1,0 +1,276 @@
+package terraform
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/no8s/no8s-agent/action"
+)
+
+const (
+	// maxOutput bounds what one run's stdout and stderr are kept to.
+	maxOutput = 4 << 20
+	// errorTail is how much of the end of the output an error quotes.
+	errorTail = 4 << 10
+)
+
+// runSpec is one run of the binary.
+type runSpec struct {
+	dir   string
+	args  []string
+	phase string // init, plan, apply, destroy: for progress
+	// req, when set, receives progress, and, when record is true, the run's
+	// process as the attempt's handle.
+	req    *action.Request
+	record bool
+	// okCodes are exit codes that are not failures (plan's 2).
+	okCodes []int
+}
+
+// runResult is what a run left.
+type runResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// runError is a run that exited with a failing code.
+type runError struct {
+	args   []string
+	code   int
+	output string
+}
+
+func (e *runError) Error() string {
+	return fmt.Sprintf("%s exited %d: %s", strings.Join(e.args[:1], " "), e.code, tail(e.output))
+}
+
+// run runs the binary once. The context's end interrupts it (SIGINT), and
+// after the grace kills its process group.
+func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
+	args := append([]string(nil), spec.args...)
+	cmd := osexec.Command(a.binary, args...)
+	cmd.Dir = spec.dir
+	cmd.Env = slices.Clip(a.env)
+	// Output goes to files, not pipes: a binary interrupted because the
+	// agent died would die of SIGPIPE on its first word to a closed pipe,
+	// before it saved its state and released its lock.
+	// They are kept beside the work folders, not in the run's folder,
+	// where init -from-module wants nothing.
+	outDir := filepath.Join(a.root, ".output")
+	if err := os.MkdirAll(outDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create the output folder: %w", err)
+	}
+	outFile, err := os.CreateTemp(outDir, outputPrefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("create the output file: %w", err)
+	}
+	defer os.Remove(outFile.Name())
+	defer outFile.Close()
+	errFile, err := os.CreateTemp(outDir, outputPrefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("create the output file: %w", err)
+	}
+	defer os.Remove(errFile.Name())
+	defer errFile.Close()
+	cmd.Stdout, cmd.Stderr = outFile, errFile
+	var progress io.Writer = io.Discard
+	if spec.req != nil && spec.req.Reporter != nil {
+		progress = &progressWriter{phase: spec.phase, reporter: spec.req.Reporter}
+	}
+	tailDone, stopTail := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(tailDone)
+		follow(outFile.Name(), progress, stopTail)
+	}()
+	var tailOnce sync.Once
+	endTail := func() { tailOnce.Do(func() { close(stopTail); <-tailDone }) }
+	defer endTail()
+	cmd.SysProcAttr = procAttr()
+
+	// The parent-death signal fires when the thread that started the
+	// process ends, so the thread stays this goroutine's until Wait returns.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", a.binary, err)
+	}
+	pid := cmd.Process.Pid
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	if spec.record && spec.req != nil {
+		if err := action.RecordHandle(ctx, spec.req, encodeHandle(pid)); err != nil {
+			a.stop(pid, waited)
+			return nil, fmt.Errorf("record the run of %s: %w", a.binary, err)
+		}
+	}
+
+	var waitErr error
+	select {
+	case waitErr = <-waited:
+	case <-ctx.Done():
+		a.log.Info("interrupting "+spec.phase, "dir", spec.dir, "pid", pid, "cause", context.Cause(ctx))
+		if !a.stop(pid, waited) {
+			return nil, fmt.Errorf("%s: %w; it did not stop within %s of an interrupt and was killed: %w",
+				spec.phase, context.Cause(ctx), a.grace, action.ErrStillRunning)
+		}
+		killGroup(pid)
+		return nil, fmt.Errorf("%s interrupted: %w", spec.phase, context.Cause(ctx))
+	}
+	killGroup(pid) // providers a crashed binary left behind
+	endTail()
+	res := &runResult{stdout: readCapped(outFile), stderr: readCapped(errFile)}
+	var exitErr *osexec.ExitError
+	switch {
+	case waitErr == nil:
+	case errors.As(waitErr, &exitErr):
+		res.code = exitErr.ExitCode()
+	default:
+		return nil, fmt.Errorf("run %s: %w", a.binary, waitErr)
+	}
+	if res.code != 0 && !slices.Contains(spec.okCodes, res.code) {
+		return res, &runError{args: args, code: res.code, output: res.stderr + res.stdout}
+	}
+	return res, nil
+}
+
+// stop interrupts the binary and waits up to the grace for it to exit;
+// then it kills the group. It reports whether the binary exited by itself.
+func (a *Action) stop(pid int, waited <-chan error) bool {
+	_ = syscall.Kill(pid, syscall.SIGINT)
+	timer := time.NewTimer(a.grace)
+	defer timer.Stop()
+	select {
+	case <-waited:
+		return true
+	case <-timer.C:
+		killGroup(pid)
+		<-waited
+		return false
+	}
+}
+
+// killGroup kills what is left of the process group pgid.
+func killGroup(pgid int) { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
+
+// progressWriter turns the binary's lines about resources into progress:
+// "apply: terraform_data.db: Creating...".
+type progressWriter struct {
+	mu       sync.Mutex
+	phase    string
+	reporter action.Reporter
+	buf      []byte
+}
+
+// resourceLine is a line of plan or apply output about one resource.
+var resourceLine = regexp.MustCompile(`^\S+(\[[^\]]*\])?: (Creating|Modifying|Destroying|Refreshing state|Reading|Still creating|Still modifying|Still destroying|Creation complete|Modifications complete|Destruction complete)`)
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		line := strings.TrimSpace(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+		if resourceLine.MatchString(line) {
+			if len(line) > 200 {
+				line = line[:200]
+			}
+			w.reporter.Progress(w.phase + ": " + line)
+		}
+	}
+	if len(w.buf) > 64<<10 {
+		w.buf = w.buf[:0] // a line that long is not a resource line
+	}
+	return len(p), nil
+}
+
+// outputPrefix names the files a run's output goes to.
+const outputPrefix = ".no8s-output-"
+
+// follow copies what is appended to the file at path to w until stop is
+// closed, and what is left after that.
+func follow(path string, w io.Writer, stop <-chan struct{}) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, _ = io.Copy(w, f)
+		select {
+		case <-stop:
+			_, _ = io.Copy(w, f)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// readCapped reads up to maxOutput bytes of f from its start.
+func readCapped(f *os.File) string {
+	b, _ := io.ReadAll(io.NewSectionReader(f, 0, maxOutput))
+	return string(b)
+}
+
+// tail returns the end of output, from the first "Error:" in it when there
+// is one, where the binary explains a failure.
+func tail(output string) string {
+	if i := strings.Index(output, "Error: "); i >= 0 {
+		output = output[i:]
+	}
+	output = strings.TrimSpace(output)
+	if len(output) > errorTail {
+		output = "..." + output[len(output)-errorTail:]
+	}
+	return output
+}
+
+// lockInfo is what the binary says of a state lock it could not take.
+type lockInfo struct {
+	id, who string
+}
+
+var (
+	lockIDLine  = regexp.MustCompile(`(?m)^\s*ID:\s+(\S+)\s*$`)
+	lockWhoLine = regexp.MustCompile(`(?m)^\s*Who:\s+(\S+)\s*$`)
+)
+
+// lockError reports the lock an error is about, when it is the binary's
+// "Error acquiring the state lock".
+func lockError(err error) (lockInfo, bool) {
+	var re *runError
+	if !errors.As(err, &re) || !strings.Contains(re.output, "Error acquiring the state lock") {
+		return lockInfo{}, false
+	}
+	var li lockInfo
+	if m := lockIDLine.FindStringSubmatch(re.output); m != nil {
+		li.id = m[1]
+	}
+	if m := lockWhoLine.FindStringSubmatch(re.output); m != nil {
+		li.who = m[1]
+	}
+	return li, li.id != ""
+}
+
+// hostname is this host's name, for handles; empty when unknown.
+var hostname = func() string { h, _ := os.Hostname(); return h }()

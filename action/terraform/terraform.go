@@ -1,0 +1,336 @@
+// Package terraform is the action plugin "terraform": it keeps the world
+// matching a resource by running an OpenTofu or Terraform module with the
+// resource's spec as its variables.
+//
+// Each resource gets a work folder (workingDir/<kind>/<name>) holding a copy
+// of the module, the variables generated from the spec, the backend
+// configuration and, with the default local backend, the state. Apply plans
+// into a file and applies exactly that plan; Destroy destroys what the state
+// holds and removes the folder only once that succeeded; Plan runs a plan
+// with -detailed-exitcode, so that drift checks re-apply only when the
+// module would change something and pull-request previews show the real
+// plan.
+//
+// The plugin drives the binary directly rather than through
+// hashicorp/terraform-exec: that library starts the binary with the agent's
+// whole environment (which holds the agent's tokens) unless told otherwise
+// for each call, and ends a cancelled run by killing it, where a run must
+// be interrupted and given time to write its state and release its lock.
+// The JSON that the binary writes is read with hashicorp/terraform-json's
+// types.
+//
+// The binary does not inherit the agent's environment: it gets PATH and
+// HOME, the fixed values of the env setting, the variables passEnv names
+// (credentials, read once at start and masked in everything the agent
+// writes), and TF_IN_AUTOMATION, TF_INPUT=0 and CHECKPOINT_DISABLE.
+//
+// A cancelled operation (timeout, lost lease, agent stopping) sends the
+// binary SIGINT and waits up to the interrupt grace for it to stop, which
+// lets it persist its state and release its lock, then kills its process
+// group. On Linux the binary also gets SIGINT when the agent dies, even by
+// SIGKILL. The process (host, pid and start time) is recorded as the
+// attempt's handle, so that the next attempt, on any agent, waits for a
+// previous run that is still alive and may force-unlock a lock only when
+// its holder is provably gone.
+package terraform
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/no8s/no8s-agent/action"
+)
+
+// Plugin is the plugin's name in the agent configuration.
+const Plugin = "terraform"
+
+const (
+	// DefaultTimeout bounds an apply or a destroy when the settings set no
+	// timeout.
+	DefaultTimeout = 30 * time.Minute
+	// DefaultPlanTimeout bounds a plan when the settings set no planTimeout.
+	DefaultPlanTimeout = 10 * time.Minute
+	// DefaultWorkingDir is where the work folders are when the settings
+	// name no workingDir, relative to the agent's working directory.
+	DefaultWorkingDir = ".no8s/terraform"
+	// interruptGrace is how long an interrupted binary has to stop by itself
+	// (persist its state, release its lock) before its group is killed.
+	interruptGrace = 30 * time.Second
+	// priorWait bounds how long an operation waits for a previous run of the
+	// same resource, still alive on this host, to end.
+	priorWait = 2 * time.Minute
+)
+
+// settings are the plugin's settings in the agent configuration.
+type settings struct {
+	// Binary is the program: a path, or a name looked up in PATH. Default
+	// tofu, then terraform.
+	Binary string `json:"binary"`
+	// Module is a folder (relative to the agent's working directory) or a
+	// module source string (registry address, git URL, ...).
+	Module string `json:"module"`
+	// WorkingDir is the root of the per-resource work folders.
+	WorkingDir string `json:"workingDir"`
+	// Backend is a backend block, such as `backend "pg" { ... }`, as a Go
+	// template in which {{ .Kind }} and {{ .Name }} are the resource's, so
+	// that each resource gets its own state key or workspace. Empty: local
+	// state in the work folder.
+	Backend string `json:"backend"`
+	// Env are fixed, non-secret environment variables.
+	Env map[string]string `json:"env"`
+	// PassEnv names agent environment variables passed to the binary.
+	PassEnv []string `json:"passEnv"`
+	// Vars are extra variables, under the spec's (the spec wins).
+	Vars map[string]json.RawMessage `json:"vars"`
+	// Parallelism is passed as -parallelism when positive.
+	Parallelism int `json:"parallelism"`
+	// Timeout bounds an apply or a destroy, PlanTimeout a plan.
+	Timeout     string `json:"timeout"`
+	PlanTimeout string `json:"planTimeout"`
+	// PluginCacheDir is TF_PLUGIN_CACHE_DIR: providers downloaded once for
+	// every work folder.
+	PluginCacheDir string `json:"pluginCacheDir"`
+}
+
+// envName is what a portable environment variable name looks like.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// reservedEnv are variables the plugin sets itself.
+var reservedEnv = []string{"TF_IN_AUTOMATION", "TF_INPUT", "CHECKPOINT_DISABLE", "TF_PLUGIN_CACHE_DIR", "TF_CLI_ARGS", "TF_DATA_DIR", "TF_WORKSPACE"}
+
+// Action is a terraform instance. It is safe for concurrent use: operations
+// on different resources use different work folders, and the reconciler
+// never runs two operations on one resource at once.
+type Action struct {
+	instance    string
+	binary      string // absolute
+	module      module
+	root        string // absolute workingDir
+	backend     *template.Template
+	env         []string
+	secrets     []string
+	vars        map[string]json.RawMessage
+	parallelism int
+	timeout     time.Duration
+	planTimeout time.Duration
+	log         *slog.Logger
+	// grace is interruptGrace; tests shorten it.
+	grace time.Duration
+}
+
+var (
+	_ action.Action       = (*Action)(nil)
+	_ action.Planner      = (*Action)(nil)
+	_ action.Timeouter    = (*Action)(nil)
+	_ action.SecretHolder = (*Action)(nil)
+)
+
+// New builds a terraform instance from its settings. It checks the binary,
+// the module, the backend template and the environment, so that a mistake
+// stops the agent at start; every error names its setting.
+func New(s action.Settings) (action.Action, error) {
+	var cfg settings
+	if err := s.DecodeConfig(&cfg); err != nil {
+		return nil, err
+	}
+	log := s.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Action{instance: s.Instance, timeout: DefaultTimeout, planTimeout: DefaultPlanTimeout,
+		parallelism: cfg.Parallelism, vars: cfg.Vars, log: log, grace: interruptGrace}
+	var problems []error
+	fail := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+
+	for _, d := range []struct {
+		name, value string
+		into        *time.Duration
+	}{{"timeout", cfg.Timeout, &a.timeout}, {"planTimeout", cfg.PlanTimeout, &a.planTimeout}} {
+		if d.value == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.value)
+		switch {
+		case err != nil:
+			fail("%s: %q is not a duration such as \"30m\"", d.name, d.value)
+		case v <= 0:
+			fail("%s: must be positive, not %q", d.name, d.value)
+		default:
+			*d.into = v
+		}
+	}
+	if cfg.Parallelism < 0 {
+		fail("parallelism: must be positive, not %d", cfg.Parallelism)
+	}
+
+	bin, err := findBinary(cfg.Binary, s.LookupEnv)
+	if err != nil {
+		fail("binary: %w", err)
+	}
+	a.binary = bin
+
+	if cfg.Module == "" {
+		fail("module: required: a folder holding the module (relative to the agent's working directory) or a module source such as \"git::https://example.com/modules.git//db?ref=v1.2.0\"")
+	} else if a.module, err = newModule(cfg.Module); err != nil {
+		fail("module: %w", err)
+	}
+
+	root := cfg.WorkingDir
+	if root == "" {
+		root = DefaultWorkingDir
+	}
+	if abs, err := filepath.Abs(root); err != nil {
+		fail("workingDir: %w", err)
+	} else {
+		a.root = abs
+	}
+
+	if strings.TrimSpace(cfg.Backend) != "" {
+		t, err := template.New("backend").Option("missingkey=error").Parse(cfg.Backend)
+		if err != nil {
+			fail("backend: %w", err)
+		} else if _, err := renderBackend(t, "Kind", "name"); err != nil {
+			fail("backend: %w", err)
+		} else {
+			a.backend = t
+		}
+	}
+
+	for name, raw := range cfg.Vars {
+		if !json.Valid(raw) {
+			fail("vars: %s is not a JSON value", name)
+		}
+	}
+
+	for _, name := range []string{"PATH", "HOME"} {
+		if v, ok := s.LookupEnv(name); ok {
+			a.env = append(a.env, name+"="+v)
+		}
+	}
+	a.env = append(a.env, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1")
+	if cfg.PluginCacheDir != "" {
+		abs, err := filepath.Abs(cfg.PluginCacheDir)
+		if err != nil {
+			fail("pluginCacheDir: %w", err)
+		} else if err := os.MkdirAll(abs, 0o755); err != nil {
+			fail("pluginCacheDir: %w", err)
+		} else {
+			a.env = append(a.env, "TF_PLUGIN_CACHE_DIR="+abs)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Env)) {
+		value := cfg.Env[name]
+		switch {
+		case !envName.MatchString(name):
+			fail("env: %q is not a valid variable name", name)
+		case slices.Contains(reservedEnv, name):
+			fail("env: %s is set by the plugin", name)
+		case slices.Contains(cfg.PassEnv, name):
+			fail("env: %s is also in passEnv; set it in one of them", name)
+		case strings.ContainsRune(value, 0):
+			fail("env: the value of %s contains a NUL byte", name)
+		default:
+			a.env = append(a.env, name+"="+value)
+		}
+	}
+	for i, name := range cfg.PassEnv {
+		switch {
+		case !envName.MatchString(name):
+			fail("passEnv: %q is not a valid variable name", name)
+			continue
+		case slices.Contains(reservedEnv, name):
+			fail("passEnv: %s is set by the plugin", name)
+			continue
+		case slices.Contains(cfg.PassEnv[:i], name):
+			fail("passEnv: %s is listed twice", name)
+			continue
+		}
+		value, ok := s.LookupEnv(name)
+		if !ok {
+			fail("passEnv: %s is not set in the agent's environment", name)
+			continue
+		}
+		a.env = append(a.env, name+"="+value)
+		if value != "" {
+			a.secrets = append(a.secrets, value)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
+	return a, nil
+}
+
+// findBinary resolves the binary setting: a path, a name in PATH, or by
+// default tofu and then terraform.
+func findBinary(name string, lookupEnv func(string) (string, bool)) (string, error) {
+	candidates := []string{name}
+	if name == "" {
+		candidates = []string{"tofu", "terraform"}
+	}
+	var errs []error
+	for _, c := range candidates {
+		if strings.Contains(c, "/") {
+			abs, err := filepath.Abs(c)
+			if err != nil {
+				return "", err
+			}
+			fi, err := os.Stat(abs)
+			if err != nil {
+				return "", fmt.Errorf("%w: install OpenTofu (https://opentofu.org/docs/intro/install/) or set binary to its path", err)
+			}
+			if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+				return "", fmt.Errorf("%s is not an executable file", abs)
+			}
+			return abs, nil
+		}
+		path, err := lookPath(c, lookupEnv)
+		if err == nil {
+			return path, nil
+		}
+		errs = append(errs, err)
+	}
+	return "", fmt.Errorf("%w: install OpenTofu (https://opentofu.org/docs/intro/install/) or Terraform, or set binary to its path", errors.Join(errs...))
+}
+
+// lookPath looks name up in the PATH that the binary will get.
+func lookPath(name string, lookupEnv func(string) (string, bool)) (string, error) {
+	path, _ := lookupEnv("PATH")
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode().Perm()&0o111 != 0 {
+			return filepath.Abs(p)
+		}
+	}
+	return "", fmt.Errorf("%s not found in PATH: %w", name, osexec.ErrNotFound)
+}
+
+// renderBackend renders the backend template for one resource.
+func renderBackend(t *template.Template, kind, name string) (string, error) {
+	var b strings.Builder
+	if err := t.Execute(&b, struct{ Kind, Name string }{kind, name}); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// Timeout implements action.Timeouter. A plan has its own, shorter bound
+// (planTimeout), which Plan applies itself.
+func (a *Action) Timeout() time.Duration { return max(a.timeout, a.planTimeout) }
+
+// Secrets implements action.SecretHolder: the passEnv values.
+func (a *Action) Secrets() []string { return a.secrets }

@@ -1,0 +1,110 @@
+package tofutest
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// StateServer speaks the protocol of OpenTofu's http backend: GET, POST and
+// DELETE of a state under /state/, LOCK and UNLOCK of its lock under
+// /lock/. It keeps a lock until it is unlocked: unlike the local backend's
+// file lock, which the system releases, a holder that dies leaves it held,
+// as with most remote backends.
+type StateServer struct {
+	// URL is the server's base URL.
+	URL string
+
+	mu     sync.Mutex
+	states map[string][]byte
+	locks  map[string][]byte // the holder's lock info, by lock path
+}
+
+// NewStateServer starts a StateServer, stopped when t ends.
+func NewStateServer(t testing.TB) *StateServer {
+	s := &StateServer{states: map[string][]byte{}, locks: map[string][]byte{}}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL
+	return s
+}
+
+// Backend is a backend template for the terraform action: one state and one
+// lock per resource, at /state/<Kind>-<Name> and /lock/<Kind>-<Name>.
+func (s *StateServer) Backend() string {
+	return `backend "http" {
+  address        = "` + s.URL + `/state/{{ .Kind }}-{{ .Name }}"
+  lock_address   = "` + s.URL + `/lock/{{ .Kind }}-{{ .Name }}"
+  unlock_address = "` + s.URL + `/lock/{{ .Kind }}-{{ .Name }}"
+}`
+}
+
+// ServeHTTP implements http.Handler.
+func (s *StateServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := r.URL.Path
+	body, _ := io.ReadAll(r.Body)
+	switch {
+	case strings.HasPrefix(key, "/state/") && r.Method == http.MethodGet:
+		st, ok := s.states[key]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		w.Write(st)
+	case strings.HasPrefix(key, "/state/") && r.Method == http.MethodPost:
+		s.states[key] = body
+	case strings.HasPrefix(key, "/state/") && r.Method == http.MethodDelete:
+		delete(s.states, key)
+	case strings.HasPrefix(key, "/lock/") && r.Method == "LOCK":
+		if held, ok := s.locks[key]; ok {
+			w.WriteHeader(http.StatusLocked)
+			w.Write(held)
+			return
+		}
+		s.locks[key] = body
+	case strings.HasPrefix(key, "/lock/") && r.Method == "UNLOCK":
+		delete(s.locks, key)
+	default:
+		http.Error(w, "unexpected "+r.Method+" "+key, http.StatusBadRequest)
+	}
+}
+
+// Lock takes the lock of kind/name for a holder on this host, as a run that
+// died holding it would have left it.
+func (s *StateServer) Lock(kind, name, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	host, _ := os.Hostname()
+	s.locks["/lock/"+kind+"-"+name], _ = json.Marshal(map[string]string{"ID": id, "Operation": "OperationTypeApply",
+		"Who": "root@" + host, "Version": "1.10.10", "Created": "2026-11-24T08:00:00Z", "Path": ""})
+}
+
+// Unlock releases the lock of kind/name.
+func (s *StateServer) Unlock(kind, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.locks, "/lock/"+kind+"-"+name)
+}
+
+// Held reports whether the lock of kind/name is held.
+func (s *StateServer) Held(kind, name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.locks["/lock/"+kind+"-"+name]
+	return ok
+}
+
+// HasState reports whether kind/name has a state.
+func (s *StateServer) HasState(kind, name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.states["/state/"+kind+"-"+name]
+	return ok
+}
