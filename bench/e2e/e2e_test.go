@@ -433,11 +433,24 @@ func (s *scenario) tenPercentCommits(ids []int64) {
 		{"GET /resources?limit=500, 50 clients, during a 10% commit", 50, ListPages(500), targetListP99, 3},
 	} {
 		var lat *Latencies
+		profiled := make(chan error, 1)
+		if ProfileDir() != "" {
+			// The agent while it serves the readers and the commit: 3 s,
+			// as long as the readers run at least.
+			go func() {
+				profiled <- s.a.ProfileCPU(s.ctx, 3*time.Second, fmt.Sprintf("cpu-readers-%d-%d.pprof", load.clients, s.n))
+			}()
+		} else {
+			profiled <- nil
+		}
 		took, err := s.timeTenPercent(batch(load.batch), func(during func() error) error {
 			var err error
 			lat, err = LoadDuring(s.ctx, s.a, load.clients, 3*time.Second, load.next, during)
 			return err
 		})
+		if perr := <-profiled; perr != nil {
+			s.logf("CPU profile under %d readers: %v", load.clients, perr)
+		}
 		if err != nil {
 			s.fail(load.name, err)
 			continue
