@@ -51,7 +51,8 @@ type Agent struct {
 
 // StartAgent writes a configuration (the workload's repository as Git
 // source, polled once a day so that only triggers sync; noop actions; 8
-// workers; PostgreSQL at dbURL) and starts the agent binary bin on it, with
+// workers; PostgreSQL at dbURL, or the embedded store when dbURL is empty)
+// and starts the agent binary bin on it, with
 // its state in dir.
 func StartAgent(bin, dir, dbURL string, w *Workload) (*Agent, error) {
 	addr, err := freeAddr()
@@ -66,7 +67,11 @@ func StartAgent(bin, dir, dbURL string, w *Workload) (*Agent, error) {
 	a := &Agent{Base: "http://" + addr, dir: dir, token: hex.EncodeToString(tok), log: filepath.Join(dir, "agent.log"),
 		exited: make(chan struct{}),
 		http:   &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
-	cfg := fmt.Sprintf(`database: %q
+	database := fmt.Sprintf("database: %q", dbURL)
+	if dbURL == "" {
+		database = "# no database: the embedded store in .no8s/state.db"
+	}
+	cfg := fmt.Sprintf(`%s
 listen: %s
 logLevel: warn
 sources:
@@ -85,7 +90,7 @@ actions:
 reconcile:
   workers: 8
 api: {writeTokenEnv: %s}
-`, dbURL, addr, sourceName, w.URL(), longAction, tokenEnv)
+`, database, addr, sourceName, w.URL(), longAction, tokenEnv)
 	cfgPath := filepath.Join(dir, "no8s.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err

@@ -172,6 +172,49 @@ func runScenario(b *testing.B, r *Report, agentBin, kubeconform string) {
 	if _, hwm, err := a.Memory(); err == nil {
 		r.Add("peak RSS over the whole run", Bytes, float64(hwm), "", "VmHWM")
 	}
+	s.embedded(agentBin, root)
+}
+
+// embedded measures the queue on the embedded store: River on SQLite, then
+// a second agent, cold, on its embedded store, on the same repository; the
+// first agent is idle meanwhile.
+func (s *scenario) embedded(agentBin, root string) {
+	const figure = "reconciles/s through noop, embedded store"
+	river, err := RiverSQLite(s.ctx, filepath.Join(root, "river.db"), s.n, time.Millisecond, s.scaled(2*time.Minute, 10*time.Millisecond))
+	if err != nil {
+		s.fail(figure, fmt.Errorf("River on SQLite: %w", err))
+		return
+	}
+	s.logf("River on SQLite, FetchCooldown 1ms: %d jobs in %v", s.n, river)
+	head, err := s.w.git(s.ctx, "rev-parse", "HEAD")
+	if err != nil {
+		s.fail(figure, err)
+		return
+	}
+	a, err := StartAgent(agentBin, filepath.Join(root, "agent-embedded"), "", s.w)
+	if err != nil {
+		s.fail(figure, err)
+		return
+	}
+	defer func() {
+		if err := a.Stop(); err != nil {
+			s.b.Errorf("stop the embedded-store agent: %v\n%s", err, a.LogTail())
+		}
+	}()
+	appliedAt, err := WaitFor(s.ctx, a, "embedded store: first sync applied", s.scaled(2*time.Minute, 5*time.Millisecond), 25*time.Millisecond, Applied(a, head))
+	if err != nil {
+		s.fail(figure, err)
+		return
+	}
+	readyAt, err := WaitReconciled(s.ctx, a, "embedded store: all reconciled", int64(s.n), s.scaled(2*time.Minute, 10*time.Millisecond))
+	if err != nil {
+		s.fail(figure, err)
+		return
+	}
+	rate := float64(s.n) / readyAt.Sub(appliedAt).Seconds()
+	s.r.AddPeer(figure, PerSecond, rate, "River on SQLite, FetchCooldown 1ms", float64(s.n)/river.Seconds(), targetThrough,
+		"first sync applied to last ready; River: start to last completed")
+	s.logf("embedded store: all %d ready %v after the first sync (%.0f reconciles/s)", s.n, readyAt.Sub(appliedAt).Round(time.Millisecond), rate)
 }
 
 // peerTimes are the peers' figures, measured before the agent starts so

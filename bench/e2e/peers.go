@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,8 +15,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
+	_ "modernc.org/sqlite" // the driver "sqlite", as the agent's embedded store uses
 )
 
 // KubeconformVersion is the kubeconform release the benchmark builds.
@@ -135,7 +139,35 @@ func River(ctx context.Context, dbURL string, n int, cooldown, deadline time.Dur
 		return 0, err
 	}
 	defer pool.Close()
-	driver := riverpgxv5.New(pool)
+	return runRiver(ctx, riverpgxv5.New(pool), n, cooldown, deadline, func() (int, error) {
+		var completed int
+		err := pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&completed)
+		return completed, err
+	})
+}
+
+// RiverSQLite is River on SQLite (its riversqlite driver, on the pure-Go
+// modernc.org/sqlite, as the agent's embedded store) in a new database file
+// at path: the peer of the agent's embedded store. One connection, as
+// River's documentation advises for SQLite.
+func RiverSQLite(ctx context.Context, path string, n int, cooldown, deadline time.Duration) (time.Duration, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	return runRiver(ctx, riversqlite.New(db), n, cooldown, deadline, func() (int, error) {
+		var completed int
+		err := db.QueryRowContext(ctx, "SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&completed)
+		return completed, err
+	})
+}
+
+// runRiver migrates River's schema through driver, inserts n no-op jobs,
+// runs a client with 8 workers until every job completed and checks the
+// count of completed jobs.
+func runRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], n int, cooldown, deadline time.Duration, completed func() (int, error)) (time.Duration, error) {
 	migrator, err := rivermigrate.New(driver, nil)
 	if err != nil {
 		return 0, err
@@ -189,12 +221,12 @@ func River(ctx context.Context, dbURL string, n int, cooldown, deadline time.Dur
 		}
 	}
 	took := time.Since(start)
-	var completed int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE state = 'completed'").Scan(&completed); err != nil {
+	got, err := completed()
+	if err != nil {
 		return 0, err
 	}
-	if completed != n {
-		return 0, fmt.Errorf("river: %d events of completed jobs, but %d completed in the table", n, completed)
+	if got != n {
+		return 0, fmt.Errorf("river: %d events of completed jobs, but %d completed in the table", n, got)
 	}
 	return took, nil
 }
