@@ -99,12 +99,20 @@ type folderOpener interface {
 
 // folderReaders opens, once each, the folders of the files ReadTree reads
 // directly (not through symlinks, which may lead to a sibling folder and are
-// read through the whole tree). fsFor returns what to read a path through,
-// and the name to read there; close closes the folders.
+// read through the whole tree). read reads a file through its folder when
+// that folder is open, and through the whole tree otherwise; close closes
+// the folders.
 type folderReaders struct {
 	fsys    fs.FS
-	folders map[string]fs.FS
-	roots   []*os.Root
+	folders map[string]*openFolder
+}
+
+// openFolder is one folder opened for reading its files.
+type openFolder struct {
+	root *os.Root
+	// dir is the folder itself, open, where files can be opened relative to
+	// it without the os.File machinery (see readIn); nil where they cannot.
+	dir *os.File
 }
 
 func openFolders(fsys fs.FS, paths []string) *folderReaders {
@@ -113,36 +121,49 @@ func openFolders(fsys fs.FS, paths []string) *folderReaders {
 	if !ok {
 		return fr
 	}
-	fr.folders = map[string]fs.FS{}
+	fr.folders = map[string]*openFolder{}
 	for _, p := range paths {
 		dir := path.Dir(p)
 		if _, done := fr.folders[dir]; done {
 			continue
 		}
 		fr.folders[dir] = nil // read through fsys if it cannot be opened
-		if dir == "." {
-			continue
-		}
 		sub, err := opener.openFolder(dir)
 		if err != nil {
 			continue
 		}
-		fr.roots = append(fr.roots, sub)
-		fr.folders[dir] = sub.FS()
+		f := &openFolder{root: sub}
+		if d, err := sub.Open("."); err == nil {
+			f.dir = d
+		}
+		fr.folders[dir] = f
 	}
 	return fr
 }
 
-func (fr *folderReaders) fsFor(p string) (fs.FS, string) {
-	if sub := fr.folders[path.Dir(p)]; sub != nil {
-		return sub, path.Base(p)
+// read reads the file at p up to limit bytes, as readLimited does.
+func (fr *folderReaders) read(p string, limit int64) ([]byte, string) {
+	f := fr.folders[path.Dir(p)]
+	if f == nil {
+		return readLimited(fr.fsys, p, limit)
 	}
-	return fr.fsys, p
+	if f.dir != nil {
+		if data, msg, ok := readIn(f.dir, path.Base(p), limit); ok {
+			return data, msg
+		}
+	}
+	return readLimited(f.root.FS(), path.Base(p), limit)
 }
 
 func (fr *folderReaders) close() {
-	for _, r := range fr.roots {
-		r.Close()
+	for _, f := range fr.folders {
+		if f == nil {
+			continue
+		}
+		if f.dir != nil {
+			f.dir.Close()
+		}
+		f.root.Close()
 	}
 }
 
@@ -210,11 +231,15 @@ func ReadTree(fsys fs.FS, opts LoadOptions) ([]File, []Problem, error) {
 		if it.problem != "" {
 			return
 		}
-		from, name := fsys, it.path
-		if !it.link {
-			from, name = folders.fsFor(it.path)
+		var (
+			data []byte
+			msg  string
+		)
+		if it.link {
+			data, msg = readLimited(fsys, it.path, opts.MaxFileSize)
+		} else {
+			data, msg = folders.read(it.path, opts.MaxFileSize)
 		}
-		data, msg := readLimited(from, name, opts.MaxFileSize)
 		if msg != "" {
 			it.problem = msg
 			return

@@ -1,0 +1,79 @@
+//go:build unix
+
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// readIn reads the regular file name in the open folder dir, up to limit
+// bytes, with plain system calls: an os.File per file costs several more
+// (non-blocking mode, the poller), which in a folder of thousands of small
+// manifests cost more than the reads. The file is opened without following
+// a symlink, so that a file replaced by a link since the walk cannot lead
+// anywhere. ok is false when the file must be read the usual way.
+func readIn(dir *os.File, name string, limit int64) (data []byte, msg string, ok bool) {
+	// SyscallConn, not Fd: Fd would put the folder in blocking mode and
+	// give up the runtime's hold on the descriptor.
+	rc, err := dir.SyscallConn()
+	if err != nil {
+		return nil, "", false
+	}
+	var fd int
+	var openErr error
+	if err := rc.Control(func(dirfd uintptr) {
+		for {
+			fd, openErr = syscall.Openat(int(dirfd), name, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+			if !errors.Is(openErr, syscall.EINTR) {
+				return
+			}
+		}
+	}); err != nil {
+		return nil, "", false
+	}
+	if openErr != nil {
+		if errors.Is(openErr, syscall.ELOOP) {
+			return nil, "cannot read: it became a symlink while the tree was read", true
+		}
+		return nil, fmt.Sprintf("cannot read: %v", openErr), true
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, fmt.Sprintf("cannot read: %v", err), true
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, "cannot read: not a regular file", true
+	}
+	if st.Size > limit {
+		return nil, fmt.Sprintf("file is %d bytes, over the limit of %d bytes", st.Size, limit), true
+	}
+	// The size it says is what is read: a file written to while the tree is
+	// read is a race whichever bytes come back, and the read that would see
+	// the end costs a call per file. A file that says 0 bytes is read to its
+	// end, in case it does not know its size.
+	buf := make([]byte, 0, st.Size+1)
+	for int64(len(buf)) <= limit {
+		if st.Size > 0 && int64(len(buf)) == st.Size {
+			return buf, "", true
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Sprintf("cannot read: %v", err), true
+		}
+		if n == 0 {
+			return buf, "", true
+		}
+		buf = buf[:len(buf)+n]
+	}
+	return nil, fmt.Sprintf("file is over the limit of %d bytes", limit), true
+}
