@@ -349,14 +349,20 @@ func (s *scenario) validate(kubeconform, agentBin, schemas string) {
 		s.b.Fatal(err)
 	}
 	folder := s.w.Manifests()
-	mine, err := BestOf(3, func() (Timing, error) { return Validate(s.ctx, agentBin, folder) })
-	if err != nil {
-		s.b.Fatalf("the generated workload must validate: %v", err)
-	}
-	peer, err := BestOf(3, func() (Timing, error) { return Kubeconform(s.ctx, kubeconform, schemas, folder, s.n) })
-	if err != nil {
-		s.fail("validate of the files", err)
-		return
+	// Turn about, so that neither gets the moments right after the
+	// repository was written (while the system still flushes it) alone.
+	var mine, peer Timing
+	for i := range 3 {
+		m, err := Validate(s.ctx, agentBin, folder)
+		if err != nil {
+			s.b.Fatalf("the generated workload must validate: %v", err)
+		}
+		p, err := Kubeconform(s.ctx, kubeconform, schemas, folder, s.n)
+		if err != nil {
+			s.fail("validate of the files", err)
+			return
+		}
+		mine, peer = best(mine, m, i == 0), best(peer, p, i == 0)
 	}
 	s.r.AddPeer("validate of the files (best of 3)", Seconds, mine.Wall.Seconds(), "kubeconform "+KubeconformVersion, peer.Wall.Seconds(), targetValidate, "")
 	s.r.AddPeer("validate of the files: CPU time (best of 3)", Seconds, mine.CPU.Seconds(), "kubeconform "+KubeconformVersion, peer.CPU.Seconds(), "",

@@ -307,21 +307,14 @@ func LoadDuring(ctx context.Context, a *Agent, clients int, least time.Duration,
 	return lat, err
 }
 
-// BestOf runs f n times and returns its shortest wall and CPU times (each
-// the least of the runs).
-func BestOf(n int, f func() (Timing, error)) (Timing, error) {
-	var best Timing
-	for i := range n {
-		t, err := f()
-		if err != nil {
-			return Timing{}, err
-		}
-		if i == 0 || t.Wall < best.Wall {
-			best.Wall = t.Wall
-		}
-		if i == 0 || t.CPU < best.CPU {
-			best.CPU = t.CPU
-		}
+// best keeps the lower wall and the lower CPU time of so far and t; first
+// says so far holds nothing yet.
+func best(so Timing, t Timing, first bool) Timing {
+	if first || t.Wall < so.Wall {
+		so.Wall = t.Wall
 	}
-	return best, nil
+	if first || t.CPU < so.CPU {
+		so.CPU = t.CPU
+	}
+	return so
 }
