@@ -95,6 +95,8 @@ func (a *Action) awaitPrior(ctx context.Context, req *action.Request) (priorStat
 // plan, read the outputs.
 func (a *Action) Apply(ctx context.Context, req *action.Request) (*action.Result, error) {
 	req = withReporter(req)
+	ctx, cancel := context.WithTimeoutCause(ctx, a.timeout, fmt.Errorf("apply timed out after %s", a.timeout))
+	defer cancel()
 	dir, err := a.workDir(req.Resource)
 	if err != nil {
 		return nil, err
@@ -137,6 +139,8 @@ func (a *Action) Apply(ctx context.Context, req *action.Request) (*action.Result
 // remove the work folder.
 func (a *Action) Destroy(ctx context.Context, req *action.Request) (*action.Result, error) {
 	req = withReporter(req)
+	ctx, cancel := context.WithTimeoutCause(ctx, a.timeout, fmt.Errorf("destroy timed out after %s", a.timeout))
+	defer cancel()
 	dir, err := a.workDir(req.Resource)
 	if err != nil {
 		return nil, err
