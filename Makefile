@@ -19,7 +19,8 @@ test: postgres chromium tofu
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	cd bench/e2e && $(GO) vet ./...
+	$(GO) mod tidy -diff
+	cd bench/e2e && $(GO) vet ./... && $(GO) mod tidy -diff
 
 bench: postgres
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -100,10 +100,36 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres: connect to %s/%s: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Database, unavailable(err))
+		return nil, fmt.Errorf("postgres: connect to %s/%s: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Database, unavailable(quietTLS{err}))
 	}
 	return &Store{pool: pool, q: classifying{pool}}, nil
 }
+
+// quietTLS leaves out of a connection error's text the attempt that found
+// the server without TLS: with sslmode=prefer, the default, the attempt
+// without TLS that follows says what went wrong (a password, a database
+// that does not exist), and the line before it only misled.
+type quietTLS struct{ err error }
+
+func (e quietTLS) Error() string {
+	msg := e.err.Error()
+	var kept []string
+	dropped := false
+	for _, line := range strings.Split(msg, "\n") {
+		if strings.Contains(line, "server refused TLS connection") {
+			dropped = true
+			continue
+		}
+		kept = append(kept, line)
+	}
+	// Only when another attempt remains to say why.
+	if !dropped || len(kept) < 2 {
+		return msg
+	}
+	return strings.Join(kept, "\n")
+}
+
+func (e quietTLS) Unwrap() error { return e.err }
 
 // MaxConns is the size of the connection pool: pool_max_conns from the
 // URL, else pgxpool's default (the number of cores, at least 4). The API
