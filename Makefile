@@ -10,8 +10,15 @@ FUZZTIME  ?= 30s
 
 all: lint test build
 
+# The version is the nearest tag (or the commit), stamped with the commit and
+# the build's date; `no8s-agent version` prints them.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS  = -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(DATE)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/no8s-agent
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/no8s-agent
 
 test: postgres chromium tofu
 	NO8S_TOFU="$${NO8S_TOFU:-$(CURDIR)/$(TOFU_BIN)}" $(GO) test $(TESTFLAGS) ./...
