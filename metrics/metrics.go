@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,6 +77,8 @@ type Options struct {
 	// Logger receives store read failures during scrapes and errors
 	// serving metrics; nil discards them.
 	Logger *slog.Logger
+	// Version and Commit label no8s_build_info.
+	Version, Commit string
 }
 
 // Buckets of the duration histograms, in seconds.
@@ -173,7 +176,14 @@ func New(src Source, opts Options) *Metrics {
 			Buckets: httpBuckets,
 		}, []string{"route", "method"}),
 	}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "build_info",
+		Help:      "Always 1; its labels say which build of the agent runs: version, commit and Go version.",
+	}, []string{"version", "commit", "goversion"})
+	build.WithLabelValues(opts.Version, opts.Commit, runtime.Version()).Set(1)
 	m.reg.MustRegister(
+		build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconciles, m.reconcileDuration, m.drift,

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	gosync "sync"
 	"testing"
@@ -463,6 +464,7 @@ var allFamilies = map[string]dto.MetricType{
 	"no8s_http_requests_total":                   dto.MetricType_COUNTER,
 	"no8s_http_request_duration_seconds":         dto.MetricType_HISTOGRAM,
 	"no8s_store_up":                              dto.MetricType_GAUGE,
+	"no8s_build_info":                            dto.MetricType_GAUGE,
 }
 
 func TestFamilyTypes(t *testing.T) {
@@ -517,5 +519,14 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	if v := got.value(t, "no8s_http_requests_total", map[string]string{"route": "GET /x", "method": "get", "code": "200"}); v != workers*rounds {
 		t.Errorf("no8s_http_requests_total = %v, want %d", v, workers*rounds)
+	}
+}
+
+func TestBuildInfo(t *testing.T) {
+	t.Parallel()
+	got := scrape(t, metrics.New(openStore(t), metrics.Options{Version: "v1.2.3", Commit: "abc123"}).Handler())
+	labels := map[string]string{"version": "v1.2.3", "commit": "abc123", "goversion": runtime.Version()}
+	if v := got.value(t, "no8s_build_info", labels); v != 1 {
+		t.Errorf("no8s_build_info%v = %v, want 1", labels, v)
 	}
 }

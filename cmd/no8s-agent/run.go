@@ -74,7 +74,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := st.Migrate(ctx); err != nil {
 		return fail(stderr, "run", err)
 	}
-	m := metrics.New(st, metrics.Options{Logger: log})
+	b := currentBuild()
+	m := metrics.New(st, metrics.Options{Logger: log, Version: b.Version, Commit: b.Commit})
 	controller := reconcile.New(st, instances, reconcile.Options{
 		Workers:        cfg.Reconcile.Workers,
 		LeaseDuration:  cfg.Reconcile.LeaseDuration.Duration,
