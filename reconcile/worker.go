@@ -339,7 +339,7 @@ func (a *attempt) succeeded(inst action.Instance, res *action.Result) outcome {
 	case planner && cl.DriftInterval > 0:
 		done.Requeue, done.RequeueAfter = true, cl.DriftInterval
 	}
-	a.log.Debug("reconciled", "action", inst.Name, "duration", a.rec.Duration)
+	a.log.Info("reconciled", "action", inst.Name, "duration", a.rec.Duration, "message", msg)
 	return outcome{Completion: done}
 }
 
