@@ -39,6 +39,10 @@ const (
 	DefaultBackoffMax     = 1024 * time.Minute
 	DefaultLogFormat      = "text"
 	DefaultLogLevel       = "info"
+	// DefaultHistoryPerResource and DefaultHistoryMaxAge bound the history
+	// kept: reconcile attempts per resource and sync attempts per source.
+	DefaultHistoryPerResource = 100
+	DefaultHistoryMaxAge      = 30 * 24 * time.Hour
 )
 
 // Config is the whole agent configuration.
@@ -54,6 +58,8 @@ type Config struct {
 	Actions map[string]Action `json:"actions,omitempty"`
 	// Reconcile tunes the reconcilers.
 	Reconcile Reconcile `json:"reconcile"`
+	// History bounds the reconcile and sync history kept in the store.
+	History History `json:"history"`
 	// API configures the HTTP API's tokens.
 	API API `json:"api"`
 	// Webhooks configures the incoming webhooks.
@@ -206,6 +212,17 @@ type Reconcile struct {
 	Backoff Backoff `json:"backoff"`
 }
 
+// History bounds the reconcile and sync history kept in the store; a
+// background task trims what is beyond. Zero keeps everything by that
+// measure.
+type History struct {
+	// MaxPerResource is how many reconcile attempts are kept per resource,
+	// and sync attempts per source.
+	MaxPerResource int `json:"maxPerResource"`
+	// MaxAge is how long an attempt is kept after it finished.
+	MaxAge Duration `json:"maxAge"`
+}
+
 // Backoff is an exponential backoff's first and largest delay.
 type Backoff struct {
 	// Initial is the delay after the first failure.
@@ -334,6 +351,12 @@ func (c *Config) applyDefaults(written func(key string) bool) {
 	}
 	if unset("reconcile.backoff.max", r.Backoff.Max.Duration == 0) {
 		r.Backoff.Max.Duration = DefaultBackoffMax
+	}
+	if unset("history.maxPerResource", c.History.MaxPerResource == 0) {
+		c.History.MaxPerResource = DefaultHistoryPerResource
+	}
+	if unset("history.maxAge", c.History.MaxAge.Duration == 0) {
+		c.History.MaxAge.Duration = DefaultHistoryMaxAge
 	}
 	for i := range c.Sources {
 		s := &c.Sources[i]

@@ -94,6 +94,7 @@ func designConfig() *Config {
 		},
 		Reconcile: Reconcile{Workers: 8, LeaseDuration: dur(30 * time.Second),
 			Backoff: Backoff{Initial: dur(time.Minute), Max: dur(17 * time.Hour)}},
+		History:   History{MaxPerResource: 100, MaxAge: dur(720 * time.Hour)},
 		API:       API{WriteTokenEnv: "NO8S_API_TOKEN"},
 		Webhooks:  Webhooks{GitHubSecretEnv: "NO8S_GITHUB_WEBHOOK_SECRET"},
 		LogFormat: "text",
@@ -172,6 +173,7 @@ func TestDefaults(t *testing.T) {
 		},
 		Reconcile: Reconcile{Workers: 8, LeaseDuration: dur(30 * time.Second),
 			Backoff: Backoff{Initial: dur(time.Minute), Max: dur(1024 * time.Minute)}},
+		History:   History{MaxPerResource: DefaultHistoryPerResource, MaxAge: dur(DefaultHistoryMaxAge)},
 		LogFormat: "text", LogLevel: "info",
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -275,6 +277,10 @@ func TestParseProblems(t *testing.T) {
 		{"zero workers", "reconcile: {workers: 0}\n", "reconcile.workers", "at least 1"},
 		{"negative workers", "reconcile: {workers: -2}\n", "reconcile.workers", "at least 1"},
 		{"workers not a number", "reconcile: {workers: eight}\n", "reconcile.workers", "whole number"},
+		{"negative history count", "history: {maxPerResource: -1}\n", "history.maxPerResource", "0 (keep all) or more"},
+		{"negative history age", "history: {maxAge: -5m}\n", "history.maxAge", "0 (keep all) or a positive duration"},
+		{"history age not a duration", "history: {maxAge: forever}\n", "history.maxAge", "duration"},
+		{"unknown history key", "history: {maxPerResrouce: 5}\n", "history.maxPerResrouce", "unknown"},
 		{"zero lease", "reconcile: {leaseDuration: 0s}\n", "reconcile.leaseDuration", "must be positive"},
 		{"negative backoff", "reconcile: {backoff: {initial: -1s}}\n", "reconcile.backoff.initial", "must be positive"},
 		{"zero backoff max", "reconcile: {backoff: {max: 0s}}\n", "reconcile.backoff.max", "must be positive"},

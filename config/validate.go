@@ -118,6 +118,12 @@ func (c *Config) validate(ps *problems) {
 	case r.Backoff.Max.Duration < r.Backoff.Initial.Duration:
 		ps.add("reconcile.backoff.max", "%s is less than backoff.initial (%s)", r.Backoff.Max, r.Backoff.Initial)
 	}
+	if c.History.MaxPerResource < 0 {
+		ps.add("history.maxPerResource", "must be 0 (keep all) or more, not %d", c.History.MaxPerResource)
+	}
+	if c.History.MaxAge.Duration < 0 {
+		ps.add("history.maxAge", "must be 0 (keep all) or a positive duration such as 720h, not %s", c.History.MaxAge)
+	}
 }
 
 // validateSource checks one source; key prefixes every problem, so that

@@ -420,6 +420,16 @@ type ReconcileRecord struct {
 	FinishedAt time.Time
 }
 
+// HistoryLimits bound the history a store keeps.
+type HistoryLimits struct {
+	// MaxPerResource is how many reconcile attempts are kept per resource,
+	// and how many sync attempts per source; zero keeps all.
+	MaxPerResource int
+	// MaxAge is how long an attempt is kept after it finished; zero keeps
+	// attempts whatever their age.
+	MaxAge time.Duration
+}
+
 // SourceKind is the kind of a source.
 type SourceKind string
 
@@ -697,6 +707,11 @@ type Store interface {
 	AddSyncRecord(ctx context.Context, r *SyncRecord) (int64, error)
 	// ListSyncRecords returns a source's attempts, newest first.
 	ListSyncRecords(ctx context.Context, source string, limit int) ([]*SyncRecord, error)
+	// TrimHistory deletes, in one short transaction, up to batch reconcile
+	// and sync records beyond limits, oldest first, and returns how many it
+	// deleted: callers repeat while it returns batch, so that a large trim
+	// never holds up other writers for long.
+	TrimHistory(ctx context.Context, limits HistoryLimits, batch int) (int, error)
 
 	// InTx runs fn in one transaction: everything fn does through tx commits
 	// together or not at all. fn must not use the outer Store.

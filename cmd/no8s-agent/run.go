@@ -16,6 +16,8 @@ import (
 	"github.com/no8s/no8s-agent/metrics"
 	"github.com/no8s/no8s-agent/preview"
 	"github.com/no8s/no8s-agent/reconcile"
+	"github.com/no8s/no8s-agent/retention"
+	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
 )
 
@@ -119,6 +121,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	wg.Go(func() { httpSrv.serve(ctx) })
 	wg.Go(func() { previewer.Run(ctx) })
 	wg.Go(func() { trimWhenIdle(ctx, trimEvery, log) })
+	history := retention.Trimmer{Store: st, Logger: log,
+		Limits: store.HistoryLimits{MaxPerResource: cfg.History.MaxPerResource, MaxAge: cfg.History.MaxAge.Duration}}
+	wg.Go(func() { history.Run(ctx) })
 	wg.Go(func() {
 		if err := controller.Run(ctx); err != nil {
 			log.Error("reconciler stopped", "error", err)

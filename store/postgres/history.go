@@ -68,3 +68,44 @@ func (s *Store) ListReconcileRecords(ctx context.Context, resourceID int64, limi
 	}
 	return out, nil
 }
+
+// TrimHistory deletes up to batch records beyond limits: first those older
+// than MaxAge, then, per resource and per source, those beyond the newest
+// MaxPerResource, found through the (resource_id, id) and (source, id)
+// indexes.
+func (s *Store) TrimHistory(ctx context.Context, limits store.HistoryLimits, batch int) (int, error) {
+	if batch <= 0 || limits.MaxPerResource < 0 || limits.MaxAge < 0 {
+		return 0, invalid("trim history: a positive batch and limits of zero or more are required")
+	}
+	deleted := 0
+	run := func(sql string, args ...any) error {
+		if deleted >= batch {
+			return nil
+		}
+		tag, err := s.q.Exec(ctx, sql, append(args, batch-deleted)...)
+		if err != nil {
+			return mapErr(err, "trim history")
+		}
+		deleted += int(tag.RowsAffected())
+		return nil
+	}
+	if limits.MaxAge > 0 {
+		for _, t := range []string{"reconcile_history", "sync_history"} {
+			if err := run(`DELETE FROM `+t+` WHERE id IN (SELECT id FROM `+t+`
+				WHERE finished_at < now() - $1 * interval '1 millisecond' ORDER BY id LIMIT $2)`, millis(limits.MaxAge)); err != nil {
+				return deleted, err
+			}
+		}
+	}
+	if limits.MaxPerResource > 0 {
+		for _, t := range []struct{ table, key string }{{"reconcile_history", "resource_id"}, {"sync_history", "source"}} {
+			if err := run(`DELETE FROM `+t.table+` WHERE id IN (
+				SELECT h.id FROM (SELECT `+t.key+` AS k FROM `+t.table+` GROUP BY `+t.key+` HAVING count(*) > $1) crowded,
+					LATERAL (SELECT id FROM `+t.table+` WHERE `+t.key+` = crowded.k ORDER BY id DESC OFFSET $1) h
+				LIMIT $2)`, limits.MaxPerResource); err != nil {
+				return deleted, err
+			}
+		}
+	}
+	return deleted, nil
+}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/no8s/no8s-agent/store"
 )
@@ -76,4 +77,51 @@ func (s *Store) ListReconcileRecords(ctx context.Context, resourceID int64, limi
 		return nil, mapErr(err, fmt.Sprintf("list reconcile records of resource %d", resourceID))
 	}
 	return out, nil
+}
+
+// TrimHistory deletes up to batch records beyond limits: first those older
+// than MaxAge, then, per resource and per source, those beyond the newest
+// MaxPerResource.
+func (s *Store) TrimHistory(ctx context.Context, limits store.HistoryLimits, batch int) (int, error) {
+	if batch <= 0 || limits.MaxPerResource < 0 || limits.MaxAge < 0 {
+		return 0, invalid("trim history: a positive batch and limits of zero or more are required")
+	}
+	deleted := 0
+	err := s.withTx(ctx, func(s *Store) error {
+		run := func(sql string, args ...any) error {
+			if deleted >= batch {
+				return nil
+			}
+			res, err := s.exec(ctx, sql, append(args, batch-deleted)...)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			deleted += int(n)
+			return err
+		}
+		if limits.MaxAge > 0 {
+			cutoff := ms(time.Now().Add(-limits.MaxAge))
+			for _, t := range []string{"reconcile_history", "sync_history"} {
+				if err := run(`DELETE FROM `+t+` WHERE id IN (SELECT id FROM `+t+`
+					WHERE finished_at < ? ORDER BY id LIMIT ?)`, cutoff); err != nil {
+					return err
+				}
+			}
+		}
+		if limits.MaxPerResource > 0 {
+			for _, t := range []struct{ table, key string }{{"reconcile_history", "resource_id"}, {"sync_history", "source"}} {
+				if err := run(`DELETE FROM `+t.table+` WHERE id IN (SELECT id FROM (
+					SELECT id, row_number() OVER (PARTITION BY `+t.key+` ORDER BY id DESC) AS n FROM `+t.table+`)
+					WHERE n > ? ORDER BY id LIMIT ?)`, limits.MaxPerResource); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, mapErr(err, "trim history")
+	}
+	return deleted, nil
 }

@@ -3,6 +3,8 @@ package storetest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -243,5 +245,94 @@ func testSyncHistory(t *testing.T, s store.Store) {
 	none, err := s.ListSyncRecords(ctx, "nope", 0)
 	if err != nil || len(none) != 0 {
 		t.Errorf("ListSyncRecords(unknown source) = %d records, %v", len(none), err)
+	}
+}
+
+// testTrimHistory trims reconcile and sync history by count and by age,
+// in batches, and leaves the newest records of every resource and source.
+func testTrimHistory(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if _, err := s.TrimHistory(ctx, store.HistoryLimits{MaxPerResource: 1}, 0); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("TrimHistory with batch 0: %v", err)
+	}
+	fresh, old := now().Add(-time.Hour), now().Add(-40*24*time.Hour)
+	add := func(id int64, name string, at time.Time) int64 {
+		t.Helper()
+		rid, err := s.AddReconcileRecord(ctx, &store.ReconcileRecord{ResourceID: id, Kind: "Widget", Name: name, Generation: 1,
+			Trigger: store.TriggerDrift, Phase: "completed", Success: true, StartedAt: at, FinishedAt: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rid
+	}
+	// Resource 1: 3 old attempts, then 30 recent ones; resource 2: 5 recent;
+	// resource 3 (deleted long ago): 2 old ones.
+	for range 3 {
+		add(1, "many", old)
+	}
+	var newest []int64
+	for range 30 {
+		newest = append(newest, add(1, "many", fresh))
+	}
+	for range 5 {
+		add(2, "few", fresh)
+	}
+	add(3, "gone", old)
+	add(3, "gone", old)
+	for i := range 14 {
+		at := fresh
+		if i < 2 {
+			at = old
+		}
+		if _, err := s.AddSyncRecord(ctx, &store.SyncRecord{Source: "infra", Revision: manifest.Revision(fmt.Sprintf("main@sha1:%040d", i)),
+			Success: true, StartedAt: at, FinishedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Nothing to do without limits.
+	if n, err := s.TrimHistory(ctx, store.HistoryLimits{}, 100); err != nil || n != 0 {
+		t.Fatalf("TrimHistory without limits: %d, %v", n, err)
+	}
+	limits := store.HistoryLimits{MaxPerResource: 10, MaxAge: 30 * 24 * time.Hour}
+	// 7 old records, 20 of resource 1 over the count, 2 syncs over it.
+	const want = 7 + 20 + 2
+	total, calls := 0, 0
+	for {
+		n, err := s.TrimHistory(ctx, limits, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 6 {
+			t.Fatalf("a batch of 6 deleted %d", n)
+		}
+		total += n
+		calls++
+		if n < 6 {
+			break
+		}
+	}
+	if total != want || calls != want/6+1 {
+		t.Errorf("trimmed %d records in %d calls, want %d in %d", total, calls, want, want/6+1)
+	}
+	many, err := s.ListReconcileRecords(ctx, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(many) != 10 || many[0].ID != newest[29] || many[9].ID != newest[20] {
+		t.Errorf("resource 1 keeps %d records, from %d to %d; want the newest 10", len(many), many[0].ID, many[len(many)-1].ID)
+	}
+	if few, _ := s.ListReconcileRecords(ctx, 2, 0); len(few) != 5 {
+		t.Errorf("resource 2 keeps %d records, want its 5", len(few))
+	}
+	if gone, _ := s.ListReconcileRecords(ctx, 3, 0); len(gone) != 0 {
+		t.Errorf("old records of a deleted resource stay: %d", len(gone))
+	}
+	syncs, _ := s.ListSyncRecords(ctx, "infra", 0)
+	if len(syncs) != 10 || syncs[0].Revision != manifest.Revision(fmt.Sprintf("main@sha1:%040d", 13)) {
+		t.Errorf("sync history keeps %d records", len(syncs))
+	}
+	if n, err := s.TrimHistory(ctx, limits, 6); err != nil || n != 0 {
+		t.Errorf("a second trim: %d, %v", n, err)
 	}
 }

@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ReconcileHistory", testReconcileHistory},
 		{"Sources", testSources},
 		{"SyncHistory", testSyncHistory},
+		{"TrimHistory", testTrimHistory},
 		{"InTxCommits", testInTxCommits},
 		{"InTxRollsBack", testInTxRollsBack},
 		{"Ping", testPing},
