@@ -94,6 +94,16 @@ func appendResource(b []byte, r *store.Resource) []byte {
 	b = appendTime(b, r.UpdatedAt)
 	b = append(b, `,"last_reconcile_time":`...)
 	b = appendTimePtr(b, r.LastReconcileTime)
+	b = append(b, `,"lease":`...)
+	if r.LeaseOwner == "" || r.LeaseExpiresAt == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, `{"holder":`...)
+		b = appendJSONString(b, r.LeaseOwner)
+		b = append(b, `,"expires_at":`...)
+		b = appendTime(b, *r.LeaseExpiresAt)
+		b = append(b, '}')
+	}
 	return append(b, '}')
 }
 

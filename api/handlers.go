@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -444,6 +445,21 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) error {
 	out := make([]Source, len(rows))
 	for i, src := range rows {
 		out[i] = NewSource(src)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// listAgents lists the agents that record themselves, alive or gone.
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
+	rows, err := s.store.ListAgents(r.Context())
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	out := make([]Agent, len(rows))
+	for i, a := range rows {
+		out[i] = NewAgent(a, now)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -52,6 +52,33 @@ type Resource struct {
 	CreatedAt           time.Time            `json:"created_at"`
 	UpdatedAt           time.Time            `json:"updated_at"`
 	LastReconcileTime   *time.Time           `json:"last_reconcile_time"`
+	// Lease is the worker that holds the resource now; null when none does.
+	Lease *Lease `json:"lease"`
+}
+
+// Lease is who holds a resource and until when. A holder that is not alive
+// in GET /api/v1/agents stopped; its lease ends at ExpiresAt, and another
+// agent takes the resource over then.
+type Lease struct {
+	Holder    string    `json:"holder"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Agent is an agent in GET /api/v1/agents.
+type Agent struct {
+	ID         string    `json:"id"`
+	Host       string    `json:"host"`
+	Version    string    `json:"version"`
+	StartedAt  time.Time `json:"started_at"`
+	LastSeenAt time.Time `json:"last_seen_at"`
+	// Alive is false once the agent missed several heartbeats.
+	Alive bool `json:"alive"`
+}
+
+// NewAgent converts a stored agent; now is the store's time or close to it.
+func NewAgent(a *store.Agent, now time.Time) Agent {
+	return Agent{ID: a.ID, Host: a.Host, Version: a.Version, StartedAt: a.StartedAt, LastSeenAt: a.LastSeenAt,
+		Alive: now.Sub(a.LastSeenAt) < store.AgentGoneAfter}
 }
 
 // NewResource converts a stored resource.
@@ -64,6 +91,9 @@ func NewResource(r *store.Resource) Resource {
 		Source: sourceRef(r.Source), Labels: r.Labels, Annotations: r.Annotations, DependsOn: r.DependsOn,
 		RetryCount: r.RetryCount, NextReconcileTime: r.NextReconcileAt, DeletionRequestedAt: r.DeletionRequestedAt,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastReconcileTime: r.LastReconcileTime,
+	}
+	if r.LeaseOwner != "" && r.LeaseExpiresAt != nil {
+		out.Lease = &Lease{Holder: r.LeaseOwner, ExpiresAt: *r.LeaseExpiresAt}
 	}
 	// Empty collections are [] and {}, never null, so clients can iterate.
 	if out.Conditions == nil {

@@ -241,6 +241,8 @@ func (s *Server) routes() http.Handler {
 	fn("POST /api/v1/sources/{name}/approve", write, s.approveSource)
 	fn("DELETE /api/v1/sources/{name}", write, s.deleteSource)
 
+	fn("GET /api/v1/agents", read, s.listAgents)
+
 	handle("GET "+eventsPath, read, http.HandlerFunc(s.serveEvents))
 	// Any other read under /api is a JSON 404, not the dashboard's page.
 	fn("GET /api/", open, func(http.ResponseWriter, *http.Request) error {

@@ -501,3 +501,37 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestResourceShowsGoneHolder shows a held resource's holder, and marks
+// one that never beat or stopped beating; a live one is not marked.
+func TestResourceShowsGoneHolder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	var id int64
+	for _, v := range f.ids {
+		id = v
+		break
+	}
+	if _, err := f.st.RequestReconcile(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := f.st.ClaimResources(ctx, store.ClaimParams{Owner: "ghost-agent", Limit: 1, Duration: time.Hour})
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %v %v", claims, err)
+	}
+	h := newHandler(f.st, Options{})
+	path := fmt.Sprintf("/resources/%d", id)
+	_, body, _ := get(t, h, path)
+	if page := text(body); !strings.Contains(page, "ghost-agent, lease ends") || !strings.Contains(page, "agent stopped") ||
+		!strings.Contains(page, "never recorded a heartbeat") {
+		t.Errorf("page of a resource held by an agent that never beat:\n%s", page)
+	}
+	if err := f.st.RecordAgent(ctx, &store.Agent{ID: "ghost-agent", Host: "h", StartedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ = get(t, h, path)
+	if page := text(body); !strings.Contains(page, "ghost-agent, lease ends") || strings.Contains(page, "agent stopped") {
+		t.Errorf("page of a resource held by a live agent:\n%s", page)
+	}
+}

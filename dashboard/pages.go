@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"time"
 	"strings"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -217,6 +218,11 @@ type resourcePage struct {
 	History        []*store.ReconcileRecord
 	HistoryLimit   int
 	Spec, Outputs  string
+	// HolderGone is true when the lease holder missed its heartbeats (or
+	// never recorded one): its lease runs out, then another agent takes
+	// over. HolderSeen is its last heartbeat, when it had one.
+	HolderGone bool
+	HolderSeen *time.Time
 }
 
 // resource serves GET /resources/{id}.
@@ -239,6 +245,21 @@ func (h *handler) resource(w http.ResponseWriter, r *http.Request) {
 	}
 	p := resourcePage{base: h.base(res.Kind + "/" + res.Name), R: resourceRows([]*store.Resource{res})[0],
 		HistoryLimit: historyLimit, Spec: prettyJSON(res.Spec), Outputs: prettyJSON(res.Outputs)}
+	if res.LeaseOwner != "" {
+		agents, err := h.store.ListAgents(ctx)
+		if err != nil {
+			h.storeFailed(w, r, err)
+			return
+		}
+		p.HolderGone = true
+		for _, a := range agents {
+			if a.ID == res.LeaseOwner {
+				seen := a.LastSeenAt
+				p.HolderSeen = &seen
+				p.HolderGone = time.Since(seen) >= store.AgentGoneAfter
+			}
+		}
+	}
 
 	if len(res.DependsOn) > 0 {
 		deps, err := h.store.ListResources(ctx, store.ResourceFilter{Refs: res.DependsOn})

@@ -66,6 +66,8 @@ type Options struct {
 	// the queue; default the lease duration, so that the leases of a crashed
 	// agent are taken over promptly even when notifications are lost.
 	PollInterval time.Duration
+	// Version is the agent's build, recorded with its heartbeats.
+	Version string
 	// Logger receives the controller's logs; default slog.Default().
 	Logger *slog.Logger
 	// OnAttempt, when set, is called after every attempt whose history
@@ -174,6 +176,12 @@ func (c *Controller) Run(ctx context.Context) error {
 		// Polling still finds the work, only later.
 		c.log.Warn("no store notifications; falling back to polling", "every", c.opts.PollInterval, "error", err)
 	}
+	beaten := make(chan struct{})
+	go func() {
+		defer close(beaten)
+		c.beat(ctx)
+	}()
+	defer func() { <-beaten }()
 	comp := newCompleter(c.store, c.opts.Workers)
 	compExited := make(chan struct{})
 	go func() {

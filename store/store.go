@@ -420,6 +420,25 @@ type ReconcileRecord struct {
 	FinishedAt time.Time
 }
 
+const (
+	// AgentBeat is how often a running agent records itself.
+	AgentBeat = 5 * time.Second
+	// AgentGoneAfter is how long after its last heartbeat an agent counts
+	// as gone: several heartbeats missed.
+	AgentGoneAfter = 4 * AgentBeat
+)
+
+// Agent is an agent that registered itself with RecordAgent.
+type Agent struct {
+	// ID is the agent's id, the lease owner of what it claims.
+	ID string
+	// Host is the host it runs on; Version its build.
+	Host, Version string
+	// StartedAt is when it started; LastSeenAt its last heartbeat, by the
+	// store's clock.
+	StartedAt, LastSeenAt time.Time
+}
+
 // HistoryLimits bound the history a store keeps.
 type HistoryLimits struct {
 	// MaxPerResource is how many reconcile attempts are kept per resource,
@@ -707,6 +726,16 @@ type Store interface {
 	AddSyncRecord(ctx context.Context, r *SyncRecord) (int64, error)
 	// ListSyncRecords returns a source's attempts, newest first.
 	ListSyncRecords(ctx context.Context, source string, limit int) ([]*SyncRecord, error)
+	// RecordAgent records that agent a runs, at its start and then every
+	// few seconds: its row is created or updated, with LastSeenAt set to the
+	// store's clock.
+	RecordAgent(ctx context.Context, a *Agent) error
+	// ListAgents returns the agents that beat, ordered by id.
+	ListAgents(ctx context.Context) ([]*Agent, error)
+	// ForgetAgents removes the agents not seen for longer than age and
+	// returns how many.
+	ForgetAgents(ctx context.Context, age time.Duration) (int, error)
+
 	// TrimHistory deletes, in one short transaction, up to batch reconcile
 	// and sync records beyond limits, oldest first, and returns how many it
 	// deleted: callers repeat while it returns batch, so that a large trim

@@ -84,6 +84,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		BackoffInitial: cfg.Reconcile.Backoff.Initial.Duration,
 		BackoffMax:     cfg.Reconcile.Backoff.Max.Duration,
 		Logger:         log,
+		Version:        b.Version,
 		OnAttempt: func(a reconcile.Attempt) {
 			m.ObserveReconcile(a.Record.Kind, a.Action, string(a.Record.Trigger), a.Record.Success, a.Record.Duration, a.Drift)
 		},

@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Sources", testSources},
 		{"SyncHistory", testSyncHistory},
 		{"TrimHistory", testTrimHistory},
+		{"Agents", testAgents},
 		{"InTxCommits", testInTxCommits},
 		{"InTxRollsBack", testInTxRollsBack},
 		{"Ping", testPing},

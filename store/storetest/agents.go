@@ -1,0 +1,64 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/no8s/no8s-agent/store"
+)
+
+// testAgents records agents, lists them with the store's time of their
+// last heartbeat, and forgets those not seen for a while.
+func testAgents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if err := s.RecordAgent(ctx, &store.Agent{}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("RecordAgent without id: %v", err)
+	}
+	started := now().Add(-time.Minute).Truncate(time.Millisecond)
+	for _, a := range []*store.Agent{{ID: "b-agent", Host: "host-b", Version: "v1", StartedAt: started},
+		{ID: "a-agent", Host: "host-a", Version: "v2", StartedAt: started}} {
+		if err := s.RecordAgent(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agents, err := s.ListAgents(ctx)
+	if err != nil || len(agents) != 2 {
+		t.Fatalf("ListAgents: %v %v", agents, err)
+	}
+	a := agents[0]
+	if a.ID != "a-agent" || a.Host != "host-a" || a.Version != "v2" || !a.StartedAt.Equal(started) ||
+		time.Since(a.LastSeenAt) > time.Minute || time.Since(a.LastSeenAt) < -time.Minute {
+		t.Errorf("first agent %+v", a)
+	}
+	first := a.LastSeenAt
+	// A heartbeat moves LastSeenAt on and may change the version.
+	waitFor(t, 5*time.Second, "a later heartbeat", func() bool {
+		if err := s.RecordAgent(ctx, &store.Agent{ID: "a-agent", Host: "host-a", Version: "v3", StartedAt: started}); err != nil {
+			t.Fatal(err)
+		}
+		agents, _ = s.ListAgents(ctx)
+		return len(agents) == 2 && agents[0].LastSeenAt.After(first)
+	})
+	if agents[0].Version != "v3" {
+		t.Errorf("after a heartbeat: %+v", agents[0])
+	}
+	if n, err := s.ForgetAgents(ctx, time.Hour); err != nil || n != 0 {
+		t.Errorf("ForgetAgents(1h) = %d, %v", n, err)
+	}
+	if _, err := s.ForgetAgents(ctx, 0); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("ForgetAgents(0): %v", err)
+	}
+	forgotten := 0
+	waitFor(t, 5*time.Second, "both agents to be older than 1ms", func() bool {
+		n, err := s.ForgetAgents(ctx, time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forgotten += n
+		return forgotten == 2
+	})
+	if agents, _ := s.ListAgents(ctx); len(agents) != 0 {
+		t.Errorf("agents left: %v", agents)
+	}
+}
