@@ -7,8 +7,8 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"time"
 	"strings"
+	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
