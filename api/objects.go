@@ -272,6 +272,11 @@ type ReconcileRecord struct {
 	AgentID          string          `json:"agent_id"`
 	StartedAt        time.Time       `json:"started_at"`
 	ReconcileTime    time.Time       `json:"reconcile_time"`
+	// NoDriftChecks is, for drift checks that found nothing to change, how
+	// many identical ones in a row the record stands for; LastCheckedAt is
+	// when the last of them finished. Both are left out of other records.
+	NoDriftChecks int        `json:"no_drift_checks,omitempty"`
+	LastCheckedAt *time.Time `json:"last_checked_at,omitempty"`
 }
 
 // NewReconcileRecord converts a stored reconcile attempt.
@@ -280,7 +285,7 @@ func NewReconcileRecord(h *store.ReconcileRecord) ReconcileRecord {
 		SourceRevision: string(h.SourceRevision), Trigger: string(h.Trigger), Success: h.Success, Phase: h.Phase,
 		ResourcesCreated: h.Created, ResourcesUpdated: h.Updated, ResourcesDeleted: h.Deleted, Outputs: h.Outputs,
 		PlanOutput: h.PlanOutput, DurationMS: h.Duration.Milliseconds(), AgentID: h.AgentID, StartedAt: h.StartedAt,
-		ReconcileTime: h.FinishedAt}
+		ReconcileTime: h.FinishedAt, NoDriftChecks: h.NoDriftChecks, LastCheckedAt: h.LastCheckedAt}
 	if h.Error != "" {
 		msg := h.Error
 		out.ErrorMessage = &msg

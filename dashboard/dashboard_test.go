@@ -535,3 +535,29 @@ func TestResourceShowsGoneHolder(t *testing.T) {
 		t.Errorf("page of a resource held by a live agent:\n%s", page)
 	}
 }
+
+// TestFoldedChecksShown shows a record that stands for several no-drift
+// checks with their count.
+func TestFoldedChecksShown(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	var id int64
+	for _, v := range f.ids {
+		id = v
+		break
+	}
+	at := time.Now().Add(-time.Hour)
+	for i := range 3 {
+		rec := &store.ReconcileRecord{ResourceID: id, Kind: "X", Name: "x", Generation: 1, Trigger: store.TriggerDrift,
+			Phase: "completed", Success: true, PlanOutput: "no changes", NoDriftChecks: 1,
+			StartedAt: at.Add(time.Duration(i) * time.Minute), FinishedAt: at.Add(time.Duration(i) * time.Minute)}
+		if _, err := f.st.AddReconcileRecord(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body, _ := get(t, newHandler(f.st, Options{}), fmt.Sprintf("/resources/%d", id))
+	if page := text(body); !strings.Contains(page, "no drift ×3, last") {
+		t.Errorf("page lacks the folded checks:\n%s", page)
+	}
+}

@@ -297,6 +297,8 @@ func (a *attempt) plan(ctx context.Context, k *keeper, inst action.Instance, pla
 		msg = "no drift: " + plan.Summary
 	}
 	// Nothing changed: the resource stays as it was, checked again later.
+	// Identical checks in a row fold into one history record.
+	a.rec.NoDriftChecks = 1
 	o := a.succeeded(inst, &action.Result{Outputs: a.cl.Outputs, Message: msg})
 	return o, false
 }

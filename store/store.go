@@ -418,6 +418,16 @@ type ReconcileRecord struct {
 	AgentID    string
 	StartedAt  time.Time
 	FinishedAt time.Time
+	// NoDriftChecks is, for a drift check that found nothing to change,
+	// how many such checks the record stands for; 0 for every other
+	// attempt. A no-drift check written with 1 right after a record of the
+	// same generation and plan output that is one too is folded into it:
+	// the count goes up, LastCheckedAt, Duration and AgentID become the new
+	// check's, and no record is added.
+	NoDriftChecks int
+	// LastCheckedAt is when the last folded check finished; nil until one
+	// was folded in.
+	LastCheckedAt *time.Time
 }
 
 const (

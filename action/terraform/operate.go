@@ -108,7 +108,7 @@ func (a *Action) Apply(ctx context.Context, req *action.Request) (*action.Result
 	if err := a.prepare(ctx, dir, req); err != nil {
 		return nil, a.explain(err, req)
 	}
-	planArgs := a.withParallelism([]string{"plan", "-input=false", "-no-color", "-var-file=" + varsFile, "-out=" + planFile})
+	planArgs := a.withParallelism([]string{"plan", "-input=false", "-no-color", "-compact-warnings", "-var-file=" + varsFile, "-out=" + planFile})
 	req.Reporter.Progress("plan")
 	if _, err := a.withLock(ctx, dir, st, h, runSpec{dir: dir, args: planArgs, phase: "plan", req: req, record: true}); err != nil {
 		return nil, a.explain(fmt.Errorf("plan: %w", err), req)
@@ -119,7 +119,7 @@ func (a *Action) Apply(ctx context.Context, req *action.Request) (*action.Result
 	}
 	created, updated, deleted := counts(plan)
 	req.Reporter.Progress(fmt.Sprintf("apply: %d to add, %d to change, %d to destroy", created, updated, deleted))
-	applyArgs := a.withParallelism([]string{"apply", "-input=false", "-no-color", "-auto-approve"})
+	applyArgs := a.withParallelism([]string{"apply", "-input=false", "-no-color", "-compact-warnings", "-auto-approve"})
 	if _, err := a.run(ctx, runSpec{dir: dir, args: append(applyArgs, planFile), phase: "apply", req: req, record: true}); err != nil {
 		return nil, a.explain(fmt.Errorf("apply: %w", err), req)
 	}
@@ -157,7 +157,7 @@ func (a *Action) Destroy(ctx context.Context, req *action.Request) (*action.Resu
 		return nil, a.explain(err, req)
 	}
 	req.Reporter.Progress("destroy")
-	args := a.withParallelism([]string{"destroy", "-input=false", "-no-color", "-auto-approve", "-var-file=" + varsFile})
+	args := a.withParallelism([]string{"destroy", "-input=false", "-no-color", "-compact-warnings", "-auto-approve", "-var-file=" + varsFile})
 	res, err := a.withLock(ctx, dir, st, h, runSpec{dir: dir, args: args, phase: "destroy", req: req, record: true})
 	if err != nil {
 		return nil, a.explain(fmt.Errorf("destroy: %w", err), req)
@@ -202,7 +202,7 @@ func (a *Action) Plan(ctx context.Context, req *action.Request) (*action.Plan, e
 		return nil, a.explain(err, req)
 	}
 	const previewPlan = "no8s-check.tfplan"
-	args := append([]string{"plan", "-input=false", "-no-color", "-detailed-exitcode", "-var-file=" + varsFile, "-out=" + previewPlan}, lock...)
+	args := append([]string{"plan", "-input=false", "-no-color", "-compact-warnings", "-detailed-exitcode", "-var-file=" + varsFile, "-out=" + previewPlan}, lock...)
 	req.Reporter.Progress("plan")
 	// A drift check's run is recorded like an apply's: it holds the lock.
 	res, err := a.withLock(ctx, dir, st, h, runSpec{dir: dir, args: a.withParallelism(args), phase: "plan", req: req, record: !preview, okCodes: []int{2}})

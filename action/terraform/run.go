@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -64,6 +65,9 @@ func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
 	cmd := osexec.Command(a.binary, args...)
 	cmd.Dir = spec.dir
 	cmd.Env = slices.Clip(a.env)
+	if spec.req != nil {
+		cmd.Env = append(cmd.Env, requestEnv(spec.req)...)
+	}
 	// Output goes to files, not pipes: a binary interrupted because the
 	// agent died would die of SIGPIPE on its first word to a closed pipe,
 	// before it saved its state and released its lock.
@@ -145,6 +149,16 @@ func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
 		return res, &runError{args: args, code: res.code, output: res.stderr + res.stdout}
 	}
 	return res, nil
+}
+
+// requestEnv gives the module the resource's kind, name and generation as
+// the variables no8s_kind, no8s_name and no8s_generation. In the
+// environment, unlike in a variables file, they raise no warning in a
+// module that does not declare them, whose warnings would otherwise fill
+// every plan (in an order that changes from run to run).
+func requestEnv(req *action.Request) []string {
+	return []string{"TF_VAR_no8s_kind=" + req.Resource.Kind, "TF_VAR_no8s_name=" + req.Resource.Name,
+		"TF_VAR_no8s_generation=" + strconv.FormatInt(req.Resource.Generation, 10)}
 }
 
 // stop interrupts the binary and waits up to the grace for it to exit;

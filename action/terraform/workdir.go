@@ -188,8 +188,9 @@ func (a *Action) prepare(ctx context.Context, dir string, req *action.Request) e
 	return os.WriteFile(filepath.Join(dir, workStateFile), raw, 0o600)
 }
 
-// writeVars writes the variables: the vars setting, the spec over them, and
-// no8s_kind, no8s_name and no8s_generation.
+// writeVars writes the variables: the vars setting and the spec over them.
+// no8s_kind, no8s_name and no8s_generation come from the environment (see
+// requestEnv), where a module that does not declare them is not warned.
 func (a *Action) writeVars(dir, name string, req *action.Request) error {
 	vars := map[string]json.RawMessage{}
 	for k, v := range a.vars {
@@ -204,10 +205,6 @@ func (a *Action) writeVars(dir, name string, req *action.Request) error {
 			vars[k] = v
 		}
 	}
-	str := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
-	vars["no8s_kind"] = str(req.Resource.Kind)
-	vars["no8s_name"] = str(req.Resource.Name)
-	vars["no8s_generation"] = json.RawMessage(fmt.Sprint(req.Resource.Generation))
 	raw, err := json.MarshalIndent(vars, "", "  ")
 	if err != nil {
 		return err

@@ -10,23 +10,45 @@ import (
 )
 
 const reconcileCols = `id, resource_id, kind, name, generation, source_revision, trigger, phase, success, error,
-	created_count, updated_count, deleted_count, outputs, plan_output, duration_ms, agent_id, started_at, finished_at`
+	created_count, updated_count, deleted_count, outputs, plan_output, duration_ms, agent_id, started_at, finished_at,
+	no_drift_checks, last_checked_at`
+
+// foldNoDrift is the condition, on the history row h, under which a
+// no-drift check of resource rid, generation gen, with plan output plan and
+// success ok, is folded into h instead of added: h is that resource's
+// newest record and a successful no-drift check of the same generation and
+// plan output. checks is the new record's NoDriftChecks.
+func foldNoDrift(rid, gen, plan, ok, checks string) string {
+	return checks + ` > 0 AND ` + ok + ` AND h.id = (SELECT max(id) FROM reconcile_history WHERE resource_id = ` + rid + `)
+		AND h.no_drift_checks > 0 AND h.success AND h.generation = ` + gen + ` AND h.plan_output = ` + plan
+}
 
 // AddReconcileRecord appends a reconcile attempt and returns its ID. The
-// record's ID is ignored.
+// record's ID is ignored. A no-drift check may be folded into the record
+// before it (see store.ReconcileRecord.NoDriftChecks): the ID is then that
+// record's.
 func (s *Store) AddReconcileRecord(ctx context.Context, h *store.ReconcileRecord) (int64, error) {
 	if h == nil {
 		return 0, invalid("add reconcile record: no record")
 	}
 	var id int64
-	err := s.q.QueryRow(ctx, `INSERT INTO reconcile_history (resource_id, kind, name, generation, source_revision,
-			trigger, phase, success, error, created_count, updated_count, deleted_count, outputs, plan_output,
-			duration_ms, agent_id, started_at, finished_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
-		RETURNING id`,
+	err := s.q.QueryRow(ctx, `WITH fold AS (
+			UPDATE reconcile_history h SET no_drift_checks = h.no_drift_checks + 1, last_checked_at = $18,
+				duration_ms = $15, agent_id = $16
+			WHERE `+foldNoDrift("$1", "$4", "$14", "$8", "$19")+`
+			RETURNING h.id
+		), ins AS (
+			INSERT INTO reconcile_history (resource_id, kind, name, generation, source_revision,
+				trigger, phase, success, error, created_count, updated_count, deleted_count, outputs, plan_output,
+				duration_ms, agent_id, started_at, finished_at, no_drift_checks)
+			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19
+			WHERE NOT EXISTS (SELECT 1 FROM fold)
+			RETURNING id
+		)
+		SELECT id FROM fold UNION ALL SELECT id FROM ins`,
 		h.ResourceID, h.Kind, h.Name, h.Generation, string(h.SourceRevision), string(h.Trigger), h.Phase,
 		h.Success, h.Error, h.Created, h.Updated, h.Deleted, jsonDoc(h.Outputs), h.PlanOutput,
-		millis(h.Duration), h.AgentID, h.StartedAt, h.FinishedAt).Scan(&id)
+		millis(h.Duration), h.AgentID, h.StartedAt, h.FinishedAt, h.NoDriftChecks).Scan(&id)
 	if err != nil {
 		return 0, mapErr(err, fmt.Sprintf("add reconcile record of resource %d", h.ResourceID))
 	}
@@ -57,8 +79,12 @@ func (s *Store) ListReconcileRecords(ctx context.Context, resourceID int64, limi
 		)
 		err := row.Scan(&h.ID, &h.ResourceID, &h.Kind, &h.Name, &h.Generation, &h.SourceRevision, &h.Trigger,
 			&h.Phase, &h.Success, &h.Error, &h.Created, &h.Updated, &h.Deleted, &out, &h.PlanOutput, &ms,
-			&h.AgentID, &h.StartedAt, &h.FinishedAt)
+			&h.AgentID, &h.StartedAt, &h.FinishedAt, &h.NoDriftChecks, &h.LastCheckedAt)
 		h.Outputs = rawDoc(out)
+		if h.LastCheckedAt != nil {
+			t := utc(*h.LastCheckedAt)
+			h.LastCheckedAt = &t
+		}
 		h.Duration = fromMillis(ms)
 		h.StartedAt, h.FinishedAt = utc(h.StartedAt), utc(h.FinishedAt)
 		return &h, err

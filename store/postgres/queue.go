@@ -206,12 +206,17 @@ var completeSQL = `WITH upd AS (
 		attempt_handle = CASE WHEN $33 THEN attempt_handle END
 	WHERE id = $1 AND lease_owner = $2 AND lease_token = $3
 	RETURNING *
+), fold AS (
+	UPDATE reconcile_history h SET no_drift_checks = h.no_drift_checks + 1, last_checked_at = $31,
+		duration_ms = $28, agent_id = $29
+	FROM upd WHERE $17 AND ` + foldNoDrift("$1", "$4", "$27", "$21", "$34::int") + `
+	RETURNING h.id
 ), hist AS (
 	INSERT INTO reconcile_history (resource_id, kind, name, generation, source_revision,
 		trigger, phase, success, error, created_count, updated_count, deleted_count, outputs, plan_output,
-		duration_ms, agent_id, started_at, finished_at)
-	SELECT $1, upd.kind, upd.name, $4, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31
-	FROM upd WHERE $17
+		duration_ms, agent_id, started_at, finished_at, no_drift_checks)
+	SELECT $1, upd.kind, upd.name, $4, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $34
+	FROM upd WHERE $17 AND NOT EXISTS (SELECT 1 FROM fold)
 	RETURNING id
 )
 SELECT ` + resourceCols + `,
@@ -257,7 +262,7 @@ func (s *Store) CompleteReconcile(ctx context.Context, c *store.Claim, done stor
 		u.RetryCount, u.LastReconcileTime, next, done.Waiting, nowReady && !done.Delete, done.Record != nil,
 		string(rec.SourceRevision), string(rec.Trigger), rec.Phase, rec.Success, rec.Error,
 		rec.Created, rec.Updated, rec.Deleted, jsonDoc(rec.Outputs), rec.PlanOutput,
-		millis(rec.Duration), rec.AgentID, rec.StartedAt, rec.FinishedAt, dependsOnRef, done.KeepHandle}
+		millis(rec.Duration), rec.AgentID, rec.StartedAt, rec.FinishedAt, dependsOnRef, done.KeepHandle, rec.NoDriftChecks}
 	if done.Record != nil && (rec.StartedAt.IsZero() || rec.FinishedAt.IsZero()) {
 		return nil, invalid("complete reconcile of resource %d: the record needs its start and finish times", c.ID)
 	}
@@ -563,12 +568,12 @@ var completeBatchSQL = `WITH inp AS (
 		$7::text[], $8::text[], $9::text[], $10::bigint[], $11::text[], $12::int[], $13::timestamptz[],
 		$14::bigint[], $15::bool[], $16::bool[], $17::bool[], $18::text[], $19::text[], $20::text[], $21::bool[],
 		$22::text[], $23::int[], $24::int[], $25::int[], $26::text[], $27::text[], $28::bigint[], $29::text[],
-		$30::timestamptz[], $31::timestamptz[], $32::text[], $33::bool[])
+		$30::timestamptz[], $31::timestamptz[], $32::text[], $33::bool[], $34::int[])
 		WITH ORDINALITY AS t(c_id, c_owner, c_token, c_gen, c_requested, c_deleting,
 			c_phase, c_message, c_conds, c_observed, c_outputs, c_retries, c_last,
 			c_next, c_waiting, c_ready, c_recorded, c_revision, c_trigger, c_stage, c_success,
 			c_error, c_created, c_updated, c_deleted, c_rec_outputs, c_plan, c_duration, c_agent,
-			c_started, c_finished, c_dep_ref, c_keep, c_ord)
+			c_started, c_finished, c_dep_ref, c_keep, c_checks, c_ord)
 ), upd AS (
 	UPDATE resources SET
 		phase = CASE WHEN deletion_requested_at IS NOT NULL AND NOT inp.c_deleting THEN 'deleting'
@@ -593,14 +598,19 @@ var completeBatchSQL = `WITH inp AS (
 	WHERE resources.id = inp.c_id AND resources.lease_owner = inp.c_owner AND resources.lease_token = inp.c_token
 	RETURNING resources.*, inp.c_ord, inp.c_ready, inp.c_dep_ref, inp.c_recorded, inp.c_gen, inp.c_revision,
 		inp.c_trigger, inp.c_stage, inp.c_success, inp.c_error, inp.c_created, inp.c_updated, inp.c_deleted,
-		inp.c_rec_outputs, inp.c_plan, inp.c_duration, inp.c_agent, inp.c_started, inp.c_finished
+		inp.c_rec_outputs, inp.c_plan, inp.c_duration, inp.c_agent, inp.c_started, inp.c_finished, inp.c_checks
+), fold AS (
+	UPDATE reconcile_history h SET no_drift_checks = h.no_drift_checks + 1, last_checked_at = upd.c_finished,
+		duration_ms = upd.c_duration, agent_id = upd.c_agent
+	FROM upd WHERE upd.c_recorded AND ` + foldNoDrift("upd.id", "upd.c_gen", "upd.c_plan", "upd.c_success", "upd.c_checks") + `
+	RETURNING upd.id AS folded
 ), hist AS (
 	INSERT INTO reconcile_history (resource_id, kind, name, generation, source_revision,
 		trigger, phase, success, error, created_count, updated_count, deleted_count, outputs, plan_output,
-		duration_ms, agent_id, started_at, finished_at)
+		duration_ms, agent_id, started_at, finished_at, no_drift_checks)
 	SELECT id, kind, name, c_gen, c_revision, c_trigger, c_stage, c_success, c_error, c_created, c_updated, c_deleted,
-		c_rec_outputs::json, c_plan, c_duration, c_agent, c_started, c_finished
-	FROM upd WHERE c_recorded ORDER BY c_ord
+		c_rec_outputs::json, c_plan, c_duration, c_agent, c_started, c_finished, c_checks
+	FROM upd WHERE c_recorded AND id NOT IN (SELECT folded FROM fold) ORDER BY c_ord
 	RETURNING id
 ), note AS (
 	-- One notification for the whole batch: listeners only need to know
@@ -675,6 +685,7 @@ type completionArgs struct {
 	deleting, waiting, ready, recorded    []bool
 	success, keep                         []bool
 	retries, created, updated, deleted    []int32
+	checks                                []int32
 	next                                  []*int64
 	revision, trigger, stage, errs, plan  []string
 	agent, depRef                         []string
@@ -745,6 +756,7 @@ func (a *completionArgs) add(c *store.Claim, done store.Completion) error {
 	a.finished = append(a.finished, rec.FinishedAt)
 	a.depRef = append(a.depRef, string(dependsOnRef))
 	a.keep = append(a.keep, done.KeepHandle)
+	a.checks = append(a.checks, int32(rec.NoDriftChecks))
 	return nil
 }
 
@@ -754,7 +766,7 @@ func (a *completionArgs) list() []any {
 		a.phases, a.messages, a.conds, a.observed, a.outputs, a.retries, a.last,
 		a.next, a.waiting, a.ready, a.recorded, a.revision, a.trigger, a.stage, a.success,
 		a.errs, a.created, a.updated, a.deleted, a.recOutputs, a.plan, a.duration, a.agent,
-		a.started, a.finished, a.depRef, a.keep}
+		a.started, a.finished, a.depRef, a.keep, a.checks}
 }
 
 // textDoc is jsonDoc for a text parameter: nil for an absent document.

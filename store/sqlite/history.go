@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,24 +11,54 @@ import (
 )
 
 const reconcileCols = `id, resource_id, kind, name, generation, source_revision, trigger, phase, success, error,
-	created_count, updated_count, deleted_count, outputs, plan_output, duration_ms, agent_id, started_at, finished_at`
+	created_count, updated_count, deleted_count, outputs, plan_output, duration_ms, agent_id, started_at, finished_at,
+	no_drift_checks, last_checked_at`
 
 const insertReconcileSQL = `INSERT INTO reconcile_history (resource_id, kind, name, generation, source_revision,
 		trigger, phase, success, error, created_count, updated_count, deleted_count, outputs, plan_output,
-		duration_ms, agent_id, started_at, finished_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+		duration_ms, agent_id, started_at, finished_at, no_drift_checks)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 	RETURNING id`
+
+// foldNoDriftSQL folds a successful no-drift check into the resource's
+// newest record when that is one too, of the same generation and plan
+// output (see store.ReconcileRecord.NoDriftChecks).
+const foldNoDriftSQL = `UPDATE reconcile_history SET no_drift_checks = no_drift_checks + 1, last_checked_at = $5,
+		duration_ms = $6, agent_id = $7
+	WHERE id = (SELECT max(id) FROM reconcile_history WHERE resource_id = $1)
+		AND no_drift_checks > 0 AND success AND generation = $2 AND plan_output = $3 AND $4
+	RETURNING id`
+
+// writeReconcileRecord folds h into the record before it or inserts it,
+// for the given resource, and returns the ID of the record written.
+func (s *Store) writeReconcileRecord(ctx context.Context, h *store.ReconcileRecord, resourceID int64, kind, name string, generation int64) (int64, error) {
+	var id int64
+	if h.NoDriftChecks > 0 {
+		err := s.queryRow(ctx, foldNoDriftSQL, resourceID, generation, h.PlanOutput, h.Success,
+			ms(h.FinishedAt), millis(h.Duration), h.AgentID).Scan(&id)
+		if err == nil {
+			return id, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return 0, err
+		}
+	}
+	err := s.queryRow(ctx, insertReconcileSQL, reconcileArgs(h, resourceID, kind, name, generation)...).Scan(&id)
+	return id, err
+}
 
 // reconcileArgs are the arguments of insertReconcileSQL for h, recorded
 // for the given resource.
 func reconcileArgs(h *store.ReconcileRecord, resourceID int64, kind, name string, generation int64) []any {
 	return []any{resourceID, kind, name, generation, string(h.SourceRevision), string(h.Trigger), h.Phase,
 		h.Success, h.Error, h.Created, h.Updated, h.Deleted, jsonDoc(h.Outputs), h.PlanOutput,
-		millis(h.Duration), h.AgentID, ms(h.StartedAt), ms(h.FinishedAt)}
+		millis(h.Duration), h.AgentID, ms(h.StartedAt), ms(h.FinishedAt), h.NoDriftChecks}
 }
 
 // AddReconcileRecord appends a reconcile attempt and returns its ID. The
-// record's ID is ignored.
+// record's ID is ignored. A no-drift check may be folded into the record
+// before it (see store.ReconcileRecord.NoDriftChecks): the ID is then that
+// record's.
 func (s *Store) AddReconcileRecord(ctx context.Context, h *store.ReconcileRecord) (int64, error) {
 	if h == nil {
 		return 0, invalid("add reconcile record: no record")
@@ -37,8 +69,9 @@ func (s *Store) AddReconcileRecord(ctx context.Context, h *store.ReconcileRecord
 	}
 	var id int64
 	err := s.withTx(ctx, func(s *Store) error {
-		return s.queryRow(ctx, insertReconcileSQL,
-			reconcileArgs(h, h.ResourceID, h.Kind, h.Name, h.Generation)...).Scan(&id)
+		var err error
+		id, err = s.writeReconcileRecord(ctx, h, h.ResourceID, h.Kind, h.Name, h.Generation)
+		return err
 	})
 	if err != nil {
 		return 0, mapErr(err, what)
@@ -64,10 +97,15 @@ func (s *Store) ListReconcileRecords(ctx context.Context, resourceID int64, limi
 			out               []byte
 			dur               int64
 			started, finished int64
+			checked           sql.NullInt64
 		)
 		err := row.Scan(&h.ID, &h.ResourceID, &h.Kind, &h.Name, &h.Generation, &h.SourceRevision, &h.Trigger,
 			&h.Phase, &h.Success, &h.Error, &h.Created, &h.Updated, &h.Deleted, &out, &h.PlanOutput, &dur,
-			&h.AgentID, &started, &finished)
+			&h.AgentID, &started, &finished, &h.NoDriftChecks, &checked)
+		if checked.Valid {
+			t := fromMs(checked.Int64)
+			h.LastCheckedAt = &t
+		}
 		h.Outputs = rawDoc(out)
 		h.Duration = fromMillis(dur)
 		h.StartedAt, h.FinishedAt = fromMs(started), fromMs(finished)

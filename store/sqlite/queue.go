@@ -390,9 +390,7 @@ func (s *Store) complete(ctx context.Context, c *store.Claim, done store.Complet
 		return nil, false, err
 	}
 	if rec := done.Record; rec != nil {
-		var id int64
-		if err := s.queryRow(ctx, insertReconcileSQL,
-			reconcileArgs(rec, c.ID, r.Kind, r.Name, c.Generation)...).Scan(&id); err != nil {
+		if _, err := s.writeReconcileRecord(ctx, rec, c.ID, r.Kind, r.Name, c.Generation); err != nil {
 			return nil, false, err
 		}
 	}

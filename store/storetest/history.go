@@ -336,3 +336,78 @@ func testTrimHistory(t *testing.T, s store.Store) {
 		t.Errorf("a second trim: %d, %v", n, err)
 	}
 }
+
+// testNoDriftFold folds consecutive identical no-drift checks into one
+// record, written directly, by CompleteReconcile and by CompleteReconciles,
+// and keeps apart what differs.
+func testNoDriftFold(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r, _, err := s.ApplyResource(ctx, resource("checked", `{}`), gitSource("infra", "c.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := now().Add(-time.Hour)
+	check := func(plan, agent string, ok bool) *store.ReconcileRecord {
+		at = at.Add(time.Minute)
+		return &store.ReconcileRecord{ResourceID: r.ID, Kind: "Widget", Name: "checked", Generation: 1, Trigger: store.TriggerDrift,
+			Phase: "completed", Success: ok, PlanOutput: plan, AgentID: agent, Duration: time.Second, StartedAt: at, FinishedAt: at,
+			NoDriftChecks: 1}
+	}
+	add := func(h *store.ReconcileRecord) int64 {
+		t.Helper()
+		id, err := s.AddReconcileRecord(ctx, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	apply := &store.ReconcileRecord{ResourceID: r.ID, Kind: "Widget", Name: "checked", Generation: 1, Trigger: store.TriggerCreate,
+		Phase: "completed", Success: true, StartedAt: at, FinishedAt: at}
+	add(apply)
+	first := add(check("no changes", "a1", true))
+	if id := add(check("no changes", "a2", true)); id != first {
+		t.Errorf("the second identical check was written as %d, not folded into %d", id, first)
+	}
+	last := check("no changes", "a3", true)
+	add(last)
+	// Through the queue: one completion alone, then in a batch.
+	for i, batch := range []bool{false, true} {
+		if _, err := s.RequestReconcile(ctx, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		cs := claim(t, s, fmt.Sprintf("q%d", i), 1)
+		if len(cs) != 1 {
+			t.Fatalf("claimed %d", len(cs))
+		}
+		done := ready(cs[0], true)
+		done.Record = check("no changes", cs[0].Lease.Owner, true)
+		last = done.Record
+		if batch {
+			res := s.CompleteReconciles(ctx, []store.ClaimCompletion{{Claim: cs[0], Done: done}})
+			if res[0].Err != nil {
+				t.Fatal(res[0].Err)
+			}
+		} else if _, err := s.CompleteReconcile(ctx, cs[0], done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := s.ListReconcileRecords(ctx, r.ID, 0)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("records %d, %v; want the apply and one folded check", len(recs), err)
+	}
+	f := recs[0]
+	if f.ID != first || f.NoDriftChecks != 5 || f.LastCheckedAt == nil || !f.LastCheckedAt.Equal(last.FinishedAt) ||
+		f.AgentID != "q1" || recs[1].NoDriftChecks != 0 || recs[1].LastCheckedAt != nil {
+		t.Errorf("folded record %+v (last checked %v), apply %+v", f, f.LastCheckedAt, recs[1])
+	}
+	// A different plan output, a failure, and a check after a failure are
+	// records of their own.
+	add(check("no changes; 1 warning", "a4", true))
+	add(check("", "a5", false))
+	add(check("no changes", "a6", true))
+	add(check("no changes", "a7", true))
+	recs, _ = s.ListReconcileRecords(ctx, r.ID, 0)
+	if len(recs) != 5 || recs[0].NoDriftChecks != 2 || recs[1].NoDriftChecks != 1 || recs[2].NoDriftChecks != 1 {
+		t.Errorf("after differing checks: %d records, counts %d %d %d", len(recs), recs[0].NoDriftChecks, recs[1].NoDriftChecks, recs[2].NoDriftChecks)
+	}
+}
