@@ -100,6 +100,8 @@ func appendResource(b []byte, r *store.Resource) []byte {
 	} else {
 		b = append(b, `{"holder":`...)
 		b = appendJSONString(b, r.LeaseOwner)
+		b = append(b, `,"since":`...)
+		b = appendTimePtr(b, r.LeasedAt)
 		b = append(b, `,"expires_at":`...)
 		b = appendTime(b, *r.LeaseExpiresAt)
 		b = append(b, '}')

@@ -44,9 +44,10 @@ func TestAppendResourceMatchesEncodingJSON(t *testing.T) {
 			},
 			Outputs:    json.RawMessage("{\n  \"endpoint\": \"db:5432\",\n  \"list\": [1, 2.5, true, null]\n}"),
 			RetryCount: 3, NextReconcileAt: &at, DeletionRequestedAt: &whole, LastReconcileTime: &later,
-			CreatedAt: whole, UpdatedAt: later, LeaseOwner: "host-1-a\"b", LeaseExpiresAt: &later,
+			CreatedAt: whole, UpdatedAt: later, LeaseOwner: "host-1-a\"b", LeaseExpiresAt: &later, LeasedAt: &whole,
 		}},
 		{"owner without expiry", store.Resource{ID: 4, LeaseOwner: "gone"}},
+		{"lease without its start", store.Resource{ID: 5, LeaseOwner: "old", LeaseExpiresAt: &at}},
 		{"empty collections", store.Resource{ID: 2, Resource: manifest.Resource{Labels: map[string]string{}, Annotations: map[string]string{},
 			DependsOn: []manifest.ObjectRef{}, Spec: json.RawMessage(`{}`)}, Conditions: []manifest.Condition{}, Outputs: json.RawMessage(`null`)}},
 		{"scalar outputs", store.Resource{ID: 3, Resource: manifest.Resource{Spec: json.RawMessage(` [ ] `)}, Outputs: json.RawMessage(`"x<y\u2028"`)}},
@@ -88,7 +89,7 @@ func TestEncodedShapes(t *testing.T) {
 		want string
 	}{
 		{Resource{}, "id name kind resource_type_name resource_type_version api_version action_plugin spec spec_hash status status_message generation observed_generation conditions outputs source labels annotations depends_on retry_count next_reconcile_time deletion_requested_at created_at updated_at last_reconcile_time lease"},
-		{Lease{}, "holder expires_at"},
+		{Lease{}, "holder since expires_at"},
 		{manifest.Condition{}, "type status reason,omitempty message,omitempty lastTransitionTime observedGeneration,omitempty"},
 		{manifest.ObjectRef{}, "kind name"},
 		{SourceRef{}, "name path,omitempty revision,omitempty"},

@@ -60,8 +60,10 @@ type Resource struct {
 // in GET /api/v1/agents stopped; its lease ends at ExpiresAt, and another
 // agent takes the resource over then.
 type Lease struct {
-	Holder    string    `json:"holder"`
-	ExpiresAt time.Time `json:"expires_at"`
+	Holder string `json:"holder"`
+	// Since is when the holder claimed the resource.
+	Since     *time.Time `json:"since"`
+	ExpiresAt time.Time  `json:"expires_at"`
 }
 
 // Agent is an agent in GET /api/v1/agents.
@@ -93,7 +95,7 @@ func NewResource(r *store.Resource) Resource {
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastReconcileTime: r.LastReconcileTime,
 	}
 	if r.LeaseOwner != "" && r.LeaseExpiresAt != nil {
-		out.Lease = &Lease{Holder: r.LeaseOwner, ExpiresAt: *r.LeaseExpiresAt}
+		out.Lease = &Lease{Holder: r.LeaseOwner, Since: r.LeasedAt, ExpiresAt: *r.LeaseExpiresAt}
 	}
 	// Empty collections are [] and {}, never null, so clients can iterate.
 	if out.Conditions == nil {

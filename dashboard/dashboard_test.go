@@ -523,7 +523,7 @@ func TestResourceShowsGoneHolder(t *testing.T) {
 	h := newHandler(f.st, Options{})
 	path := fmt.Sprintf("/resources/%d", id)
 	_, body, _ := get(t, h, path)
-	if page := text(body); !strings.Contains(page, "ghost-agent, lease ends") || !strings.Contains(page, "agent stopped") ||
+	if page := text(body); !strings.Contains(page, "ghost-agent since just now, lease ends") || !strings.Contains(page, "agent stopped") ||
 		!strings.Contains(page, "never recorded a heartbeat") {
 		t.Errorf("page of a resource held by an agent that never beat:\n%s", page)
 	}
@@ -531,7 +531,7 @@ func TestResourceShowsGoneHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, body, _ = get(t, h, path)
-	if page := text(body); !strings.Contains(page, "ghost-agent, lease ends") || strings.Contains(page, "agent stopped") {
+	if page := text(body); !strings.Contains(page, "ghost-agent since just now, lease ends") || strings.Contains(page, "agent stopped") {
 		t.Errorf("page of a resource held by a live agent:\n%s", page)
 	}
 }

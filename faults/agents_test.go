@@ -11,8 +11,9 @@ import (
 
 // apiLease and apiAgent are what the scenario reads of leases and agents.
 type apiLease struct {
-	Holder    string    `json:"holder"`
-	ExpiresAt time.Time `json:"expires_at"`
+	Holder    string     `json:"holder"`
+	Since     *time.Time `json:"since"`
+	ExpiresAt time.Time  `json:"expires_at"`
 }
 
 type apiAgent struct {
@@ -89,7 +90,8 @@ reconcile: {workers: 1, leaseDuration: 2m}
 		t.Fatalf("resources on b: %+v", list)
 	}
 	r := list[0]
-	if r.Status != "reconciling" || r.Lease == nil || r.Lease.Holder != holder || !r.Lease.ExpiresAt.After(time.Now()) {
+	if r.Status != "reconciling" || r.Lease == nil || r.Lease.Holder != holder || !r.Lease.ExpiresAt.After(time.Now()) ||
+		r.Lease.Since == nil || !r.Lease.Since.Before(killed) {
 		t.Errorf("the job on agent b: %+v (lease %+v), want held by the dead %s until a time to come", r, r.Lease, holder)
 	}
 }

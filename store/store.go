@@ -122,9 +122,12 @@ type Resource struct {
 	// ReconcileRequestedAt is set by a manual reconcile request until served.
 	ReconcileRequestedAt *time.Time
 	LastReconcileTime    *time.Time
-	// LeaseOwner and LeaseExpiresAt describe the worker that holds the resource.
+	// LeaseOwner and LeaseExpiresAt describe the worker that holds the
+	// resource; LeasedAt is when it claimed it (left as it was once the
+	// lease is released: it means something only while LeaseOwner is set).
 	LeaseOwner     string
 	LeaseExpiresAt *time.Time
+	LeasedAt       *time.Time
 	// LeaseToken increases with every claim; see Lease.
 	LeaseToken int64
 	CreatedAt  time.Time

@@ -68,7 +68,7 @@ func withLimit(sql string, limit int) (string, []any) {
 func claimSQL(pick string) string {
 	return `WITH picked AS (` + pick + `)
 UPDATE resources r SET lease_owner = $1, lease_token = r.lease_token + 1,
-	lease_expires_at = now() + $2 * interval '1 millisecond',
+	lease_expires_at = now() + $2 * interval '1 millisecond', leased_at = now(),
 	phase = CASE WHEN r.deletion_requested_at IS NOT NULL THEN 'deleting' ELSE 'reconciling' END
 FROM picked WHERE r.id = picked.id
 RETURNING ` + prefixed("r.", resourceCols) + `, picked.phase,

@@ -18,7 +18,8 @@ import (
 const resourceCols = `id, kind, grp, type_version, name, labels, annotations, spec, spec_hash, action, depends_on,
 	origin_document, origin_line, source_name, source_path, source_revision, generation, observed_generation,
 	phase, status_message, conditions, outputs, retry_count, next_reconcile_at, deletion_requested_at,
-	reconcile_requested_at, last_reconcile_time, lease_owner, lease_expires_at, lease_token, created_at, updated_at`
+	reconcile_requested_at, last_reconcile_time, lease_owner, lease_expires_at, lease_token, created_at, updated_at,
+	leased_at`
 
 // scanResource scans the resourceCols of row, followed by extra columns
 // into extra.
@@ -31,7 +32,7 @@ func scanResource(row pgx.Row, extra ...any) (*store.Resource, error) {
 		&r.Action, &deps, &r.Origin.Document, &r.Origin.Line, &r.Source.Name, &r.Source.Path, &r.Source.Revision,
 		&r.Generation, &r.ObservedGeneration, &r.Phase, &r.StatusMessage, &conds, &out, &r.RetryCount,
 		&r.NextReconcileAt, &r.DeletionRequestedAt, &r.ReconcileRequestedAt, &r.LastReconcileTime,
-		&r.LeaseOwner, &r.LeaseExpiresAt, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt}
+		&r.LeaseOwner, &r.LeaseExpiresAt, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt, &r.LeasedAt}
 	err := row.Scan(append(dest, extra...)...)
 	if err != nil {
 		return nil, err
@@ -59,6 +60,7 @@ func scanResource(row pgx.Row, extra ...any) (*store.Resource, error) {
 	r.ReconcileRequestedAt = utcPtr(r.ReconcileRequestedAt)
 	r.LastReconcileTime = utcPtr(r.LastReconcileTime)
 	r.LeaseExpiresAt = utcPtr(r.LeaseExpiresAt)
+	r.LeasedAt = utcPtr(r.LeasedAt)
 	r.CreatedAt, r.UpdatedAt = utc(r.CreatedAt), utc(r.UpdatedAt)
 	return &r, nil
 }

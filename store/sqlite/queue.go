@@ -45,7 +45,7 @@ const claimScheduled = `SELECT id, phase FROM resources
 
 // claimSQL leases the resources whose IDs are the JSON array $3 to the
 // owner $2 until $4, and returns them with their type's drift interval.
-const claimSQL = `UPDATE resources SET lease_owner = $2, lease_token = lease_token + 1, lease_expires_at = $4,
+const claimSQL = `UPDATE resources SET lease_owner = $2, lease_token = lease_token + 1, lease_expires_at = $4, leased_at = $1,
 	phase = CASE WHEN deletion_requested_at IS NOT NULL THEN 'deleting' ELSE 'reconciling' END
 WHERE id IN (SELECT value FROM json_each($3)) AND ` + leaseFree + `
 RETURNING ` + resourceCols + `,

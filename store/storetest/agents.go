@@ -62,3 +62,29 @@ func testAgents(t *testing.T, s store.Store) {
 		t.Errorf("agents left: %v", agents)
 	}
 }
+
+// testLeaseSince records when the current holder claimed a resource.
+func testLeaseSince(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if _, _, err := s.ApplyResource(ctx, resource("held", `{}`), gitSource("infra", "h.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	before := now().Add(-time.Minute)
+	cs := claim(t, s, "holder", 1)
+	if len(cs) != 1 {
+		t.Fatalf("claimed %d", len(cs))
+	}
+	after := time.Now().Add(time.Minute)
+	r, err := s.GetResource(ctx, cs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, at := range map[string]*time.Time{"claim": cs[0].LeasedAt, "row": r.LeasedAt} {
+		if at == nil || at.Before(before) || at.After(after) || at.Location() != time.UTC {
+			t.Errorf("%s: leased at %v, want the claim's time in UTC", what, at)
+		}
+	}
+	if r.LeaseOwner != "holder" {
+		t.Errorf("lease owner %q", r.LeaseOwner)
+	}
+}

@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SyncHistory", testSyncHistory},
 		{"TrimHistory", testTrimHistory},
 		{"Agents", testAgents},
+		{"LeaseSince", testLeaseSince},
 		{"NoDriftFold", testNoDriftFold},
 		{"InTxCommits", testInTxCommits},
 		{"InTxRollsBack", testInTxRollsBack},
