@@ -20,7 +20,7 @@ import (
 )
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("run", "run [--config FILE] [flags]\n\nRuns the agent: fetches every source, syncs it into the database, reconciles every\nresource through its action, and keeps at it until SIGINT or SIGTERM. Flags override the configuration file.", stderr)
+	fs := newFlags("run", "run [--config FILE] [flags]\n\nRuns the agent: fetches every source, syncs it into the database, reconciles every\nresource through its action, and keeps at it until SIGINT or SIGTERM. Flags override the configuration file.", stdout, stderr)
 	configPath := fs.String("config", "", "agent configuration file (YAML)")
 	var flags config.Flags
 	var sources repeated
