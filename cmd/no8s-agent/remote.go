@@ -295,20 +295,23 @@ func waitOutcome(ctx context.Context, c *client.Client, timeout time.Duration, k
 	case err := <-streamErr:
 		streamErr <- err
 	case <-ctx.Done():
-		return fmt.Errorf("waiting for the agent: %w", ctx.Err())
+		return fmt.Errorf("no outcome within %v: %w", timeout, ctx.Err())
+	}
+	timedOut := func(err error) error {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("no outcome within %v: %w", timeout, err)
+		}
+		return err
 	}
 	if err := request(ctx); err != nil {
-		return err
+		return timedOut(err)
 	}
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	for {
 		ok, err := done(ctx)
 		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("no outcome within %v", timeout)
-			}
-			return err
+			return timedOut(err)
 		}
 		if ok {
 			return nil
