@@ -33,6 +33,7 @@ func TestCLIHelpSuggestionsCompletionVersion(t *testing.T) {
 		{"legacy single-dash help", []string{"diff", "-help"}, 0, "--base", "", "", "Usage"},
 		{"typo", []string{"gte", "resources"}, 1, "", "Did you mean this?\n\tget", "", ""},
 		{"verb typo", []string{"reconcil"}, 1, "", "Did you mean this?\n\treconcile", "", ""},
+		{"object typo", []string{"reconcile", "resourse", "a/b"}, 1, "", "Did you mean this?\n\tresource", "", ""},
 		{"bash completion", []string{"completion", "bash"}, 0, "__start_no8s-agent", "", "", ""},
 		{"zsh completion", []string{"completion", "zsh"}, 0, "#compdef no8s-agent", "", "", ""},
 		{"complete commands", []string{"__complete", "re"}, 0, "reconcile", "", "run", ""},

@@ -213,10 +213,11 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, kind, 
 	if len(events) == 0 {
 		fmt.Fprintln(w, "  <none>")
 	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, e := range events {
-		fmt.Fprintf(w, "  %s ago\t%s\n", age(e.at), e.text)
+		fmt.Fprintf(tw, "  %s ago\t%s\n", age(e.at), e.text)
 	}
-	return nil
+	return tw.Flush()
 }
 
 func describeSource(ctx context.Context, c *client.Client, w io.Writer, name string) error {

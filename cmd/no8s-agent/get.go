@@ -126,7 +126,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "get", err)
 	}
-	if n == 0 && (*output == "table" || *output == "wide") {
+	if n == 0 && isTable(*output) {
 		fmt.Fprintln(stderr, "No resources found")
 	}
 	if !*watch {
@@ -161,6 +161,9 @@ func getTypes(ctx context.Context, st store.Store, w io.Writer, format string, f
 		}
 		return len(objs), nil
 	}
+	if len(objs) == 0 && isTable(format) {
+		return 0, nil
+	}
 	return len(objs), printObjects(w, format, objs, func(tw *tabwriter.Writer) {
 		fmt.Fprintln(tw, "NAME\tVERSION\tGROUP\tACTION\tSOURCE\tAGE")
 		for _, o := range objs {
@@ -193,6 +196,9 @@ func getResources(ctx context.Context, st store.Store, w io.Writer, format strin
 		return len(objs), nil
 	}
 	wide := format == "wide"
+	if len(objs) == 0 && isTable(format) {
+		return 0, nil
+	}
 	return len(objs), printObjects(w, format, objs, func(tw *tabwriter.Writer) {
 		if wide {
 			fmt.Fprintln(tw, "ID\tKIND\tNAME\tREADY\tSTATUS\tREASON\tGEN\tOBSERVED\tACTION\tSOURCE\tAGE\tMESSAGE")
@@ -247,6 +253,9 @@ func getSources(ctx context.Context, st store.Store, w io.Writer, format, name s
 		}
 		return len(objs), nil
 	}
+	if len(objs) == 0 && isTable(format) {
+		return 0, nil
+	}
 	return len(objs), printObjects(w, format, objs, func(tw *tabwriter.Writer) {
 		fmt.Fprintln(tw, "NAME\tKIND\tREADY\tPHASE\tREVISION\tLAST SYNC\tMESSAGE")
 		for _, o := range objs {
@@ -288,6 +297,9 @@ func getSyncHistory(ctx context.Context, st store.Store, w io.Writer, format, so
 	if objs == nil {
 		objs = []api.SyncRecord{}
 	}
+	if len(objs) == 0 && isTable(format) {
+		return 0, nil
+	}
 	return len(objs), printObjects(w, historyFormat(format), objs, func(tw *tabwriter.Writer) {
 		fmt.Fprintln(tw, "SOURCE\tREVISION\tRESULT\tCREATED\tUPDATED\tDELETED\tUNCHANGED\tDURATION\tWHEN\tMESSAGE")
 		for _, o := range objs {
@@ -317,6 +329,9 @@ func getReconcileHistory(ctx context.Context, st store.Store, w io.Writer, forma
 	objs := make([]api.ReconcileRecord, len(rows))
 	for i, h := range rows {
 		objs[i] = api.NewReconcileRecord(h)
+	}
+	if len(objs) == 0 && isTable(format) {
+		return 0, nil
 	}
 	return len(objs), printObjects(w, historyFormat(format), objs, func(tw *tabwriter.Writer) {
 		fmt.Fprintln(tw, "ID\tGEN\tTRIGGER\tPHASE\tRESULT\tDURATION\tWHEN\tERROR")
@@ -437,3 +452,7 @@ func watchEvents(ctx context.Context, c *client.Client, w io.Writer, object, for
 		return true, tw.Flush()
 	})
 }
+
+// isTable reports whether format prints a table, which an empty result
+// leaves out: "No resources found" says it instead.
+func isTable(format string) bool { return format == "table" || format == "wide" }

@@ -83,13 +83,26 @@ func remoteCommands(stdout, stderr io.Writer) []*cobra.Command {
 
 // verb returns a command with one object sub-command (source or resource).
 func verb(use, short string, sf *serverFlags, object *cobra.Command) *cobra.Command {
-	c := &cobra.Command{Use: use, Short: short, GroupID: "api", Args: cobra.NoArgs,
+	c := &cobra.Command{Use: use, Short: short, GroupID: "api", Args: objectArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return fmt.Errorf("say what to %s: %s", use, strings.Join(subNames(cmd), " or "))
-		}}
+		}, SuggestionsMinimumDistance: 2}
 	sf.register(c)
 	c.AddCommand(object)
 	return c
+}
+
+// objectArgs refuses an unknown object, suggesting the ones it is close
+// to, as cobra does for an unknown command.
+func objectArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q: want %s", args[0], cmd.CommandPath(), strings.Join(subNames(cmd), " or "))
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+	}
+	return errors.New(msg)
 }
 
 func subNames(c *cobra.Command) []string {
