@@ -39,7 +39,7 @@ func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) 
 // run executes the command line args and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
-	root.SetArgs(args)
+	root.SetArgs(doubleDash(root, args))
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
@@ -53,6 +53,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Run 'no8s-agent --help' for the commands.")
 	}
 	return exitError
+}
+
+// doubleDash rewrites -name to --name for the long flags of the command
+// args run, so that -flag works for every command as it always has for the
+// older ones (whose own parser takes both).
+func doubleDash(root *cobra.Command, args []string) []string {
+	cmd, _, err := root.Find(args)
+	if err != nil || cmd.DisableFlagParsing {
+		return args
+	}
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if a == "--" {
+			copy(out[i:], args[i:])
+			break
+		}
+		if len(a) < 3 || a[0] != '-' || a[1] == '-' {
+			continue
+		}
+		name, _, _ := strings.Cut(a[1:], "=")
+		if len(name) > 1 && (cmd.Flags().Lookup(name) != nil || cmd.InheritedFlags().Lookup(name) != nil) {
+			out[i] = "-" + a
+		}
+	}
+	return out
 }
 
 // newRoot builds the command tree, one group of verbs per file.
