@@ -23,7 +23,7 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	sf.register(fs)
 	mode := fs.String("mode", "", "forget (remove from the store, destroy nothing) or prune (destroy through the actions)")
 	approve := fs.Bool("approve", false, "with --mode prune: approve destroying every resource of the source")
-	rest, code := parseFlags(fs, args)
+	rest, code := parseFlags(ctx, fs, args)
 	if code >= 0 {
 		return code
 	}

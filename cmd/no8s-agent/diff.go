@@ -27,7 +27,7 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	name := fs.String("source", "", "the source PATH stands for (required)")
 	output := fs.String("o", "table", "output format: table, json or markdown")
 	base := fs.String("base", "", "compare with the manifests in this folder instead of the store")
-	rest, code := parseFlags(fs, args)
+	rest, code := parseFlags(ctx, fs, args)
 	if code >= 0 {
 		return code
 	}

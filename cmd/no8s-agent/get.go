@@ -58,7 +58,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(watch, "watch", false, "same as -w")
 	server := fs.String("server", "", "with -w: the agent's API, as http://host:port (default: --config's listen address)")
 	tokenEnv := fs.String("token-env", defaultTokenEnv, "with -w: the environment variable holding the API token")
-	rest, code := parseFlags(fs, args)
+	rest, code := parseFlags(ctx, fs, args)
 	if code >= 0 {
 		return code
 	}

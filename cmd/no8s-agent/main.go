@@ -153,13 +153,14 @@ func (l legacyCommand) cobra(stdout, stderr io.Writer) *cobra.Command {
 			return nil
 		},
 	}
-	if l.complete != nil {
-		c.ValidArgsFunction = func(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			if len(args) > 0 {
-				return nil, cobra.ShellCompDirectiveDefault
-			}
-			return l.complete, cobra.ShellCompDirectiveNoFileComp
+	c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if strings.HasPrefix(toComplete, "-") {
+			return flagsOf(cmd.Context(), l.run), cobra.ShellCompDirectiveNoFileComp
 		}
+		if len(args) > 0 || l.complete == nil {
+			return nil, cobra.ShellCompDirectiveDefault
+		}
+		return l.complete, cobra.ShellCompDirectiveNoFileComp
 	}
 	return c
 }
@@ -186,6 +187,28 @@ func newFlags(name, synopsis string, stdout, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// flagsWantedKey marks a context in which a command only shows its flag
+// set (to the function the value holds) and stops: the shell completion
+// of commands that parse their own flags.
+type flagsWantedKey struct{}
+
+// flagsOf returns the flags of a command that parses its own, as
+// completions ("--name" and its usage).
+func flagsOf(ctx context.Context, run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) []cobra.Completion {
+	var out []cobra.Completion
+	ctx = context.WithValue(ctx, flagsWantedKey{}, func(fs *flag.FlagSet) {
+		fs.VisitAll(func(f *flag.Flag) {
+			dash := "--"
+			if len(f.Name) == 1 {
+				dash = "-"
+			}
+			out = append(out, cobra.CompletionWithDesc(dash+f.Name, strings.SplitN(f.Usage, "\n", 2)[0]))
+		})
+	})
+	run(ctx, nil, io.Discard, io.Discard)
+	return out
+}
+
 // markWriter remembers whether anything was written through it.
 type markWriter struct {
 	w     io.Writer
@@ -201,7 +224,11 @@ func (m *markWriter) Write(p []byte) (int, error) {
 // "validate examples/repo -o json"), and returns the positional arguments.
 // code is non-negative when the command should stop: help was asked for, or
 // the flags were wrong.
-func parseFlags(fs *flag.FlagSet, args []string) (positional []string, code int) {
+func parseFlags(ctx context.Context, fs *flag.FlagSet, args []string) (positional []string, code int) {
+	if show, ok := ctx.Value(flagsWantedKey{}).(func(*flag.FlagSet)); ok {
+		show(fs)
+		return nil, exitOK
+	}
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {

@@ -31,7 +31,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&flags.LogLevel, "log-level", "", "debug, info, warn or error (overrides logLevel)")
 	cacheDir := fs.String("cache-dir", ".no8s/cache", "folder for Git clones, one sub-folder per source")
 	profiling := fs.Bool("pprof", false, "serve the Go runtime's profiles under /debug/pprof/ on the listen address (behind the read token when one is set)")
-	rest, code := parseFlags(fs, args)
+	rest, code := parseFlags(ctx, fs, args)
 	if code >= 0 {
 		return code
 	}
