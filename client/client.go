@@ -142,7 +142,17 @@ type Lease struct {
 	Expires *time.Time `json:"expires,omitempty"`
 	// Alive is nil when the agent does not say whether the holder still
 	// heart-beats.
-	Alive *bool `json:"alive,omitempty"`
+	Alive *bool `json:"holderAlive,omitempty"`
+}
+
+// leaseJSON is a lease as agents write it: the holder's liveness as
+// holderAlive, or alive.
+type leaseJSON struct {
+	Holder      string     `json:"holder"`
+	Since       *time.Time `json:"since"`
+	Expires     *time.Time `json:"expires"`
+	HolderAlive *bool      `json:"holderAlive"`
+	Alive       *bool      `json:"alive"`
 }
 
 // UnmarshalJSON reads the resource and its lease, given either as a lease
@@ -152,7 +162,7 @@ func (r *Resource) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	var extra struct {
-		Lease       *Lease     `json:"lease"`
+		Lease       *leaseJSON `json:"lease"`
 		Holder      string     `json:"lease_holder"`
 		Since       *time.Time `json:"lease_since"`
 		AcquiredAt  *time.Time `json:"lease_acquired_at"`
@@ -164,7 +174,13 @@ func (r *Resource) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &extra); err != nil {
 		return err
 	}
-	r.Lease = extra.Lease
+	r.Lease = nil
+	if l := extra.Lease; l != nil {
+		r.Lease = &Lease{Holder: l.Holder, Since: l.Since, Expires: l.Expires, Alive: l.HolderAlive}
+		if r.Lease.Alive == nil {
+			r.Lease.Alive = l.Alive
+		}
+	}
 	if r.Lease == nil && extra.Holder != "" {
 		l := &Lease{Holder: extra.Holder, Since: extra.Since, Expires: extra.Expires, Alive: extra.Alive}
 		if l.Since == nil {

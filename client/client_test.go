@@ -23,8 +23,10 @@ func TestResourceLease(t *testing.T) {
 		alive   *bool
 	}{
 		{"none", `{` + base + `}`, "", nil, nil},
-		{"object", `{` + base + `, "lease": {"holder": "agent-a", "since": "2026-11-24T11:59:00Z", "expires": "2026-11-24T12:00:00Z", "alive": false}}`,
+		{"object", `{` + base + `, "lease": {"holder": "agent-a", "since": "2026-11-24T11:59:00Z", "expires": "2026-11-24T12:00:00Z", "holderAlive": false}}`,
 			"agent-a", &expires, new(false)},
+		{"object alive", `{` + base + `, "lease": {"holder": "agent-c", "expires": "2026-11-24T12:00:00Z", "alive": true}}`,
+			"agent-c", &expires, new(true)},
 		{"flat", `{` + base + `, "lease_holder": "agent-b", "lease_expires_at": "2026-11-24T12:00:00Z", "lease_holder_alive": true}`,
 			"agent-b", &expires, new(true)},
 		{"empty holder", `{` + base + `, "lease": {"holder": ""}}`, "", nil, nil},
