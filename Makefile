@@ -5,17 +5,16 @@ GO        ?= go
 BIN       ?= bin/no8s-agent
 TESTFLAGS ?= -race -count=1 -timeout 8m
 FUZZTIME  ?= 30s
+# What `version` prints: the tag or commit, the commit and the build time.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILDDATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS   ?= -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILDDATE)
 
 .PHONY: all build test lint bench bench-e2e fuzz faults postgres chromium tofu clean
 
 all: lint test build
 
-# The version is the nearest tag (or the commit), stamped with the commit and
-# the build's date; `no8s-agent version` prints them.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
-DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
-LDFLAGS  = -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(DATE)
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/no8s-agent

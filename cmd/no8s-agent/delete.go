@@ -18,12 +18,12 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		"the store and destroys nothing (another source may then declare them); --mode prune asks\n"+
 		"the agents to destroy its resources through their actions, and the source goes once they\n"+
 		"are gone. Pruning destroys everything the source declared, so, like a sync that would\n"+
-		"empty a source, it needs --approve. History stays either way.", stderr)
+		"empty a source, it needs --approve. History stays either way.", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
 	mode := fs.String("mode", "", "forget (remove from the store, destroy nothing) or prune (destroy through the actions)")
 	approve := fs.Bool("approve", false, "with --mode prune: approve destroying every resource of the source")
-	rest, code := parseFlags(fs, args)
+	rest, code := parseFlags(ctx, fs, args)
 	if code >= 0 {
 		return code
 	}

@@ -21,13 +21,13 @@ import (
 const exitChanges = 2
 
 func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("diff", "diff [PATH] --source NAME [flags]\n\nShows what syncing PATH (default .) as source NAME would create, update and delete,\nagainst the live store, or with --base against the manifests in another folder (a\ncheckout of the base branch: no store, no credentials, for any CI). Nothing is changed.\nExit status: 0 no change, 2 changes, 1 error or a refused plan.", stderr)
+	fs := newFlags("diff", "diff [PATH] --source NAME [flags]\n\nShows what syncing PATH (default .) as source NAME would create, update and delete,\nagainst the live store, or with --base against the manifests in another folder (a\ncheckout of the base branch: no store, no credentials, for any CI). Nothing is changed.\nExit status: 0 no change, 2 changes, 1 error or a refused plan.", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
 	name := fs.String("source", "", "the source PATH stands for (required)")
 	output := fs.String("o", "table", "output format: table, json or markdown")
 	base := fs.String("base", "", "compare with the manifests in this folder instead of the store")
-	rest, code := parseFlags(fs, args)
+	rest, code := parseFlags(ctx, fs, args)
 	if code >= 0 {
 		return code
 	}

@@ -11,7 +11,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
 func main() {
@@ -27,70 +30,205 @@ const (
 	exitError = 1
 )
 
-// command is one sub-command of the CLI.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
-}
+// exitCode is an error that ends a command with a given exit status, its
+// message (if any) already written.
+type exitCode int
 
-func commands() []command {
-	return []command{
-		{"run", "run the agent: keep the configured sources synced into the database", runRun},
-		{"validate", "check manifests offline: every problem as file:line: message", runValidate},
-		{"diff", "show what syncing a folder as a source would change in the live store", runDiff},
-		{"get", "read the store: types, resources, sources, history", runGet},
-		{"delete", "remove an orphaned source from the store: forget or prune it", runDelete},
-		{"migrate", "apply database migrations and exit", runMigrate},
-		{"version", "print the version", runVersion},
-	}
-}
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
+// run executes the command line args and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stdout)
-		if len(args) == 0 {
-			return exitError
-		}
+	root := newRoot(stdout, stderr)
+	root.SetArgs(doubleDash(root, args))
+	err := root.ExecuteContext(ctx)
+	if err == nil {
 		return exitOK
 	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdout, stderr)
-		}
+	var code exitCode
+	if errors.As(err, &code) {
+		return int(code)
 	}
-	fmt.Fprintf(stderr, "no8s-agent: unknown command %q\n\n", args[0])
-	usage(stderr)
+	fmt.Fprintf(stderr, "no8s-agent: %v\n", err)
+	if strings.HasPrefix(err.Error(), "unknown command") {
+		fmt.Fprintln(stderr, "Run 'no8s-agent --help' for the commands.")
+	}
 	return exitError
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: no8s-agent <command> [flags]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Commands:")
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+// doubleDash rewrites -name to --name for the long flags of the command
+// args run, so that -flag works for every command as it always has for the
+// older ones (whose own parser takes both).
+func doubleDash(root *cobra.Command, args []string) []string {
+	cmd, _, err := root.Find(args)
+	if err != nil || cmd.DisableFlagParsing {
+		return args
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'no8s-agent <command> --help' for a command's flags.")
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if a == "--" {
+			copy(out[i:], args[i:])
+			break
+		}
+		if len(a) < 3 || a[0] != '-' || a[1] == '-' {
+			continue
+		}
+		name, _, _ := strings.Cut(a[1:], "=")
+		if len(name) > 1 && (cmd.Flags().Lookup(name) != nil || cmd.InheritedFlags().Lookup(name) != nil) {
+			out[i] = "-" + a
+		}
+	}
+	return out
 }
 
-// newFlags returns a flag set that reports errors instead of exiting.
-func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+// newRoot builds the command tree, one group of verbs per file.
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "no8s-agent",
+		Short: "A GitOps agent without Kubernetes",
+		Long: "no8s-agent keeps sources (Git repositories or folders) synced into a database and reconciles\n" +
+			"every resource they declare through its action. Commands that read the store take --database or\n" +
+			"--config; commands that act on a running agent talk to its HTTP API (--server, default from the\n" +
+			"configuration's listen address).",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Without a command: the help, and failure, as a script that
+		// forgot the command should notice.
+		// An unknown command is answered by cobra, with the commands it
+		// is close to.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_ = cmd.Help()
+			return exitCode(exitError)
+		},
+		SuggestionsMinimumDistance: 2,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetHelpCommandGroupID("")
+	root.CompletionOptions.HiddenDefaultCmd = false
+	root.AddGroup(&cobra.Group{ID: "agent", Title: "Running and checking:"},
+		&cobra.Group{ID: "store", Title: "Reading and changing the store:"},
+		&cobra.Group{ID: "api", Title: "Acting on a running agent (over its HTTP API):"})
+
+	for _, c := range legacyCommands() {
+		root.AddCommand(c.cobra(stdout, stderr))
+	}
+	root.AddCommand(remoteCommands(stdout, stderr)...)
+	root.AddCommand(describeCommand(stdout, stderr))
+	root.AddCommand(versionCommand(stdout))
+	return root
+}
+
+// legacyCommand is a command whose flags the standard library parses, so
+// that both -flag and --flag spellings keep working as they always have.
+type legacyCommand struct {
+	name, group, summary string
+	run                  func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	// complete offers the positional words, when the command has any.
+	complete []string
+}
+
+func legacyCommands() []legacyCommand {
+	return []legacyCommand{
+		{"run", "agent", "run the agent: keep the configured sources synced into the database", runRun, nil},
+		{"validate", "agent", "check manifests offline: every problem as file:line: message", runValidate, nil},
+		{"diff", "agent", "show what syncing a folder as a source would change in the live store", runDiff, nil},
+		{"get", "store", "read the store: types, resources, sources, history (-w: watch the agent)", runGet, getObjectWords()},
+		{"delete", "store", "remove an orphaned source from the store: forget or prune it", runDelete, []string{"source"}},
+		{"migrate", "store", "apply database migrations and exit", runMigrate, nil},
+	}
+}
+
+func (l legacyCommand) cobra(stdout, stderr io.Writer) *cobra.Command {
+	c := &cobra.Command{
+		Use:     l.name,
+		Short:   l.summary,
+		GroupID: l.group,
+		// The command parses its own flags (and --help, to stdout).
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if code := l.run(cmd.Context(), args, stdout, stderr); code != exitOK {
+				return exitCode(code)
+			}
+			return nil
+		},
+	}
+	c.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if strings.HasPrefix(toComplete, "-") {
+			return flagsOf(cmd.Context(), l.run), cobra.ShellCompDirectiveNoFileComp
+		}
+		if len(args) > 0 || l.complete == nil {
+			return nil, cobra.ShellCompDirectiveDefault
+		}
+		return l.complete, cobra.ShellCompDirectiveNoFileComp
+	}
+	return c
+}
+
+// newFlags returns a flag set that reports errors instead of exiting. Its
+// usage goes to stdout when asked for with -h or --help, and to stderr
+// after a mistake in the flags.
+func newFlags(name, synopsis string, stdout, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	errOut := &markWriter{w: stderr}
+	fs.SetOutput(errOut)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: no8s-agent %s\n\n", synopsis)
+		// The flag package writes the mistake before it calls Usage; a
+		// help request writes nothing first.
+		w := io.Writer(stdout)
+		if errOut.wrote {
+			w = stderr
+		}
+		fmt.Fprintf(w, "Usage: no8s-agent %s\n\n", synopsis)
+		fs.SetOutput(w)
 		fs.PrintDefaults()
+		fs.SetOutput(errOut)
 	}
 	return fs
+}
+
+// flagsWantedKey marks a context in which a command only shows its flag
+// set (to the function the value holds) and stops: the shell completion
+// of commands that parse their own flags.
+type flagsWantedKey struct{}
+
+// flagsOf returns the flags of a command that parses its own, as
+// completions ("--name" and its usage).
+func flagsOf(ctx context.Context, run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) []cobra.Completion {
+	var out []cobra.Completion
+	ctx = context.WithValue(ctx, flagsWantedKey{}, func(fs *flag.FlagSet) {
+		fs.VisitAll(func(f *flag.Flag) {
+			dash := "--"
+			if len(f.Name) == 1 {
+				dash = "-"
+			}
+			out = append(out, cobra.CompletionWithDesc(dash+f.Name, strings.SplitN(f.Usage, "\n", 2)[0]))
+		})
+	})
+	run(ctx, nil, io.Discard, io.Discard)
+	return out
+}
+
+// markWriter remembers whether anything was written through it.
+type markWriter struct {
+	w     io.Writer
+	wrote bool
+}
+
+func (m *markWriter) Write(p []byte) (int, error) {
+	m.wrote = true
+	return m.w.Write(p)
 }
 
 // parseFlags parses args, allowing flags after positional arguments (as in
 // "validate examples/repo -o json"), and returns the positional arguments.
 // code is non-negative when the command should stop: help was asked for, or
 // the flags were wrong.
-func parseFlags(fs *flag.FlagSet, args []string) (positional []string, code int) {
+func parseFlags(ctx context.Context, fs *flag.FlagSet, args []string) (positional []string, code int) {
+	if show, ok := ctx.Value(flagsWantedKey{}).(func(*flag.FlagSet)); ok {
+		show(fs)
+		return nil, exitOK
+	}
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {

@@ -8,10 +8,10 @@ import (
 )
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("migrate", "migrate [--database URL|FILE]\n\nApplies the pending database migrations and exits. Applying them again changes nothing.\nWithout --database it migrates the embedded store at "+DefaultDatabase+". A PostgreSQL password\nmay come from PGPASSWORD or ~/.pgpass instead of the URL.", stderr)
+	fs := newFlags("migrate", "migrate [--database URL|FILE]\n\nApplies the pending database migrations and exits. Applying them again changes nothing.\nWithout --database it migrates the embedded store at "+DefaultDatabase+". A PostgreSQL password\nmay come from PGPASSWORD or ~/.pgpass instead of the URL.", stdout, stderr)
 	database := fs.String("database", "", "a postgres:// URL, or the embedded store's file (default "+DefaultDatabase+")")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
-	rest, code := parseFlags(fs, args)
+	rest, code := parseFlags(ctx, fs, args)
 	if code >= 0 {
 		return code
 	}

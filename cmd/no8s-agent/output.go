@@ -25,12 +25,12 @@ func printObjects(w io.Writer, format string, objs any, table func(tw *tabwriter
 		}
 		_, err = w.Write(b)
 		return err
-	case "table", "":
+	case "table", "wide", "":
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		table(tw)
 		return tw.Flush()
 	}
-	return fmt.Errorf("-o must be table, json or yaml, not %q", format)
+	return fmt.Errorf("-o must be table, wide, json or yaml, not %q", format)
 }
 
 // orDash writes empty values as "-" so that table columns stay aligned,

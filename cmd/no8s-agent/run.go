@@ -22,7 +22,7 @@ import (
 )
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("run", "run [--config FILE] [flags]\n\nRuns the agent: fetches every source, syncs it into the database, reconciles every\nresource through its action, and keeps at it until SIGINT or SIGTERM. Flags override the configuration file.", stderr)
+	fs := newFlags("run", "run [--config FILE] [flags]\n\nRuns the agent: fetches every source, syncs it into the database, reconciles every\nresource through its action, and keeps at it until SIGINT or SIGTERM. Flags override the configuration file.", stdout, stderr)
 	configPath := fs.String("config", "", "agent configuration file (YAML)")
 	var flags config.Flags
 	var sources repeated
@@ -33,7 +33,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&flags.LogLevel, "log-level", "", "debug, info, warn or error (overrides logLevel)")
 	cacheDir := fs.String("cache-dir", ".no8s/cache", "folder for Git clones, one sub-folder per source")
 	profiling := fs.Bool("pprof", false, "serve the Go runtime's profiles under /debug/pprof/ on the listen address (behind the read token when one is set)")
-	rest, code := parseFlags(fs, args)
+	rest, code := parseFlags(ctx, fs, args)
 	if code >= 0 {
 		return code
 	}

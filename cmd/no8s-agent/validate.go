@@ -14,11 +14,11 @@ import (
 	"github.com/no8s/no8s-agent/source"
 )
 
-func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("validate", "validate [flags] [PATH]\n\nChecks every manifest under PATH (a folder or one file, default .) without a database.\nExit status: 0 valid, 1 invalid or error.", stderr)
+func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("validate", "validate [flags] [PATH]\n\nChecks every manifest under PATH (a folder or one file, default .) without a database.\nExit status: 0 valid, 1 invalid or error.", stdout, stderr)
 	output := fs.String("o", "text", "output format: text or json")
 	maxSize := fs.Int64("max-file-size", manifest.DefaultMaxFileSize, "largest manifest file in bytes")
-	rest, code := parseFlags(fs, args)
+	rest, code := parseFlags(ctx, fs, args)
 	if code >= 0 {
 		return code
 	}

@@ -122,8 +122,8 @@ func TestHelpAndVersion(t *testing.T) {
 	if code, out, _ := runCLI(t, "--help"); code != 0 || !strings.Contains(out, "validate") {
 		t.Errorf("help: exit %d, %q", code, out)
 	}
-	if code, _, errOut := runCLI(t, "validate", "--help"); code != 0 || !strings.Contains(errOut, "-max-file-size") {
-		t.Errorf("validate --help: exit %d, %q", code, errOut)
+	if code, out, _ := runCLI(t, "validate", "--help"); code != 0 || !strings.Contains(out, "-max-file-size") {
+		t.Errorf("validate --help: exit %d, %q", code, out)
 	}
 	if code, out, _ := runCLI(t, "version"); code != 0 || !strings.HasPrefix(out, "no8s-agent ") {
 		t.Errorf("version: exit %d, %q", code, out)

@@ -1,23 +1,25 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/spf13/cobra"
 )
 
-// Set at build time by `make build`:
-// -ldflags "-X main.version=... -X main.commit=... -X main.buildDate=...".
+// Stamped by `make build` with -ldflags "-X main.version=... -X
+// main.commit=... -X main.buildDate=...". Left empty, they come from the
+// module and VCS information the go command records in the binary.
 var (
 	version   = ""
 	commit    = ""
 	buildDate = ""
 )
 
-// buildInfo is what `version` says of the binary.
+// buildInfo is what `version` prints.
 type buildInfo struct {
 	Version   string `json:"version"`
 	Commit    string `json:"commit"`
@@ -26,67 +28,72 @@ type buildInfo struct {
 	Platform  string `json:"platform"`
 }
 
-// currentBuild returns the stamped values, and where none were stamped what
-// the Go toolchain recorded: the module version, and the Git commit and
-// its time when built inside a work tree ("+dirty" with local changes).
+// currentBuild returns the stamped build information, filled in from the
+// binary's own build settings where nothing was stamped.
 func currentBuild() buildInfo {
 	b := buildInfo{Version: version, Commit: commit, BuildDate: buildDate, GoVersion: runtime.Version(),
 		Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	info, ok := debug.ReadBuildInfo()
-	if b.Version == "" {
-		b.Version = "(devel)"
-		if ok && info.Main.Version != "" {
+	if ok {
+		if b.Version == "" && info.Main.Version != "" {
 			b.Version = info.Main.Version
 		}
-	}
-	if ok {
-		settings := map[string]string{}
+		modified := false
 		for _, s := range info.Settings {
-			settings[s.Key] = s.Value
-		}
-		if b.Commit == "" && settings["vcs.revision"] != "" {
-			b.Commit = settings["vcs.revision"]
-			if settings["vcs.modified"] == "true" {
-				b.Commit += "+dirty"
+			switch s.Key {
+			case "vcs.revision":
+				if b.Commit == "" {
+					b.Commit = s.Value
+				}
+			case "vcs.time":
+				if b.BuildDate == "" {
+					b.BuildDate = s.Value
+				}
+			case "vcs.modified":
+				modified = s.Value == "true"
 			}
 		}
-		if b.BuildDate == "" {
-			b.BuildDate = settings["vcs.time"]
+		if modified && commit == "" && b.Commit != "" {
+			b.Commit += "-dirty"
 		}
+	}
+	if b.Version == "" {
+		b.Version = "(devel)"
 	}
 	return b
 }
 
 func versionString() string { return currentBuild().Version }
 
-func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("version", "version [-o text|json]", stderr)
-	output := fs.String("o", "text", "output format: text or json")
-	rest, code := parseFlags(fs, args)
-	if code >= 0 {
-		return code
+func versionCommand(stdout io.Writer) *cobra.Command {
+	var output string
+	c := &cobra.Command{
+		Use:     "version",
+		Short:   "print the version, commit and build date",
+		GroupID: "agent",
+		Args:    cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			b := currentBuild()
+			switch output {
+			case "json":
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(b)
+			case "", "text":
+				c, d := b.Commit, b.BuildDate
+				if c == "" {
+					c = "unknown"
+				}
+				if d == "" {
+					d = "unknown"
+				}
+				fmt.Fprintf(stdout, "no8s-agent %s (commit %s, built %s) %s %s\n", b.Version, c, d, b.GoVersion, b.Platform)
+				return nil
+			}
+			return fmt.Errorf("-o must be text or json, not %q", output)
+		},
 	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "version: unexpected argument %q\n", rest[0])
-		return exitError
-	}
-	b := currentBuild()
-	switch *output {
-	case "json":
-		out, _ := json.MarshalIndent(b, "", "  ")
-		fmt.Fprintf(stdout, "%s\n", out)
-	case "text":
-		c, d := b.Commit, b.BuildDate
-		if c == "" {
-			c = "unknown"
-		}
-		if d == "" {
-			d = "unknown"
-		}
-		fmt.Fprintf(stdout, "no8s-agent %s (commit %s, built %s) %s %s\n", b.Version, c, d, b.GoVersion, b.Platform)
-	default:
-		fmt.Fprintf(stderr, "version: -o must be text or json, not %q\n", *output)
-		return exitError
-	}
-	return exitOK
+	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	_ = c.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	return c
 }

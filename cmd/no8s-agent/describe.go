@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/no8s/no8s-agent/api"
+	"github.com/no8s/no8s-agent/client"
+)
+
+// describeAttempts is how many of the last attempts describe shows.
+const describeAttempts = 5
+
+func describeCommand(stdout, _ io.Writer) *cobra.Command {
+	var sf serverFlags
+	res := &cobra.Command{
+		Use: "resource KIND/NAME", Aliases: resourceWords[1:], Short: "show a resource: status, conditions, lease, dependencies, last attempts",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, name, err := splitRef(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := sf.client()
+			if err != nil {
+				return err
+			}
+			return describeResource(cmd.Context(), c, stdout, kind, name)
+		},
+	}
+	res.ValidArgsFunction = resourceRefs(&sf)
+	src := &cobra.Command{
+		Use: "source NAME", Aliases: sourceWords[1:], Short: "show a source: phase, revisions, errors, resources, last syncs",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := sf.client()
+			if err != nil {
+				return err
+			}
+			return describeSource(cmd.Context(), c, stdout, args[0])
+		},
+	}
+	src.ValidArgsFunction = sourceNames(&sf)
+	v := verb("describe", "show one resource or source in detail", &sf, res)
+	v.AddCommand(src)
+	return v
+}
+
+func describeResource(ctx context.Context, c *client.Client, w io.Writer, kind, name string) error {
+	all, err := c.ListResources(ctx, "", "")
+	if err != nil {
+		return err
+	}
+	var r *client.Resource
+	for i := range all {
+		if strings.EqualFold(all[i].Kind, kind) && all[i].Name == name {
+			r = &all[i]
+		}
+	}
+	if r == nil {
+		return fmt.Errorf("resource %s/%s not found", kind, name)
+	}
+	// The list may leave out what the single read has (the lease).
+	if one, err := c.GetResource(ctx, r.ID); err == nil {
+		r = one
+	} else if !client.IsNotFound(err) {
+		return err
+	}
+	var agents []api.Agent
+	if r.Lease != nil {
+		if agents, err = c.Agents(ctx); err != nil {
+			return err
+		}
+	}
+	recs, err := c.ResourceHistory(ctx, r.ID, describeAttempts)
+	if err != nil {
+		return err
+	}
+
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	field := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	field("Name", orDash(r.Name))
+	field("Kind", r.Kind+" ("+r.APIVersion+")")
+	field("ID", fmt.Sprint(r.ID))
+	src := r.Source.Name
+	if r.Source.Path != "" {
+		src += " " + r.Source.Path
+	}
+	if r.Source.Revision != "" {
+		src += " @ " + shortRevision(r.Source.Revision)
+	}
+	field("Source", orDash(src))
+	field("Action", orDash(r.ActionPlugin))
+	field("Status", string(r.Status))
+	field("Message", orDash(oneLine(r.StatusMessage)))
+	field("Generation", fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration))
+	if r.RetryCount > 0 {
+		field("Retries", fmt.Sprint(r.RetryCount))
+	}
+	if r.NextReconcileTime != nil {
+		field("Next reconcile", when(*r.NextReconcileTime))
+	}
+	if r.LastReconcileTime != nil {
+		field("Last reconcile", when(*r.LastReconcileTime))
+	}
+	if r.DeletionRequestedAt != nil {
+		field("Deletion requested", when(*r.DeletionRequestedAt))
+	}
+	if l := r.Lease; l != nil {
+		holder := orDash(l.Holder)
+		switch alive, known := holderAlive(agents, l.Holder); {
+		case !known:
+			holder += " (not a registered agent)"
+		case alive:
+			holder += " (alive)"
+		default:
+			holder += " (not heart-beating)"
+		}
+		field("Lease holder", holder)
+		if l.Since != nil {
+			field("Lease since", when(*l.Since))
+		}
+		field("Lease expires", when(l.ExpiresAt))
+	}
+	field("Created", when(r.CreatedAt))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "Conditions:")
+	if len(r.Conditions) == 0 {
+		fmt.Fprintln(w, "  <none>")
+	} else {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE")
+		for _, cd := range r.Conditions {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", cd.Type, cd.Status, orDash(cd.Reason), age(cd.LastTransitionTime), orDash(oneLine(cd.Message)))
+		}
+		_ = tw.Flush()
+	}
+
+	fmt.Fprintln(w, "Depends on:")
+	if len(r.DependsOn) == 0 {
+		fmt.Fprintln(w, "  <none>")
+	}
+	for _, d := range r.DependsOn {
+		state := "not found"
+		for _, o := range all {
+			if o.Kind == d.Kind && o.Name == d.Name {
+				state = string(o.Status)
+			}
+		}
+		fmt.Fprintf(w, "  %s (%s)\n", d, state)
+	}
+	fmt.Fprintln(w, "Required by:")
+	var dependents []string
+	for _, o := range all {
+		for _, d := range o.DependsOn {
+			if d.Kind == r.Kind && d.Name == r.Name {
+				dependents = append(dependents, fmt.Sprintf("%s/%s (%s)", o.Kind, o.Name, o.Status))
+			}
+		}
+	}
+	sort.Strings(dependents)
+	if len(dependents) == 0 {
+		fmt.Fprintln(w, "  <none>")
+	}
+	for _, d := range dependents {
+		fmt.Fprintf(w, "  %s\n", d)
+	}
+
+	fmt.Fprintln(w, "Last attempts:")
+	if len(recs) == 0 {
+		fmt.Fprintln(w, "  <none>")
+	} else {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  GEN\tTRIGGER\tRESULT\tDURATION\tAGENT\tAGE\tERROR")
+		for _, h := range recs {
+			result, msg := "ok", "-"
+			if !h.Success {
+				result = "failed"
+			}
+			if h.ErrorMessage != nil {
+				msg = oneLine(*h.ErrorMessage)
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%dms\t%s\t%s\t%s\n", h.Generation, h.Trigger, result, h.DurationMS, orDash(h.AgentID), age(h.ReconcileTime), msg)
+		}
+		_ = tw.Flush()
+	}
+
+	// Events: what happened to the resource, oldest first, from its
+	// condition transitions and its attempts.
+	type event struct {
+		at   time.Time
+		text string
+	}
+	var events []event
+	for _, cd := range r.Conditions {
+		text := fmt.Sprintf("%s=%s", cd.Type, cd.Status)
+		if cd.Reason != "" {
+			text += " " + cd.Reason
+		}
+		events = append(events, event{cd.LastTransitionTime, text})
+	}
+	for _, h := range recs {
+		text := fmt.Sprintf("reconcile of generation %d (%s) succeeded", h.Generation, h.Trigger)
+		if !h.Success {
+			text = fmt.Sprintf("reconcile of generation %d (%s) failed", h.Generation, h.Trigger)
+		}
+		events = append(events, event{h.ReconcileTime, text})
+	}
+	sort.SliceStable(events, func(i, j int) bool { return events[i].at.Before(events[j].at) })
+	fmt.Fprintln(w, "Events:")
+	if len(events) == 0 {
+		fmt.Fprintln(w, "  <none>")
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, e := range events {
+		fmt.Fprintf(tw, "  %s ago\t%s\n", age(e.at), e.text)
+	}
+	return tw.Flush()
+}
+
+func describeSource(ctx context.Context, c *client.Client, w io.Writer, name string) error {
+	s, err := c.GetSource(ctx, name)
+	if err != nil {
+		return err
+	}
+	recs, err := c.SourceHistory(ctx, name, describeAttempts)
+	if err != nil {
+		return err
+	}
+	rs, err := c.ListResources(ctx, "", name)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	field := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	field("Name", s.Name)
+	field("Kind", s.Kind)
+	if s.URL != "" {
+		field("URL", s.URL)
+	}
+	if s.Path != "" {
+		field("Path", s.Path)
+	}
+	field("Phase", s.Phase)
+	field("Message", orDash(oneLine(s.Message)))
+	field("Applied revision", orDash(s.LastAppliedRevision))
+	field("Attempted revision", orDash(s.LastAttemptedRevision))
+	if s.ApprovedRevision != "" {
+		field("Approved revision", s.ApprovedRevision)
+	}
+	if s.LastCommit != nil {
+		field("Last commit", oneLine(s.LastCommit.Author+": "+s.LastCommit.Message))
+	}
+	if s.LastSyncTime != nil {
+		field("Last sync", when(*s.LastSyncTime))
+	}
+	if s.LastAppliedTime != nil {
+		field("Last applied", when(*s.LastAppliedTime))
+	}
+	counts := map[string]int{}
+	for _, r := range rs {
+		counts[string(r.Status)]++
+	}
+	var parts []string
+	for _, phase := range []string{"ready", "pending", "reconciling", "failed", "deleting"} {
+		if counts[phase] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[phase], phase))
+		}
+	}
+	field("Resources", fmt.Sprintf("%d", len(rs))+parenthesised(strings.Join(parts, ", ")))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "Errors:")
+	if len(s.Errors) == 0 {
+		fmt.Fprintln(w, "  <none>")
+	}
+	for _, p := range s.Errors {
+		fmt.Fprintf(w, "  %s:%d: %s\n", orDash(p.File), p.Line, oneLine(p.Message))
+	}
+	fmt.Fprintln(w, "Last syncs:")
+	if len(recs) == 0 {
+		fmt.Fprintln(w, "  <none>")
+		return nil
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  REVISION\tRESULT\tCREATED\tUPDATED\tDELETED\tDURATION\tAGE\tMESSAGE")
+	for _, h := range recs {
+		result := "ok"
+		if !h.Success {
+			result = "refused"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%dms\t%s\t%s\n", orDash(shortRevision(h.Revision)), result, h.Created, h.Updated, h.Deleted,
+			h.DurationMS, age(h.StartedAt), orDash(oneLine(h.Message)))
+	}
+	return tw.Flush()
+}
+
+func parenthesised(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+// when writes a time as RFC 3339 with how long ago or ahead it is.
+func when(t time.Time) string {
+	if d := time.Until(t); d > 0 {
+		return fmt.Sprintf("%s (in %s)", t.UTC().Format(time.RFC3339), d.Round(time.Second))
+	}
+	return fmt.Sprintf("%s (%s ago)", t.UTC().Format(time.RFC3339), age(t))
+}
+
+// holderAlive tells whether the lease holder is an agent still recording
+// its heartbeat; known is false when no agent of that id is listed.
+func holderAlive(agents []api.Agent, holder string) (alive, known bool) {
+	for _, a := range agents {
+		if a.ID == holder {
+			return a.Alive, true
+		}
+	}
+	return false, false
+}
