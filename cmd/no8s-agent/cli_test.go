@@ -248,3 +248,45 @@ api: {writeTokenEnv: %s}
 		t.Errorf("bad's history: %v %s", err, describeRecords(recs))
 	}
 }
+
+// TestCLIDescribeLease describes a resource while the agent's worker holds
+// it: the lease holder, alive, since when and until when.
+func TestCLIDescribeLease(t *testing.T) {
+	dir := t.TempDir()
+	repo := filepath.Join(dir, "repo")
+	if err := os.MkdirAll(repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"types.yaml": cliJobType,
+		"slow.yaml": "apiVersion: no8s.io/v1\nkind: Job\nmetadata: {name: slow}\nspec: {size: 1}\n"} {
+		if err := os.WriteFile(filepath.Join(repo, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfgPath := filepath.Join(dir, "no8s.yaml")
+	cfg := fmt.Sprintf(`sources:
+  - {name: local, dir: %q}
+actions:
+  jobs:
+    plugin: exec
+    config: {command: [sleep, "120"], timeout: 5m}
+`, repo)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Parallel()
+	url := pgtest.URL(t)
+	st := openTestStore(t, url)
+	agent := startAgent(t, url, "--config", cfgPath)
+	base := agent.addr()
+	waitFor(t, 60*time.Second, agent, "the slow job to be held", func() (bool, string) {
+		rs := listResources(t, st)
+		return len(rs) == 1 && rs[0].LeaseOwner != "", describe(rs)
+	})
+	code, out, errOut := runCLI(t, "describe", "resource", "job/slow", "--server", base)
+	for _, want := range []string{"Lease holder:", "(alive)", "Lease since:", "Lease expires:", "reconciling"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("describe lacks %q (exit %d)\nstdout:\n%s\nstderr:\n%s", want, code, out, errOut)
+		}
+	}
+}
