@@ -30,6 +30,8 @@ type storeCollector struct {
 	waiting     *prometheus.Desc
 	lastApplied *prometheus.Desc
 	sourcePhase *prometheus.Desc
+	sourceInfo  *prometheus.Desc
+	sourceReady *prometheus.Desc
 }
 
 func newStoreCollector(src Source, timeout time.Duration, log *slog.Logger) *storeCollector {
@@ -58,6 +60,13 @@ func newStoreCollector(src Source, timeout time.Duration, log *slog.Logger) *sto
 			"Each stored source's phase: 1 for the phase it is in, 0 for the others "+
 				"(pending, ready, failed, stalled, orphaned: no longer configured, pruning).",
 			[]string{"source", "phase"}, nil),
+		sourceInfo: prometheus.NewDesc(name("source_info"),
+			"Always 1, one series per stored source: its kind (git, dir, api) and phase, to join on.",
+			[]string{"source", "kind", "phase"}, nil),
+		sourceReady: prometheus.NewDesc(name("source_ready"),
+			"1 when the source's last sync applied its revision (phase ready), 0 otherwise: "+
+				"failing, refused by the prune guard, pending, orphaned or pruning.",
+			[]string{"source"}, nil),
 	}
 }
 
@@ -71,7 +80,8 @@ func unixSeconds(t time.Time) float64 {
 
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.resources, c.queueDepth, c.inProgress, c.waiting, c.lastApplied, c.sourcePhase} {
+	for _, d := range []*prometheus.Desc{c.up, c.resources, c.queueDepth, c.inProgress, c.waiting, c.lastApplied, c.sourcePhase,
+		c.sourceInfo, c.sourceReady} {
 		ch <- d
 	}
 }
@@ -95,6 +105,12 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		fail("sources", err)
 	} else {
 		for _, s := range sources {
+			ch <- prometheus.MustNewConstMetric(c.sourceInfo, prometheus.GaugeValue, 1, s.Name, string(s.Kind), string(s.Phase))
+			ready := 0.0
+			if s.Phase == store.SourceReady {
+				ready = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.sourceReady, prometheus.GaugeValue, ready, s.Name)
 			for _, p := range store.SourcePhases() {
 				v := 0.0
 				if s.Phase == p {

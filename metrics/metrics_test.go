@@ -115,6 +115,20 @@ func TestStoreGauges(t *testing.T) {
 							t.Errorf("no8s_source_phase{source=%q,phase=%q} = %v, want %v", source, p, v, want)
 						}
 					}
+					ready := 0.0
+					if phase == store.SourceReady {
+						ready = 1
+					}
+					if v := got.value(t, "no8s_source_ready", map[string]string{"source": source}); v != ready {
+						t.Errorf("no8s_source_ready{source=%q} = %v, want %v", source, v, ready)
+					}
+					kind := "dir"
+					if source == "infra" {
+						kind = "git"
+					}
+					if v := got.value(t, "no8s_source_info", map[string]string{"source": source, "kind": kind, "phase": string(phase)}); v != 1 {
+						t.Errorf("no8s_source_info{source=%q,kind=%s,phase=%q} = %v, want 1", source, kind, phase, v)
+					}
 				}
 			}
 			series := got["no8s_source_last_applied_timestamp_seconds"].GetMetric()
@@ -465,6 +479,8 @@ var allFamilies = map[string]dto.MetricType{
 	"no8s_http_request_duration_seconds":         dto.MetricType_HISTOGRAM,
 	"no8s_store_up":                              dto.MetricType_GAUGE,
 	"no8s_build_info":                            dto.MetricType_GAUGE,
+	"no8s_source_info":                           dto.MetricType_GAUGE,
+	"no8s_source_ready":                          dto.MetricType_GAUGE,
 }
 
 func TestFamilyTypes(t *testing.T) {
