@@ -37,11 +37,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -117,9 +115,6 @@ var reservedEnv = []string{
 	"NO8S_RESOURCE_SPEC", "NO8S_RESOURCE_SPEC_OMITTED", "NO8S_FENCING_TOKEN",
 	supervisorEnv,
 }
-
-// envName is what a portable environment variable name looks like.
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // runner runs the configured command for Apply and Destroy. It is safe for
 // concurrent use: every operation starts its own process.
@@ -207,48 +202,9 @@ func New(s action.Settings) (action.Action, error) {
 		a.path, a.args = path, cfg.Command[1:]
 	}
 
-	for _, name := range []string{"PATH", "HOME"} {
-		if v, ok := s.LookupEnv(name); ok {
-			a.env = append(a.env, name+"="+v)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(cfg.Env)) {
-		value := cfg.Env[name]
-		switch {
-		case !envName.MatchString(name):
-			fail("env: %q is not a valid variable name", name)
-		case slices.Contains(reservedEnv, name):
-			fail("env: %s is set by the agent for each request", name)
-		case slices.Contains(cfg.PassEnv, name):
-			fail("env: %s is also in passEnv; set it in one of them", name)
-		case strings.ContainsRune(value, 0):
-			fail("env: the value of %s contains a NUL byte", name)
-		default:
-			a.env = append(a.env, name+"="+value)
-		}
-	}
-	for i, name := range cfg.PassEnv {
-		switch {
-		case !envName.MatchString(name):
-			fail("passEnv: %q is not a valid variable name", name)
-			continue
-		case slices.Contains(reservedEnv, name):
-			fail("passEnv: %s is set by the agent for each request", name)
-			continue
-		case slices.Contains(cfg.PassEnv[:i], name):
-			fail("passEnv: %s is listed twice", name)
-			continue
-		}
-		// Read once, now: a missing secret is a configuration mistake to
-		// report at start, not at the first reconcile.
-		value, ok := s.LookupEnv(name)
-		if !ok {
-			fail("passEnv: %s is not set in the agent's environment", name)
-			continue
-		}
-		a.env = append(a.env, name+"="+value)
-		a.secrets = append(a.secrets, value)
-	}
+	vars, secrets, envProblems := s.CommandEnv(cfg.Env, cfg.PassEnv, reservedEnv, "is set by the agent for each request")
+	a.env, a.secrets = vars, secrets
+	problems = append(problems, envProblems...)
 
 	if len(problems) > 0 {
 		return nil, errors.Join(problems...)

@@ -39,12 +39,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
 	"text/template"
 	"time"
@@ -102,9 +99,6 @@ type settings struct {
 	// every work folder.
 	PluginCacheDir string `json:"pluginCacheDir"`
 }
-
-// envName is what a portable environment variable name looks like.
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // reservedEnv are variables the plugin sets itself.
 var reservedEnv = []string{"TF_IN_AUTOMATION", "TF_INPUT", "CHECKPOINT_DISABLE", "TF_PLUGIN_CACHE_DIR", "TF_CLI_ARGS", "TF_DATA_DIR", "TF_WORKSPACE"}
@@ -213,12 +207,9 @@ func New(s action.Settings) (action.Action, error) {
 		}
 	}
 
-	for _, name := range []string{"PATH", "HOME"} {
-		if v, ok := s.LookupEnv(name); ok {
-			a.env = append(a.env, name+"="+v)
-		}
-	}
-	a.env = append(a.env, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1")
+	vars, secrets, envProblems := s.CommandEnv(cfg.Env, cfg.PassEnv, reservedEnv, "is set by the plugin")
+	a.env, a.secrets = append(vars, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1"), secrets
+	problems = append(problems, envProblems...)
 	if cfg.PluginCacheDir != "" {
 		abs, err := filepath.Abs(cfg.PluginCacheDir)
 		if err != nil {
@@ -227,43 +218,6 @@ func New(s action.Settings) (action.Action, error) {
 			fail("pluginCacheDir: %w", err)
 		} else {
 			a.env = append(a.env, "TF_PLUGIN_CACHE_DIR="+abs)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(cfg.Env)) {
-		value := cfg.Env[name]
-		switch {
-		case !envName.MatchString(name):
-			fail("env: %q is not a valid variable name", name)
-		case slices.Contains(reservedEnv, name):
-			fail("env: %s is set by the plugin", name)
-		case slices.Contains(cfg.PassEnv, name):
-			fail("env: %s is also in passEnv; set it in one of them", name)
-		case strings.ContainsRune(value, 0):
-			fail("env: the value of %s contains a NUL byte", name)
-		default:
-			a.env = append(a.env, name+"="+value)
-		}
-	}
-	for i, name := range cfg.PassEnv {
-		switch {
-		case !envName.MatchString(name):
-			fail("passEnv: %q is not a valid variable name", name)
-			continue
-		case slices.Contains(reservedEnv, name):
-			fail("passEnv: %s is set by the plugin", name)
-			continue
-		case slices.Contains(cfg.PassEnv[:i], name):
-			fail("passEnv: %s is listed twice", name)
-			continue
-		}
-		value, ok := s.LookupEnv(name)
-		if !ok {
-			fail("passEnv: %s is not set in the agent's environment", name)
-			continue
-		}
-		a.env = append(a.env, name+"="+value)
-		if value != "" {
-			a.secrets = append(a.secrets, value)
 		}
 	}
 	if len(problems) > 0 {
