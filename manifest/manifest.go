@@ -25,6 +25,11 @@ const KindResourceType = "ResourceType"
 // Git forget a resource instead of destroying it.
 const AnnotationPrune = "no8s.io/prune"
 
+// AnnotationSuspend is the annotation that, set to "true", suspends a
+// resource: it is not reconciled, checked for drift or destroyed while the
+// annotation stays.
+const AnnotationSuspend = "no8s.io/suspend"
+
 var (
 	nameRE     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 	kindNameRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
@@ -270,3 +275,6 @@ func (r *Resource) APIVersion() string { return r.Group + "/" + r.Version }
 // PruneDisabled reports whether removing the resource from its source should
 // forget it rather than destroy it.
 func (r *Resource) PruneDisabled() bool { return r.Annotations[AnnotationPrune] == "disabled" }
+
+// SuspendAnnotated reports whether the resource's annotations suspend it.
+func (r *Resource) SuspendAnnotated() bool { return r.Annotations[AnnotationSuspend] == "true" }

@@ -130,8 +130,38 @@ type Resource struct {
 	LeasedAt       *time.Time
 	// LeaseToken increases with every claim; see Lease.
 	LeaseToken int64
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// SuspendedAt is when the resource was suspended through the API; nil
+	// when it was not (its annotation may suspend it all the same: see
+	// Suspended).
+	SuspendedAt *time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Suspension reasons, as the API shows them.
+const (
+	// SuspendedByAPI: a call of the API suspended it.
+	SuspendedByAPI = "api"
+	// SuspendedByAnnotation: the resource's annotation no8s.io/suspend says so.
+	SuspendedByAnnotation = "annotation"
+	// SuspendedByConfig: a source's suspend: true in an agent's configuration.
+	SuspendedByConfig = "config"
+)
+
+// Suspended reports whether the resource is suspended: no worker claims
+// it, for a reconcile, a drift check or a destroy, until it is resumed.
+func (r *Resource) Suspended() bool { return r.SuspendedBy() != "" }
+
+// SuspendedBy says what suspends the resource, the API or its annotation
+// (the annotation wins when both do); empty when nothing does.
+func (r *Resource) SuspendedBy() string {
+	switch {
+	case r.SuspendAnnotated():
+		return SuspendedByAnnotation
+	case r.SuspendedAt != nil:
+		return SuspendedByAPI
+	}
+	return ""
 }
 
 // ApplyOutcome says what ApplyResource did.
@@ -232,6 +262,8 @@ type Stats struct {
 	Leased int
 	// Waiting counts resources waiting on others (dependencies or dependents).
 	Waiting int
+	// Suspended counts suspended resources.
+	Suspended int
 }
 
 // ResourceFilter selects resources in ListResources. Zero fields match all.
@@ -575,9 +607,14 @@ type Source struct {
 	// LastAppliedTime is when LastAppliedRevision was applied.
 	LastAppliedTime *time.Time
 	// Errors are the problems of the last attempted revision.
-	Errors    []manifest.Problem
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Errors []manifest.Problem
+	// SuspendedAt is when the source was suspended, by SuspendedBy
+	// (SuspendedByAPI or SuspendedByConfig); nil when it is not. PutSource
+	// leaves both as they are: only SuspendSource writes them.
+	SuspendedAt *time.Time
+	SuspendedBy string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // SyncRecord is one sync attempt of a source.
@@ -710,6 +747,16 @@ type Store interface {
 	// RequestReconcile asks for a reconcile of the resource as soon as a
 	// worker is free, even when nothing changed, and notifies TopicResources.
 	RequestReconcile(ctx context.Context, id int64) (*Resource, error)
+	// SuspendResource suspends (suspend true) or resumes the resource
+	// through the API and returns the row; doing what is done already is
+	// no error. While a resource is suspended no worker claims it: a new
+	// generation, a requested reconcile or deletion, a retry or a drift
+	// check waits, and a lease held at the time runs out as usual. A
+	// resume notifies TopicResources, so that what waited is claimed at
+	// once. A resume fails with ErrConflict while the resource's
+	// annotation suspends it, unless its deletion was requested (its
+	// declaration is gone): then the stored annotation is dropped too.
+	SuspendResource(ctx context.Context, id int64, suspend bool) (*Resource, error)
 	// NextDue returns how long until the earliest scheduled reconcile of a
 	// resource no one holds, or the earliest lease expiry, measured by the
 	// store's clock; zero when one is due already, false when none exists.
@@ -731,6 +778,14 @@ type Store interface {
 	GetSource(ctx context.Context, name string) (*Source, error)
 	// ListSources returns sources ordered by name.
 	ListSources(ctx context.Context) ([]*Source, error)
+	// SuspendSource suspends (suspend true) or resumes the named source for
+	// by, SuspendedByAPI or SuspendedByConfig, and returns the row; it
+	// fails with ErrNotFound when there is none. A suspension by the
+	// configuration replaces one by the API; a resume by the configuration
+	// clears only its own suspension, and a resume through the API fails
+	// with ErrConflict while the configuration suspends the source. Every
+	// change notifies TopicSources with the source's name.
+	SuspendSource(ctx context.Context, name, by string, suspend bool) (*Source, error)
 	// DeleteSource removes a source's row; its sync history stays. It fails
 	// with ErrNotFound when there is none, and with ErrInUse while resources
 	// or resource types it owns remain.

@@ -195,10 +195,10 @@ RETURNING id, kind, name, generation`, input, src.Name, string(src.Revision))
 				return &store.OwnerConflictError{What: r.Ref().String(), Owner: owners[r.Ref()]}
 			}
 		}
-		for _, a := range applied {
-			if a.Outcome != store.Unchanged {
-				return s.Notify(ctx, store.TopicResources, src.Name)
-			}
+		// Workers look at the queue after any write, not only a new
+		// generation: new annotations may lift a suspension.
+		if len(applied) > 0 {
+			return s.Notify(ctx, store.TopicResources, src.Name)
 		}
 		return nil
 	})

@@ -19,7 +19,7 @@ const resourceCols = `id, kind, grp, type_version, name, labels, annotations, sp
 	origin_document, origin_line, source_name, source_path, source_revision, generation, observed_generation,
 	phase, status_message, conditions, outputs, retry_count, next_reconcile_at, deletion_requested_at,
 	reconcile_requested_at, last_reconcile_time, lease_owner, lease_expires_at, lease_token, created_at, updated_at,
-	leased_at`
+	leased_at, suspended_at`
 
 // scanResource scans the resourceCols of row, followed by extra columns
 // into extra.
@@ -32,7 +32,7 @@ func scanResource(row pgx.Row, extra ...any) (*store.Resource, error) {
 		&r.Action, &deps, &r.Origin.Document, &r.Origin.Line, &r.Source.Name, &r.Source.Path, &r.Source.Revision,
 		&r.Generation, &r.ObservedGeneration, &r.Phase, &r.StatusMessage, &conds, &out, &r.RetryCount,
 		&r.NextReconcileAt, &r.DeletionRequestedAt, &r.ReconcileRequestedAt, &r.LastReconcileTime,
-		&r.LeaseOwner, &r.LeaseExpiresAt, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt, &r.LeasedAt}
+		&r.LeaseOwner, &r.LeaseExpiresAt, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt, &r.LeasedAt, &r.SuspendedAt}
 	err := row.Scan(append(dest, extra...)...)
 	if err != nil {
 		return nil, err
@@ -61,6 +61,7 @@ func scanResource(row pgx.Row, extra ...any) (*store.Resource, error) {
 	r.LastReconcileTime = utcPtr(r.LastReconcileTime)
 	r.LeaseExpiresAt = utcPtr(r.LeaseExpiresAt)
 	r.LeasedAt = utcPtr(r.LeasedAt)
+	r.SuspendedAt = utcPtr(r.SuspendedAt)
 	r.CreatedAt, r.UpdatedAt = utc(r.CreatedAt), utc(r.UpdatedAt)
 	return &r, nil
 }
@@ -220,9 +221,10 @@ func (s *Store) ApplyResource(ctx context.Context, r *manifest.Resource, src sto
 				id, r.Group, r.Version, d.labels, d.annotations, jsonDoc(r.Spec), r.SpecHash,
 				r.Action, d.deps, r.Origin.Document, r.Origin.Line, d.path, string(src.Revision),
 				bump, deleting, r.MetaHash()))
-			if err != nil || !bump {
+			if err != nil {
 				return err
 			}
+			// Also when unchanged: new annotations may lift a suspension.
 			return s.Notify(ctx, store.TopicResources, r.Ref().String())
 		}
 		return fmt.Errorf("%s kept appearing and disappearing; gave up", what)

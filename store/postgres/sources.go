@@ -14,7 +14,7 @@ import (
 
 const sourceCols = `name, kind, url, path, phase, message, last_applied_revision, last_attempted_revision,
 	last_commit_author, last_commit_message, last_commit_time, approved_revision, last_sync_time, last_applied_time, errors,
-	created_at, updated_at`
+	created_at, updated_at, suspended_at, suspended_by`
 
 func scanSource(row pgx.Row) (*store.Source, error) {
 	var (
@@ -24,7 +24,8 @@ func scanSource(row pgx.Row) (*store.Source, error) {
 	)
 	err := row.Scan(&src.Name, &src.Kind, &src.URL, &src.Path, &src.Phase, &src.Message,
 		&src.LastAppliedRevision, &src.LastAttemptedRevision, &src.LastCommit.Author, &src.LastCommit.Message,
-		&commitTime, &src.ApprovedRevision, &src.LastSyncTime, &src.LastAppliedTime, &errs, &src.CreatedAt, &src.UpdatedAt)
+		&commitTime, &src.ApprovedRevision, &src.LastSyncTime, &src.LastAppliedTime, &errs, &src.CreatedAt, &src.UpdatedAt,
+		&src.SuspendedAt, &src.SuspendedBy)
 	if err != nil {
 		return nil, err
 	}
@@ -34,6 +35,7 @@ func scanSource(row pgx.Row) (*store.Source, error) {
 	src.LastCommit.Time = timeOrZero(commitTime)
 	src.LastSyncTime = utcPtr(src.LastSyncTime)
 	src.LastAppliedTime = utcPtr(src.LastAppliedTime)
+	src.SuspendedAt = utcPtr(src.SuspendedAt)
 	src.CreatedAt, src.UpdatedAt = utc(src.CreatedAt), utc(src.UpdatedAt)
 	return &src, nil
 }

@@ -69,16 +69,16 @@ func (s *Store) ApplyResources(ctx context.Context, rs []*manifest.Resource, src
 			}
 		}
 		a := &applier{s: s, src: src, now: ms(clock())}
-		changed := false
 		for _, it := range items {
 			res, err := a.apply(ctx, it.r, it.d)
 			if err != nil {
 				return err
 			}
 			out[it.at] = store.Applied{ID: res.id, Generation: res.gen, Outcome: res.outcome}
-			changed = changed || res.outcome != store.Unchanged
 		}
-		if changed {
+		// Workers look at the queue after any write, not only a new
+		// generation: new annotations may lift a suspension.
+		if len(items) > 0 {
 			return s.Notify(ctx, store.TopicResources, src.Name)
 		}
 		return nil

@@ -35,12 +35,12 @@ const notOrphaned = `source_name NOT IN (` + store.OrphanedSourcesSQL + `)`
 
 // claimUrgent picks urgent resources in id order; $2 is the limit.
 const claimUrgent = `SELECT id, phase FROM resources
-	WHERE ` + urgentDue + ` AND ` + leaseFree + ` AND ` + notOrphaned + `
+	WHERE ` + urgentDue + ` AND ` + leaseFree + ` AND ` + notOrphaned + ` AND ` + notSuspended + `
 	ORDER BY id LIMIT $2`
 
 // claimScheduled picks scheduled resources, earliest first.
 const claimScheduled = `SELECT id, phase FROM resources
-	WHERE ` + scheduledDue + ` AND ` + leaseFree + ` AND ` + notOrphaned + `
+	WHERE ` + scheduledDue + ` AND ` + leaseFree + ` AND ` + notOrphaned + ` AND ` + notSuspended + `
 	ORDER BY next_reconcile_at, id LIMIT $2`
 
 // claimSQL leases the resources whose IDs are the JSON array $3 to the
@@ -521,8 +521,8 @@ func (s *Store) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	// A scheduled resource that is due already but unclaimed counts, as
 	// zero: the caller should claim now.
 	err := s.queryRow(ctx, `SELECT
-			(SELECT min(next_reconcile_at) FROM resources WHERE next_reconcile_at IS NOT NULL AND `+leaseFree+` AND `+notOrphaned+`),
-			(SELECT min(lease_expires_at) FROM resources WHERE lease_expires_at > $1 AND `+notOrphaned+`)`, ms(now)).Scan(&next, &expiry)
+			(SELECT min(next_reconcile_at) FROM resources WHERE next_reconcile_at IS NOT NULL AND `+leaseFree+` AND `+notOrphaned+` AND `+notSuspended+`),
+			(SELECT min(lease_expires_at) FROM resources WHERE lease_expires_at > $1 AND `+notOrphaned+` AND `+notSuspended+`)`, ms(now)).Scan(&next, &expiry)
 	if err != nil {
 		return 0, false, mapErr(err, "next due reconcile")
 	}
@@ -540,9 +540,10 @@ func (s *Store) NextDue(ctx context.Context) (time.Duration, bool, error) {
 // one scan.
 func (s *Store) Stats(ctx context.Context) (*store.Stats, error) {
 	rows, err := s.query(ctx, `SELECT phase, count(*),
-			count(*) FILTER (WHERE `+leaseFree+` AND ((`+urgentDue+`) OR `+scheduledDue+`) AND `+notOrphaned+`),
+			count(*) FILTER (WHERE `+leaseFree+` AND ((`+urgentDue+`) OR `+scheduledDue+`) AND `+notOrphaned+` AND `+notSuspended+`),
 			count(*) FILTER (WHERE lease_expires_at > $1),
-			count(*) FILTER (WHERE waiting)
+			count(*) FILTER (WHERE waiting),
+			count(*) FILTER (WHERE NOT (`+notSuspended+`))
 		FROM resources GROUP BY phase`, ms(clock()))
 	if err != nil {
 		return nil, mapErr(err, "count resources")
@@ -554,16 +555,17 @@ func (s *Store) Stats(ctx context.Context) (*store.Stats, error) {
 	}
 	for rows.Next() {
 		var (
-			phase                   string
-			n, due, leased, waiting int
+			phase                              string
+			n, due, leased, waiting, suspended int
 		)
-		if err := rows.Scan(&phase, &n, &due, &leased, &waiting); err != nil {
+		if err := rows.Scan(&phase, &n, &due, &leased, &waiting, &suspended); err != nil {
 			return nil, mapErr(err, "count resources")
 		}
 		out.ByPhase[manifest.Phase(phase)] = n
 		out.Due += due
 		out.Leased += leased
 		out.Waiting += waiting
+		out.Suspended += suspended
 	}
 	if err := rows.Err(); err != nil {
 		return nil, mapErr(err, "count resources")

@@ -15,7 +15,7 @@ const resourceCols = `id, kind, grp, type_version, name, labels, annotations, sp
 	origin_document, origin_line, source_name, source_path, source_revision, generation, observed_generation,
 	phase, status_message, conditions, outputs, retry_count, next_reconcile_at, deletion_requested_at,
 	reconcile_requested_at, last_reconcile_time, lease_owner, lease_expires_at, lease_token, created_at, updated_at,
-	leased_at`
+	leased_at, suspended_at`
 
 // scanResource scans the resourceCols of row, followed by extra columns
 // into extra.
@@ -25,13 +25,13 @@ func scanResource(row scanner, extra ...any) (*store.Resource, error) {
 		labels, annotations, deps, conds     string
 		spec, out                            []byte
 		next, deletion, request, last, lease sql.NullInt64
-		leased                               sql.NullInt64
+		leased, suspended                    sql.NullInt64
 		created, updated                     int64
 	)
 	dest := []any{&r.ID, &r.Kind, &r.Group, &r.Version, &r.Name, &labels, &annotations, &spec, &r.SpecHash,
 		&r.Action, &deps, &r.Origin.Document, &r.Origin.Line, &r.Source.Name, &r.Source.Path, &r.Source.Revision,
 		&r.Generation, &r.ObservedGeneration, &r.Phase, &r.StatusMessage, &conds, &out, &r.RetryCount,
-		&next, &deletion, &request, &last, &r.LeaseOwner, &lease, &r.LeaseToken, &created, &updated, &leased}
+		&next, &deletion, &request, &last, &r.LeaseOwner, &lease, &r.LeaseToken, &created, &updated, &leased, &suspended}
 	err := row.Scan(append(dest, extra...)...)
 	if err != nil {
 		return nil, err
@@ -60,6 +60,7 @@ func scanResource(row scanner, extra ...any) (*store.Resource, error) {
 	r.LastReconcileTime = fromNullMs(last)
 	r.LeaseExpiresAt = fromNullMs(lease)
 	r.LeasedAt = fromNullMs(leased)
+	r.SuspendedAt = fromNullMs(suspended)
 	r.CreatedAt, r.UpdatedAt = fromMs(created), fromMs(updated)
 	return &r, nil
 }
@@ -261,9 +262,7 @@ func (s *Store) ApplyResource(ctx context.Context, r *manifest.Resource, src sto
 		if res, err = a.apply(ctx, r, d); err != nil {
 			return err
 		}
-		if res.outcome == store.Unchanged {
-			return nil
-		}
+		// Also when unchanged: new annotations may lift a suspension.
 		return s.Notify(ctx, store.TopicResources, r.Ref().String())
 	})
 	if err != nil {

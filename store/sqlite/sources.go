@@ -12,18 +12,20 @@ import (
 
 const sourceCols = `name, kind, url, path, phase, message, last_applied_revision, last_attempted_revision,
 	last_commit_author, last_commit_message, last_commit_time, approved_revision, last_sync_time, last_applied_time, errors,
-	created_at, updated_at`
+	created_at, updated_at, suspended_at, suspended_by`
 
 func scanSource(row scanner) (*store.Source, error) {
 	var (
 		src                             store.Source
 		commitTime, syncTime, appliedAt sql.NullInt64
+		suspendedAt                     sql.NullInt64
 		errs                            string
 		created, updated                int64
 	)
 	err := row.Scan(&src.Name, &src.Kind, &src.URL, &src.Path, &src.Phase, &src.Message,
 		&src.LastAppliedRevision, &src.LastAttemptedRevision, &src.LastCommit.Author, &src.LastCommit.Message,
-		&commitTime, &src.ApprovedRevision, &syncTime, &appliedAt, &errs, &created, &updated)
+		&commitTime, &src.ApprovedRevision, &syncTime, &appliedAt, &errs, &created, &updated,
+		&suspendedAt, &src.SuspendedBy)
 	if err != nil {
 		return nil, err
 	}
@@ -33,6 +35,7 @@ func scanSource(row scanner) (*store.Source, error) {
 	src.LastCommit.Time = timeOrZero(commitTime)
 	src.LastSyncTime = fromNullMs(syncTime)
 	src.LastAppliedTime = fromNullMs(appliedAt)
+	src.SuspendedAt = fromNullMs(suspendedAt)
 	src.CreatedAt, src.UpdatedAt = fromMs(created), fromMs(updated)
 	return &src, nil
 }

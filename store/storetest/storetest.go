@@ -55,6 +55,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Agents", testAgents},
 		{"LeaseSince", testLeaseSince},
 		{"NoDriftFold", testNoDriftFold},
+		{"SuspendResources", testSuspendResources},
+		{"SuspendSources", testSuspendSources},
 		{"InTxCommits", testInTxCommits},
 		{"InTxRollsBack", testInTxRollsBack},
 		{"Ping", testPing},

@@ -1,0 +1,106 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// notSuspended is true of resources a worker may claim: neither the API
+// nor their annotation suspends them.
+const notSuspended = `suspended_at IS NULL AND (annotations->>'` + manifest.AnnotationSuspend + `') IS DISTINCT FROM 'true'`
+
+// SuspendResource suspends or resumes a resource through the API.
+func (s *Store) SuspendResource(ctx context.Context, id int64, suspend bool) (*store.Resource, error) {
+	var out *store.Resource
+	err := s.withTx(ctx, func(s *Store) error {
+		if suspend {
+			r, err := scanResource(s.q.QueryRow(ctx, `UPDATE resources SET
+					suspended_at = coalesce(suspended_at, now()), updated_at = now()
+				WHERE id = $1 RETURNING `+resourceCols, id))
+			out = r
+			return err
+		}
+		cur, err := scanResource(s.q.QueryRow(ctx, `SELECT `+resourceCols+` FROM resources WHERE id = $1 FOR UPDATE`, id))
+		if err != nil {
+			return err
+		}
+		if cur.SuspendAnnotated() && cur.DeletionRequestedAt == nil {
+			return fmt.Errorf("%s is suspended by its annotation %s in %s of source %q: remove it there: %w",
+				cur.Ref(), manifest.AnnotationSuspend, orUnknown(cur.Source.Path), cur.Source.Name, store.ErrConflict)
+		}
+		// A resource whose declaration is gone can only be resumed here, so
+		// the annotation it was declared with goes too.
+		r, err := scanResource(s.q.QueryRow(ctx, `UPDATE resources SET suspended_at = NULL,
+				annotations = CASE WHEN deletion_requested_at IS NOT NULL
+					THEN annotations - '`+manifest.AnnotationSuspend+`' ELSE annotations END,
+				updated_at = now()
+			WHERE id = $1 RETURNING `+resourceCols, id))
+		if err != nil {
+			return err
+		}
+		out = r
+		return s.Notify(ctx, store.TopicResources, r.Ref().String())
+	})
+	if err != nil {
+		verb := "resume"
+		if suspend {
+			verb = "suspend"
+		}
+		return nil, mapErr(err, fmt.Sprintf("%s resource %d", verb, id))
+	}
+	return out, nil
+}
+
+// SuspendSource suspends or resumes a source for the API or the configuration.
+func (s *Store) SuspendSource(ctx context.Context, name, by string, suspend bool) (*store.Source, error) {
+	if by != store.SuspendedByAPI && by != store.SuspendedByConfig {
+		return nil, invalid("suspend source %q: unknown suspender %q", name, by)
+	}
+	var out *store.Source
+	err := s.withTx(ctx, func(s *Store) error {
+		cur, err := scanSource(s.q.QueryRow(ctx, `SELECT `+sourceCols+` FROM sources WHERE name = $1 FOR UPDATE`, name))
+		if err != nil {
+			return err
+		}
+		switch {
+		case suspend && (cur.SuspendedBy == by || cur.SuspendedBy == store.SuspendedByConfig),
+			!suspend && cur.SuspendedBy == "",
+			!suspend && by == store.SuspendedByConfig && cur.SuspendedBy == store.SuspendedByAPI:
+			out = cur
+			return nil
+		case !suspend && by == store.SuspendedByAPI && cur.SuspendedBy == store.SuspendedByConfig:
+			return fmt.Errorf("source %q is suspended by suspend: true in the agent's configuration: set it to false there: %w",
+				name, store.ErrConflict)
+		}
+		q := `UPDATE sources SET suspended_at = NULL, suspended_by = '', updated_at = now() WHERE name = $1 RETURNING ` + sourceCols
+		args := []any{name}
+		if suspend {
+			q = `UPDATE sources SET suspended_at = coalesce(suspended_at, now()), suspended_by = $2, updated_at = now()
+				WHERE name = $1 RETURNING ` + sourceCols
+			args = append(args, by)
+		}
+		if out, err = scanSource(s.q.QueryRow(ctx, q, args...)); err != nil {
+			return err
+		}
+		return s.Notify(ctx, store.TopicSources, name)
+	})
+	if err != nil {
+		verb := "resume"
+		if suspend {
+			verb = "suspend"
+		}
+		return nil, mapErr(err, fmt.Sprintf("%s source %q", verb, name))
+	}
+	return out, nil
+}
+
+// orUnknown names a file, or says it is not known.
+func orUnknown(path string) string {
+	if path == "" {
+		return "its declaration"
+	}
+	return path
+}

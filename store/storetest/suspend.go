@@ -1,0 +1,186 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// annotated returns r with the annotation key set to value.
+func annotated(r *manifest.Resource, key, value string) *manifest.Resource {
+	r.Annotations = map[string]string{key: value}
+	return r
+}
+
+// waitNote waits for a notification on topic.
+func waitNote(t *testing.T, notes <-chan store.Notification, topic, what string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case n := <-notes:
+			if n.Topic == topic {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %s notification after %s", topic, what)
+		}
+	}
+}
+
+// testSuspendResources suspends resources through the API and by their
+// annotation: nothing claims them, for a new generation, a retry, a
+// manual request or a deletion, until they are resumed.
+func testSuspendResources(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	src := gitSource("infra", "widgets/a.yaml")
+	byAPI, _, err := s.ApplyResource(ctx, resource("by-api", `{"size":1}`), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byNote, _, err := s.ApplyResource(ctx, annotated(resource("by-note", `{}`), manifest.AnnotationSuspend, "true"), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doomed, _, err := s.ApplyResource(ctx, annotated(resource("doomed", `{}`), manifest.AnnotationSuspend, "true"), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !byNote.Suspended() || byNote.SuspendedBy() != store.SuspendedByAnnotation || byNote.SuspendedAt != nil {
+		t.Fatalf("annotated resource: suspended %v by %q at %v", byNote.Suspended(), byNote.SuspendedBy(), byNote.SuspendedAt)
+	}
+	got, err := s.SuspendResource(ctx, byAPI.ID, true)
+	if err != nil || !got.Suspended() || got.SuspendedBy() != store.SuspendedByAPI || got.SuspendedAt == nil {
+		t.Fatalf("SuspendResource = %+v, %v", got, err)
+	}
+	since := *got.SuspendedAt
+	checkUTC(t, "SuspendedAt", since)
+	// Suspending again keeps the first time.
+	if again, err := s.SuspendResource(ctx, byAPI.ID, true); err != nil || !again.SuspendedAt.Equal(since) {
+		t.Fatalf("second SuspendResource = %v, %v; want since %v", again.SuspendedAt, err, since)
+	}
+	_, err = s.SuspendResource(ctx, 999999, true)
+	wantErr(t, "suspend an unknown resource", err, store.ErrNotFound)
+
+	// A new generation, a manual request and a deletion all wait.
+	if _, _, err := s.ApplyResource(ctx, resource("by-api", `{"size":2}`), src); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RequestReconcile(ctx, byNote.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RequestDeletion(ctx, doomed.ID); err != nil {
+		t.Fatal(err)
+	}
+	if cs := claim(t, s, "a1", 10); len(cs) != 0 {
+		t.Fatalf("claimed suspended resources %v", claimedIDs(cs))
+	}
+	if _, ok, err := s.NextDue(ctx); err != nil || ok {
+		t.Fatalf("NextDue with only suspended resources = %v, %v; want none", ok, err)
+	}
+	st, err := s.Stats(ctx)
+	if err != nil || st.Due != 0 || st.Suspended != 3 {
+		t.Fatalf("Stats = %+v, %v; want none due and 3 suspended", st, err)
+	}
+	if r, err := s.GetResource(ctx, byAPI.ID); err != nil || r.Generation != 2 || r.Phase != manifest.PhasePending {
+		t.Fatalf("suspended resource after a spec change: %+v, %v; want generation 2 pending", r, err)
+	}
+
+	// Resumed through the API: claimed at once, told by a notification.
+	notes, err := s.Listen(ctx, store.TopicResources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.SuspendResource(ctx, byAPI.ID, false); err != nil || r.Suspended() || r.SuspendedAt != nil {
+		t.Fatalf("resume = %+v, %v", r, err)
+	}
+	waitNote(t, notes, store.TopicResources, "a resume")
+	if cs := claim(t, s, "a1", 10); len(cs) != 1 || cs[0].ID != byAPI.ID || cs[0].Generation != 2 {
+		t.Fatalf("after resume claimed %v; want [%d] at generation 2", claimedIDs(cs), byAPI.ID)
+	}
+
+	// The annotation cannot be overruled through the API while it is declared.
+	_, err = s.SuspendResource(ctx, byNote.ID, false)
+	wantErr(t, "resume of an annotated resource", err, store.ErrConflict)
+	if cs := claim(t, s, "a1", 10); len(cs) != 0 {
+		t.Fatalf("claimed %v after a refused resume", claimedIDs(cs))
+	}
+	// Taking the annotation out of its declaration resumes it.
+	if _, _, err := s.ApplyResource(ctx, resource("by-note", `{}`), src); err != nil {
+		t.Fatal(err)
+	}
+	waitNote(t, notes, store.TopicResources, "an annotation was removed")
+	if cs := claim(t, s, "a1", 10); len(cs) != 1 || cs[0].ID != byNote.ID {
+		t.Fatalf("after the annotation went, claimed %v; want [%d]", claimedIDs(cs), byNote.ID)
+	}
+
+	// A resource whose declaration is gone is resumed through the API, and
+	// only then destroyed.
+	r, err := s.SuspendResource(ctx, doomed.ID, false)
+	if err != nil || r.Suspended() || r.Annotations[manifest.AnnotationSuspend] != "" {
+		t.Fatalf("resume of a deleting annotated resource = %+v, %v", r, err)
+	}
+	cs := claim(t, s, "a1", 10)
+	if len(cs) != 1 || cs[0].ID != doomed.ID || cs[0].Phase != manifest.PhaseDeleting {
+		t.Fatalf("after resume of a deleting resource claimed %+v; want it deleting", cs)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.Suspended != 0 {
+		t.Fatalf("Stats after resumes = %+v, %v", st, err)
+	}
+}
+
+// testSuspendSources suspends sources through the API and the
+// configuration, which wins over the API.
+func testSuspendSources(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.SuspendSource(ctx, "nope", store.SuspendedByAPI, true)
+	wantErr(t, "suspend an unknown source", err, store.ErrNotFound)
+	putSource(t, s, "infra", store.SourceReady)
+	_, err = s.SuspendSource(ctx, "infra", "someone", true)
+	wantErr(t, "unknown suspender", err, store.ErrInvalid)
+
+	notes, err := s.Listen(ctx, store.TopicSources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.SuspendSource(ctx, "infra", store.SuspendedByAPI, true)
+	if err != nil || got.SuspendedBy != store.SuspendedByAPI || got.SuspendedAt == nil {
+		t.Fatalf("suspend through the API = %+v, %v", got, err)
+	}
+	waitNote(t, notes, store.TopicSources, "a suspend")
+	since := *got.SuspendedAt
+	checkUTC(t, "SuspendedAt", since)
+	// A sync writing the source's state keeps the suspension.
+	putSource(t, s, "infra", store.SourceFailed)
+	if got, err := s.GetSource(ctx, "infra"); err != nil || got.SuspendedBy != store.SuspendedByAPI || !got.SuspendedAt.Equal(since) {
+		t.Fatalf("after PutSource: %+v, %v", got, err)
+	}
+	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByAPI, false); err != nil || got.SuspendedBy != "" || got.SuspendedAt != nil {
+		t.Fatalf("resume through the API = %+v, %v", got, err)
+	}
+
+	// The configuration's suspension: the API cannot lift it, and its own
+	// resume leaves one made through the API.
+	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByConfig, true); err != nil || got.SuspendedBy != store.SuspendedByConfig {
+		t.Fatalf("suspend by the configuration = %+v, %v", got, err)
+	}
+	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByAPI, true); err != nil || got.SuspendedBy != store.SuspendedByConfig {
+		t.Fatalf("suspend through the API over the configuration = %+v, %v", got, err)
+	}
+	_, err = s.SuspendSource(ctx, "infra", store.SuspendedByAPI, false)
+	wantErr(t, "resume through the API of a source the configuration suspends", err, store.ErrConflict)
+	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByConfig, false); err != nil || got.SuspendedBy != "" {
+		t.Fatalf("resume by the configuration = %+v, %v", got, err)
+	}
+	if _, err := s.SuspendSource(ctx, "infra", store.SuspendedByAPI, true); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByConfig, false); err != nil || got.SuspendedBy != store.SuspendedByAPI {
+		t.Fatalf("resume by the configuration of an API suspension = %+v, %v", got, err)
+	}
+	if all, err := s.ListSources(ctx); err != nil || len(all) != 1 || all[0].SuspendedBy != store.SuspendedByAPI {
+		t.Fatalf("ListSources = %+v, %v", all, err)
+	}
+}
