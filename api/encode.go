@@ -106,6 +106,13 @@ func appendResource(b []byte, r *store.Resource) []byte {
 		b = appendTime(b, *r.LeaseExpiresAt)
 		b = append(b, '}')
 	}
+	by := r.SuspendedBy()
+	b = append(b, `,"suspended":`...)
+	b = strconv.AppendBool(b, by != "")
+	b = append(b, `,"suspended_by":`...)
+	b = appendJSONString(b, by)
+	b = append(b, `,"suspended_at":`...)
+	b = appendTimePtr(b, r.SuspendedAt)
 	return append(b, '}')
 }
 

@@ -47,6 +47,9 @@ func TestAppendResourceMatchesEncodingJSON(t *testing.T) {
 			CreatedAt: whole, UpdatedAt: later, LeaseOwner: "host-1-a\"b", LeaseExpiresAt: &later, LeasedAt: &whole,
 		}},
 		{"owner without expiry", store.Resource{ID: 4, LeaseOwner: "gone"}},
+		{"suspended through the API", store.Resource{ID: 6, SuspendedAt: &later}},
+		{"suspended by its annotation", store.Resource{ID: 7, Resource: manifest.Resource{
+			Annotations: map[string]string{manifest.AnnotationSuspend: "true"}}, SuspendedAt: &at}},
 		{"lease without its start", store.Resource{ID: 5, LeaseOwner: "old", LeaseExpiresAt: &at}},
 		{"empty collections", store.Resource{ID: 2, Resource: manifest.Resource{Labels: map[string]string{}, Annotations: map[string]string{},
 			DependsOn: []manifest.ObjectRef{}, Spec: json.RawMessage(`{}`)}, Conditions: []manifest.Condition{}, Outputs: json.RawMessage(`null`)}},
@@ -88,7 +91,7 @@ func TestEncodedShapes(t *testing.T) {
 		v    any
 		want string
 	}{
-		{Resource{}, "id name kind resource_type_name resource_type_version api_version action_plugin spec spec_hash status status_message generation observed_generation conditions outputs source labels annotations depends_on retry_count next_reconcile_time deletion_requested_at created_at updated_at last_reconcile_time lease"},
+		{Resource{}, "id name kind resource_type_name resource_type_version api_version action_plugin spec spec_hash status status_message generation observed_generation conditions outputs source labels annotations depends_on retry_count next_reconcile_time deletion_requested_at created_at updated_at last_reconcile_time lease suspended suspended_by suspended_at"},
 		{Lease{}, "holder since expires_at"},
 		{manifest.Condition{}, "type status reason,omitempty message,omitempty lastTransitionTime observedGeneration,omitempty"},
 		{manifest.ObjectRef{}, "kind name"},

@@ -386,6 +386,13 @@ func (s *Server) reconcileResource(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
+	cur, err := s.store.GetResource(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if cur.Suspended() {
+		return errorf(http.StatusConflict, "%s is suspended (by %s): resume it first", cur.Ref(), cur.SuspendedBy())
+	}
 	row, err := s.store.RequestReconcile(r.Context(), id)
 	if err != nil {
 		return err
@@ -522,6 +529,12 @@ func (s *Server) trigger(name string, force bool) error {
 
 func (s *Server) syncSource(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
+	if err := s.syncable(name); err != nil {
+		return err
+	}
+	if err := s.refuseSuspendedSource(r, name); err != nil {
+		return err
+	}
 	if err := s.trigger(name, true); err != nil {
 		return err
 	}

@@ -54,6 +54,12 @@ type Resource struct {
 	LastReconcileTime   *time.Time           `json:"last_reconcile_time"`
 	// Lease is the worker that holds the resource now; null when none does.
 	Lease *Lease `json:"lease"`
+	// Suspended is true while no worker may reconcile, check or destroy
+	// the resource; SuspendedBy says what suspends it: "api" (SuspendedAt
+	// is when) or "annotation" (no8s.io/suspend: "true").
+	Suspended   bool       `json:"suspended"`
+	SuspendedBy string     `json:"suspended_by"`
+	SuspendedAt *time.Time `json:"suspended_at"`
 }
 
 // Lease is who holds a resource and until when. A holder that is not alive
@@ -93,6 +99,7 @@ func NewResource(r *store.Resource) Resource {
 		Source: sourceRef(r.Source), Labels: r.Labels, Annotations: r.Annotations, DependsOn: r.DependsOn,
 		RetryCount: r.RetryCount, NextReconcileTime: r.NextReconcileAt, DeletionRequestedAt: r.DeletionRequestedAt,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastReconcileTime: r.LastReconcileTime,
+		Suspended: r.Suspended(), SuspendedBy: r.SuspendedBy(), SuspendedAt: r.SuspendedAt,
 	}
 	if r.LeaseOwner != "" && r.LeaseExpiresAt != nil {
 		out.Lease = &Lease{Holder: r.LeaseOwner, Since: r.LeasedAt, ExpiresAt: *r.LeaseExpiresAt}
@@ -198,6 +205,12 @@ type Source struct {
 	LastSyncTime          *time.Time `json:"last_sync_time"`
 	LastAppliedTime       *time.Time `json:"last_applied_time"`
 	Errors                []Problem  `json:"errors"`
+	// Suspended is true while the source is neither fetched nor synced;
+	// SuspendedBy says by what: "api" or "config" (suspend: true in an
+	// agent's configuration, which only the configuration lifts).
+	Suspended   bool       `json:"suspended"`
+	SuspendedBy string     `json:"suspended_by"`
+	SuspendedAt *time.Time `json:"suspended_at"`
 }
 
 // NewSource converts a stored source.
@@ -206,7 +219,8 @@ func NewSource(s *store.Source) Source {
 		LastAppliedRevision: string(s.LastAppliedRevision), LastAttemptedRevision: string(s.LastAttemptedRevision),
 		ApprovedRevision: string(s.ApprovedRevision), LastCommit: commit(s.LastCommit), LastSyncTime: s.LastSyncTime,
 		LastAppliedTime: s.LastAppliedTime,
-		Errors:          problems(s.Errors)}
+		Errors:          problems(s.Errors),
+		Suspended:       s.SuspendedBy != "", SuspendedBy: s.SuspendedBy, SuspendedAt: s.SuspendedAt}
 }
 
 // redactURL hides a password or token written into a URL's user info.

@@ -233,12 +233,16 @@ func (s *Server) routes() http.Handler {
 	fn("GET /api/v1/resources/{id}/history", read, s.resourceHistory)
 	fn("GET /api/v1/resources/{id}/outputs", read, s.resourceOutputs)
 	fn("POST /api/v1/resources/{id}/reconcile", write, s.reconcileResource)
+	fn("POST /api/v1/resources/{id}/suspend", write, s.suspendResource)
+	fn("POST /api/v1/resources/{id}/resume", write, s.resumeResource)
 
 	fn("GET /api/v1/sources", read, s.listSources)
 	fn("GET /api/v1/sources/{name}", read, s.getSource)
 	fn("GET /api/v1/sources/{name}/history", read, s.sourceHistory)
 	fn("POST /api/v1/sources/{name}/sync", write, s.syncSource)
 	fn("POST /api/v1/sources/{name}/approve", write, s.approveSource)
+	fn("POST /api/v1/sources/{name}/suspend", write, s.suspendSource)
+	fn("POST /api/v1/sources/{name}/resume", write, s.resumeSource)
 	fn("DELETE /api/v1/sources/{name}", write, s.deleteSource)
 
 	fn("GET /api/v1/agents", read, s.listAgents)

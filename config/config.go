@@ -88,6 +88,10 @@ type Source struct {
 	// file events were lost. For Git sources it may be written as
 	// git.interval instead; after Load both hold the same value.
 	Interval Duration `json:"interval"`
+	// Suspend stops fetching and syncing the source until it is set back to
+	// false: nothing it declares changes meanwhile. The API cannot resume
+	// a source suspended here.
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // Kind returns "git" or "dir", or "" when neither is set.

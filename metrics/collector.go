@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
+	gosync "sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +24,14 @@ type storeCollector struct {
 	src     Source
 	timeout time.Duration
 	log     *slog.Logger
+	// limit and every bound the per-resource series: at most limit
+	// resources, read from the store at most once every so often.
+	limit int
+	every time.Duration
+
+	mu       gosync.Mutex
+	states   []store.ResourceState
+	statesAt time.Time
 
 	up          *prometheus.Desc
 	resources   *prometheus.Desc
@@ -32,14 +42,36 @@ type storeCollector struct {
 	sourcePhase *prometheus.Desc
 	sourceInfo  *prometheus.Desc
 	sourceReady *prometheus.Desc
+	sourceSusp  *prometheus.Desc
+	suspended   *prometheus.Desc
+	resInfo     *prometheus.Desc
+	resReady    *prometheus.Desc
+	resDropped  *prometheus.Desc
 }
 
-func newStoreCollector(src Source, timeout time.Duration, log *slog.Logger) *storeCollector {
+func newStoreCollector(src Source, opts Options) *storeCollector {
 	name := func(n string) string { return prometheus.BuildFQName(Namespace, "", n) }
 	return &storeCollector{
 		src:     src,
-		timeout: timeout,
-		log:     log,
+		timeout: opts.ScrapeTimeout,
+		log:     opts.Logger,
+		limit:   opts.ResourceSeriesLimit,
+		every:   opts.ResourceSeriesEvery,
+		sourceSusp: prometheus.NewDesc(name("source_suspended"),
+			"1 while the source is suspended (neither fetched nor synced), through the API or its configuration.",
+			[]string{"source"}, nil),
+		suspended: prometheus.NewDesc(name("resources_suspended"),
+			"Resources suspended through the API or by their no8s.io/suspend annotation.", nil, nil),
+		resInfo: prometheus.NewDesc(name("resource_info"),
+			"Always 1, one series per resource (up to the limit, those not ready first): "+
+				"its kind, name, source, action instance, status and whether it is suspended, to join on.",
+			[]string{"kind", "name", "source", "action", "phase", "suspended"}, nil),
+		resReady: prometheus.NewDesc(name("resource_ready"),
+			"1 when the resource is ready at its current generation, 0 otherwise (up to the limit, those not ready first).",
+			[]string{"kind", "name"}, nil),
+		resDropped: prometheus.NewDesc(name("resource_series_dropped"),
+			"Resources left out of no8s_resource_info and no8s_resource_ready by the limit on their series; "+
+				"all of them are ready, unless more resources than the limit are not.", nil, nil),
 		up: prometheus.NewDesc(name("store_up"),
 			"Whether the store could be read during this scrape: 1 if it answered within the scrape timeout, "+
 				"0 if not (the gauges read from it are then missing).", nil, nil),
@@ -81,7 +113,7 @@ func unixSeconds(t time.Time) float64 {
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.resources, c.queueDepth, c.inProgress, c.waiting, c.lastApplied, c.sourcePhase,
-		c.sourceInfo, c.sourceReady} {
+		c.sourceInfo, c.sourceReady, c.sourceSusp, c.suspended, c.resInfo, c.resReady, c.resDropped} {
 		ch <- d
 	}
 }
@@ -100,6 +132,12 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		fail("stats", cmp.Or(err, errNoStats))
 	} else {
 		c.collectStats(ch, stats.ByPhase, stats.Due, stats.Leased, stats.Waiting)
+		ch <- prometheus.MustNewConstMetric(c.suspended, prometheus.GaugeValue, float64(stats.Suspended))
+		if states, err := c.resourceStates(ctx); err != nil {
+			fail("resource states", err)
+		} else {
+			c.collectResources(ch, states, stats)
+		}
 	}
 	if sources, err := c.src.ListSources(ctx); err != nil {
 		fail("sources", err)
@@ -111,6 +149,11 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 				ready = 1
 			}
 			ch <- prometheus.MustNewConstMetric(c.sourceReady, prometheus.GaugeValue, ready, s.Name)
+			suspended := 0.0
+			if s.SuspendedBy != "" {
+				suspended = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.sourceSusp, prometheus.GaugeValue, suspended, s.Name)
 			for _, p := range store.SourcePhases() {
 				v := 0.0
 				if s.Phase == p {
@@ -143,4 +186,43 @@ func (c *storeCollector) collectStats(ch chan<- prometheus.Metric, byPhase map[m
 	ch <- prometheus.MustNewConstMetric(c.queueDepth, prometheus.GaugeValue, float64(due))
 	ch <- prometheus.MustNewConstMetric(c.inProgress, prometheus.GaugeValue, float64(leased))
 	ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(waiting))
+}
+
+// resourceStates returns the resources' states as read at most c.every
+// ago: at thousands of resources, reading and sending them all at every
+// scrape would cost more than the scrape is worth.
+func (c *storeCollector) resourceStates(ctx context.Context) ([]store.ResourceState, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.states != nil && time.Since(c.statesAt) < c.every {
+		return c.states, nil
+	}
+	states, err := c.src.ResourceStates(ctx, c.limit)
+	if err != nil {
+		return nil, err
+	}
+	if states == nil {
+		states = []store.ResourceState{}
+	}
+	c.states, c.statesAt = states, time.Now()
+	return states, nil
+}
+
+// collectResources reports one info and one ready series per resource, and
+// how many resources the limit left out.
+func (c *storeCollector) collectResources(ch chan<- prometheus.Metric, states []store.ResourceState, stats *store.Stats) {
+	for _, s := range states {
+		ch <- prometheus.MustNewConstMetric(c.resInfo, prometheus.GaugeValue, 1,
+			s.Kind, s.Name, s.Source, s.Action, string(s.Phase), strconv.FormatBool(s.Suspended))
+		ready := 0.0
+		if s.Ready {
+			ready = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.resReady, prometheus.GaugeValue, ready, s.Kind, s.Name)
+	}
+	total := 0
+	for _, n := range stats.ByPhase {
+		total += n
+	}
+	ch <- prometheus.MustNewConstMetric(c.resDropped, prometheus.GaugeValue, float64(max(0, total-len(states))))
 }

@@ -213,6 +213,8 @@ func scrapeAll(t *testing.T) families {
 		URL: "https://example.com/infra.git", LastAppliedRevision: src.Revision, LastAppliedTime: &now}); err != nil {
 		t.Fatal(err)
 	}
+	putWidgetType(t, st)
+	create(t, st, "a")
 	m := metrics.New(st, metrics.Options{})
 	exercise(t, m)
 	return scrape(t, m.Handler())

@@ -47,7 +47,26 @@ const (
 	SyncRefused = "refused"
 	// SyncFailed: the fetch or the store failed.
 	SyncFailed = "failed"
+	// SyncSuspended: the source is suspended, so it was neither fetched
+	// nor synced.
+	SyncSuspended = "suspended"
 )
+
+// syncResults are the results of ObserveSync.
+var syncResults = []string{SyncApplied, SyncUnchanged, SyncRefused, SyncFailed, SyncSuspended}
+
+// Defaults of the per-resource series.
+const (
+	// DefaultResourceSeriesLimit is how many resources get series of
+	// their own when Options.ResourceSeriesLimit is not set.
+	DefaultResourceSeriesLimit = 1000
+	// DefaultResourceSeriesEvery is how often the per-resource series are
+	// read from the store when Options.ResourceSeriesEvery is not set.
+	DefaultResourceSeriesEvery = 10 * time.Second
+)
+
+// Binding is a resource kind and the action instance its type binds it to.
+type Binding struct{ Kind, Action string }
 
 // Results of reconciles, the values of the result label of
 // no8s_reconciles_total.
@@ -63,6 +82,9 @@ type Source interface {
 	Stats(ctx context.Context) (*store.Stats, error)
 	// ListSources returns every source's stored state.
 	ListSources(ctx context.Context) ([]*store.Source, error)
+	// ResourceStates returns the state of up to limit resources, those
+	// not ready first.
+	ResourceStates(ctx context.Context, limit int) ([]store.ResourceState, error)
 }
 
 // store.Store is the Source the agent uses.
@@ -79,6 +101,19 @@ type Options struct {
 	Logger *slog.Logger
 	// Version and Commit label no8s_build_info.
 	Version, Commit string
+	// ResourceSeriesLimit is how many resources get no8s_resource_info and
+	// no8s_resource_ready series, those not ready first; zero or less means
+	// DefaultResourceSeriesLimit. ResourceSeriesEvery is how often they are
+	// read from the store (scrapes in between get the last reading); zero
+	// or less means DefaultResourceSeriesEvery.
+	ResourceSeriesLimit int
+	ResourceSeriesEvery time.Duration
+	// Sources, Bindings and Webhooks (results by event) name what the
+	// counters count from the start, so that each of their series exists
+	// at 0 before the first event: rates and alerts need a first sample.
+	Sources  []string
+	Bindings []Binding
+	Webhooks map[string][]string
 }
 
 // Buckets of the duration histograms, in seconds.
@@ -123,6 +158,12 @@ func New(src Source, opts Options) *Metrics {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.ResourceSeriesLimit <= 0 {
+		opts.ResourceSeriesLimit = DefaultResourceSeriesLimit
+	}
+	if opts.ResourceSeriesEvery <= 0 {
+		opts.ResourceSeriesEvery = DefaultResourceSeriesEvery
+	}
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		log: opts.Logger,
@@ -149,7 +190,8 @@ func New(src Source, opts Options) *Metrics {
 			Name:      "sync_runs_total",
 			Help: "Sync attempts of a source, by source and result: applied (a new revision was applied), " +
 				"unchanged (the revision was already applied), refused (the snapshot was refused and the " +
-				"last applied state kept), failed (the fetch or the store failed).",
+				"last applied state kept), failed (the fetch or the store failed), suspended (the source is " +
+				"suspended: it was looked at, neither fetched nor synced).",
 		}, []string{"source", "result"}),
 		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace,
@@ -190,8 +232,9 @@ func New(src Source, opts Options) *Metrics {
 		m.syncs, m.syncDuration,
 		m.webhooks,
 		m.httpRequests, m.httpDuration,
-		newStoreCollector(src, opts.ScrapeTimeout, opts.Logger),
+		newStoreCollector(src, opts),
 	)
+	m.zeroCounters(opts)
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		ErrorLog: errorLog{m.log},
 		// A collector that fails must not hide every other metric.
@@ -202,6 +245,29 @@ func New(src Source, opts Options) *Metrics {
 		MaxRequestsInFlight: 10,
 	})
 	return m
+}
+
+// zeroCounters creates the counters' series that opts names, at 0.
+func (m *Metrics) zeroCounters(opts Options) {
+	for _, s := range opts.Sources {
+		for _, r := range syncResults {
+			m.syncs.WithLabelValues(s, r)
+		}
+	}
+	for _, b := range opts.Bindings {
+		for _, trigger := range []store.Trigger{store.TriggerCreate, store.TriggerUpdate, store.TriggerRetry,
+			store.TriggerDrift, store.TriggerManual, store.TriggerDelete} {
+			for _, r := range []string{ReconcileSuccess, ReconcileFailure} {
+				m.reconciles.WithLabelValues(b.Kind, b.Action, string(trigger), r)
+			}
+		}
+		m.drift.WithLabelValues(b.Kind, b.Action)
+	}
+	for e, results := range opts.Webhooks {
+		for _, r := range results {
+			m.webhooks.WithLabelValues(e, r)
+		}
+	}
 }
 
 // Handler serves the metrics in the Prometheus exposition formats.

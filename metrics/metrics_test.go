@@ -481,6 +481,11 @@ var allFamilies = map[string]dto.MetricType{
 	"no8s_build_info":                            dto.MetricType_GAUGE,
 	"no8s_source_info":                           dto.MetricType_GAUGE,
 	"no8s_source_ready":                          dto.MetricType_GAUGE,
+	"no8s_source_suspended":                      dto.MetricType_GAUGE,
+	"no8s_resources_suspended":                   dto.MetricType_GAUGE,
+	"no8s_resource_info":                         dto.MetricType_GAUGE,
+	"no8s_resource_ready":                        dto.MetricType_GAUGE,
+	"no8s_resource_series_dropped":               dto.MetricType_GAUGE,
 }
 
 func TestFamilyTypes(t *testing.T) {
@@ -544,5 +549,90 @@ func TestBuildInfo(t *testing.T) {
 	labels := map[string]string{"version": "v1.2.3", "commit": "abc123", "goversion": runtime.Version()}
 	if v := got.value(t, "no8s_build_info", labels); v != 1 {
 		t.Errorf("no8s_build_info%v = %v, want 1", labels, v)
+	}
+}
+
+// TestResourceSeries checks the per-resource series: those not ready come
+// first within the limit, the rest are counted as dropped, and the series
+// are read from the store at most once per interval.
+func TestResourceSeries(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	putWidgetType(t, st)
+	create(t, st, "a", "b", "c", "d")
+	// a and b become ready, c fails, d is suspended and stays pending.
+	cs := claim(t, st, 3)
+	complete(t, st, cs[0], readyCompletion(cs[0]))
+	complete(t, st, cs[1], readyCompletion(cs[1]))
+	complete(t, st, cs[2], failedCompletion(cs[2]))
+	d, err := st.GetResourceByName(t.Context(), "Widget", "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SuspendResource(t.Context(), d.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New(st, metrics.Options{ResourceSeriesLimit: 3, ResourceSeriesEvery: time.Hour})
+	got := scrape(t, m.Handler())
+	info := func(name, phase, suspended string) map[string]string {
+		return map[string]string{"kind": "Widget", "name": name, "source": "infra", "action": "noop", "phase": phase, "suspended": suspended}
+	}
+	for _, want := range []map[string]string{info("c", "failed", "false"), info("d", "pending", "true"), info("a", "ready", "false")} {
+		if v := got.value(t, "no8s_resource_info", want); v != 1 {
+			t.Errorf("no8s_resource_info%v = %v, want 1", want, v)
+		}
+	}
+	if got.find("no8s_resource_info", info("b", "ready", "false")) != nil {
+		t.Error("b is beyond the limit but has a series")
+	}
+	for name, want := range map[string]float64{"a": 1, "c": 0, "d": 0} {
+		if v := got.value(t, "no8s_resource_ready", map[string]string{"kind": "Widget", "name": name}); v != want {
+			t.Errorf("no8s_resource_ready{name=%q} = %v, want %v", name, v, want)
+		}
+	}
+	if v := got.value(t, "no8s_resource_series_dropped", nil); v != 1 {
+		t.Errorf("no8s_resource_series_dropped = %v, want 1", v)
+	}
+	if v := got.value(t, "no8s_resources_suspended", nil); v != 1 {
+		t.Errorf("no8s_resources_suspended = %v, want 1", v)
+	}
+	// Within the interval a scrape shows the last reading, while the
+	// counts read at every scrape move on.
+	if _, err := st.SuspendResource(t.Context(), d.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	got = scrape(t, m.Handler())
+	if v := got.value(t, "no8s_resource_info", info("d", "pending", "true")); v != 1 {
+		t.Errorf("a second scrape within the interval read the resources again")
+	}
+	if v := got.value(t, "no8s_resources_suspended", nil); v != 0 {
+		t.Errorf("no8s_resources_suspended after the resume = %v, want 0", v)
+	}
+}
+
+// TestCountersStartAtZero checks that the counters the options name exist
+// at 0 before anything is observed.
+func TestCountersStartAtZero(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(openStore(t), metrics.Options{Sources: []string{"infra"},
+		Bindings: []metrics.Binding{{Kind: "Widget", Action: "noop"}},
+		Webhooks: map[string][]string{"push": {"triggered"}}})
+	got := scrape(t, m.Handler())
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"no8s_sync_runs_total", map[string]string{"source": "infra", "result": metrics.SyncFailed}},
+		{"no8s_sync_runs_total", map[string]string{"source": "infra", "result": metrics.SyncSuspended}},
+		{"no8s_reconciles_total", map[string]string{"kind": "Widget", "action": "noop", "trigger": "create", "result": "failure"}},
+		{"no8s_reconciles_total", map[string]string{"kind": "Widget", "action": "noop", "trigger": "drift", "result": "success"}},
+		{"no8s_drift_detected_total", map[string]string{"kind": "Widget", "action": "noop"}},
+		{"no8s_webhook_deliveries_total", map[string]string{"event": "push", "result": "triggered"}},
+	} {
+		if got.find(c.name, c.labels) == nil {
+			t.Errorf("%s%v is missing", c.name, c.labels)
+		} else if v := got.value(t, c.name, c.labels); v != 0 {
+			t.Errorf("%s%v = %v, want 0", c.name, c.labels, v)
+		}
 	}
 }

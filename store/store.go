@@ -266,6 +266,16 @@ type Stats struct {
 	Suspended int
 }
 
+// ResourceState is what metrics show of each resource: no spec, no status
+// message, so that listing every resource stays cheap.
+type ResourceState struct {
+	Kind, Name, Source, Action string
+	Phase                      manifest.Phase
+	// Ready is true when the resource is ready at its current generation.
+	Ready     bool
+	Suspended bool
+}
+
 // ResourceFilter selects resources in ListResources. Zero fields match all.
 type ResourceFilter struct {
 	Kind   string
@@ -815,6 +825,9 @@ type Store interface {
 	InTx(ctx context.Context, fn func(ctx context.Context, tx Store) error) error
 	// Stats counts resources by phase and the queue's state.
 	Stats(ctx context.Context) (*Stats, error)
+	// ResourceStates returns the state of up to limit resources (a
+	// positive number): those not ready first, then by ID.
+	ResourceStates(ctx context.Context, limit int) ([]ResourceState, error)
 	// Ping reports whether the backend is reachable and its schema current.
 	Ping(ctx context.Context) error
 	// Close releases the backend's resources.

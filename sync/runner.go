@@ -19,6 +19,8 @@ type Job struct {
 	// watch event or a trigger. A tenth of it is added or taken at random,
 	// so that many agents do not poll one remote in step.
 	Interval time.Duration
+	// Suspend is the source's suspend setting in the configuration.
+	Suspend bool
 }
 
 // Runner keeps sources in sync: for each, fetch, sync, then wait for the
@@ -121,7 +123,39 @@ func (r *Runner) serve(ctx context.Context, j Job) {
 	trigger := r.triggers[name]
 	failures := 0
 	force := false
+	wasSuspended := false
 	for {
+		suspended, err := r.syncer.Suspended(ctx, j.Target, j.Suspend)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			r.log.Warn("cannot tell whether the source is suspended", "source", name, "error", err)
+			failures++
+			if !r.wait(ctx, backoff(r.MinBackoff, r.MaxBackoff, failures), trigger, &changed, &force) {
+				return
+			}
+			continue
+		}
+		if suspended != wasSuspended {
+			if suspended {
+				r.log.Info("source suspended: not fetching or syncing it until it is resumed", "source", name)
+			} else {
+				r.log.Info("source resumed", "source", name)
+			}
+			wasSuspended = suspended
+		}
+		if suspended {
+			if r.OnSync != nil {
+				r.OnSync(name, &Result{Source: name, Skipped: true, Suspended: true}, nil, 0)
+			}
+			// Webhooks, watch events and the interval wake it only to look
+			// again; a resume through this agent's API triggers it.
+			if !r.wait(ctx, jitter(j.Interval), trigger, &changed, &force) {
+				return
+			}
+			continue
+		}
 		start := time.Now()
 		res, err := r.attempt(ctx, j, force)
 		if ctx.Err() != nil {
@@ -154,28 +188,36 @@ func (r *Runner) serve(ctx context.Context, j Job) {
 				r.wakeRefused(name)
 			}
 		}
-		var (
-			timer   *time.Timer
-			expired <-chan time.Time
-		)
-		if wait > 0 {
-			timer = time.NewTimer(wait)
-			expired = timer.C
-		}
-		select {
-		case <-ctx.Done():
-		case <-expired:
-		case f := <-trigger:
-			force = force || f
-		case _, ok := <-changed:
-			if !ok {
-				changed = nil // the watch ended; the interval remains
-			}
-		}
-		if timer != nil {
-			timer.Stop()
+		if !r.wait(ctx, wait, trigger, &changed, &force) {
+			return
 		}
 	}
+}
+
+// wait waits for d (forever when zero), a trigger (merged into force) or a
+// change the source reports, and reports false when ctx is done.
+func (r *Runner) wait(ctx context.Context, d time.Duration, trigger <-chan bool, changed *<-chan struct{}, force *bool) bool {
+	var (
+		timer   *time.Timer
+		expired <-chan time.Time
+	)
+	if d > 0 {
+		timer = time.NewTimer(d)
+		expired = timer.C
+		defer timer.Stop()
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-expired:
+	case f := <-trigger:
+		*force = *force || f
+	case _, ok := <-*changed:
+		if !ok {
+			*changed = nil // the watch ended; the interval remains
+		}
+	}
+	return true
 }
 
 // setRefused records whether the named source's revision is refused.

@@ -133,6 +133,9 @@ type Result struct {
 	// other sources, the resources in the store): judging it again would
 	// give the same refusal, which the source's status still shows.
 	Refused bool
+	// Suspended is set with Skipped when the source is suspended: it was
+	// neither fetched nor synced.
+	Suspended bool
 	// Plan is what was applied; nil when skipped.
 	Plan     *Plan
 	Duration time.Duration
@@ -318,6 +321,52 @@ func (s *Syncer) RecordFetchFailure(ctx context.Context, t Target, fetchErr erro
 		}
 		return tx.Notify(ctx, store.TopicSources, t.Name)
 	})
+}
+
+// Suspended writes the source's suspend setting from the configuration
+// (declared) to the store, and reports whether the source is suspended, by
+// the configuration or through the API. A source the store does not know
+// yet is recorded, pending, only when the configuration suspends it.
+func (s *Syncer) Suspended(ctx context.Context, t Target, declared bool) (bool, error) {
+	// Most of the time there is nothing to write: one read, no lock.
+	cur, err := s.store.GetSource(ctx, t.Name)
+	switch {
+	case errors.Is(err, store.ErrNotFound) && !declared:
+		return false, nil
+	case err == nil && declared == (cur.SuspendedBy == store.SuspendedByConfig):
+		return cur.SuspendedBy != "", nil
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return false, fmt.Errorf("suspension of source %s: %w", t.Name, err)
+	}
+	var suspended bool
+	err = s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+		if err := tx.LockSource(ctx, t.Name); err != nil {
+			return err
+		}
+		cur, err := tx.GetSource(ctx, t.Name)
+		switch {
+		case errors.Is(err, store.ErrNotFound) && !declared:
+			return nil
+		case errors.Is(err, store.ErrNotFound):
+			if cur, err = tx.PutSource(ctx, &store.Source{Name: t.Name, Kind: t.Kind, URL: t.URL, Path: t.Path,
+				Phase: store.SourcePending}); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		}
+		if declared != (cur.SuspendedBy == store.SuspendedByConfig) {
+			if cur, err = tx.SuspendSource(ctx, t.Name, store.SuspendedByConfig, declared); err != nil {
+				return err
+			}
+		}
+		suspended = cur.SuspendedBy != ""
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("suspension of source %s: %w", t.Name, err)
+	}
+	return suspended, nil
 }
 
 // judgedAgainst digests what the outcome of a sync of the named source

@@ -47,6 +47,18 @@ const (
 	ResultFailed = "failed"
 )
 
+// Outcomes lists, by event type, the results deliveries of it end with;
+// unknown stands for the event of deliveries not authenticated. Counters
+// start their series from it at 0.
+func Outcomes(unknown string) map[string][]string {
+	return map[string][]string{
+		"push":         {ResultTriggered, ResultUnmatched},
+		"pull_request": {ResultHandled, ResultFailed},
+		"ping":         {ResultPong},
+		unknown:        {ResultUnauthorized, ResultInvalid},
+	}
+}
+
 // Source is a Git source as configured. When several of Commit, SemVer, Tag
 // and Branch are set the first of them in that order wins, as in Flux; with
 // none set the source follows the repository's default branch.

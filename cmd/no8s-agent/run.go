@@ -19,6 +19,7 @@ import (
 	"github.com/no8s/no8s-agent/retention"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
+	"github.com/no8s/no8s-agent/webhook"
 )
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -64,7 +65,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(stderr, "run", fmt.Errorf("source %s: %w", s.Name, err))
 		}
-		jobs = append(jobs, sync.Job{Source: src, Target: target(s, src), Interval: s.Interval.Duration})
+		jobs = append(jobs, sync.Job{Source: src, Target: target(s, src), Interval: s.Interval.Duration, Suspend: s.Suspend})
 	}
 	st, err := openStore(ctx, cfg.Database, runStore, cfg.Reconcile.Workers+poolHeadroom)
 	if err != nil {
@@ -77,7 +78,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "run", err)
 	}
 	b := currentBuild()
-	m := metrics.New(st, metrics.Options{Logger: log, Version: b.Version, Commit: b.Commit})
+	mopts := metrics.Options{Logger: log, Version: b.Version, Commit: b.Commit, Bindings: bindings(ctx, st, log)}
+	for _, s := range cfg.Sources {
+		mopts.Sources = append(mopts.Sources, s.Name)
+	}
+	if cfg.Webhooks.GitHubSecret() != "" {
+		mopts.Webhooks = webhook.Outcomes(metrics.UnknownEvent)
+	}
+	m := metrics.New(st, mopts)
 	controller := reconcile.New(st, instances, reconcile.Options{
 		Workers:        cfg.Reconcile.Workers,
 		LeaseDuration:  cfg.Reconcile.LeaseDuration.Duration,
@@ -143,6 +151,8 @@ const poolHeadroom = 6
 func syncResult(res *sync.Result, err error) string {
 	var refused *sync.Error
 	switch {
+	case err == nil && res.Suspended:
+		return metrics.SyncSuspended
 	case errors.As(err, &refused), err == nil && res.Refused:
 		// A revision refused before, and not judged again because nothing
 		// that could change the outcome changed, is still refused.
@@ -163,4 +173,25 @@ func actionInstances(cfg *config.Config, log *slog.Logger) (*action.Instances, e
 		specs[name] = action.Spec{Plugin: a.Plugin, Config: a.Config}
 	}
 	return builtin.Registry().Build(specs, os.LookupEnv, log)
+}
+
+// bindings lists the kinds and action instances of the stored resource
+// types, whose reconcile counters start at 0; types that come later start
+// at their first reconcile.
+func bindings(ctx context.Context, st store.Store, log *slog.Logger) []metrics.Binding {
+	types, err := st.ListResourceTypes(ctx, store.TypeFilter{})
+	if err != nil {
+		log.Warn("cannot list resource types for the metrics", "error", err)
+		return nil
+	}
+	seen := map[metrics.Binding]bool{}
+	var out []metrics.Binding
+	for _, t := range types {
+		b := metrics.Binding{Kind: t.Name, Action: t.Action}
+		if !seen[b] {
+			seen[b] = true
+			out = append(out, b)
+		}
+	}
+	return out
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
 )
@@ -103,4 +105,24 @@ func orUnknown(path string) string {
 		return "its declaration"
 	}
 	return path
+}
+
+// ResourceStates returns the state of up to limit resources, those not
+// ready first.
+func (s *Store) ResourceStates(ctx context.Context, limit int) ([]store.ResourceState, error) {
+	if limit <= 0 {
+		return nil, invalid("resource states: limit %d is not positive", limit)
+	}
+	rows, err := s.q.Query(ctx, `SELECT kind, name, source_name, action, phase, ready, NOT (`+notSuspended+`)
+		FROM (SELECT *, phase = 'ready' AND observed_generation = generation AS ready FROM resources) r
+		ORDER BY ready, id LIMIT $1`, limit)
+	if err != nil {
+		return nil, mapErr(err, "resource states")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.ResourceState, error) {
+		var st store.ResourceState
+		err := row.Scan(&st.Kind, &st.Name, &st.Source, &st.Action, &st.Phase, &st.Ready, &st.Suspended)
+		return st, err
+	})
+	return out, mapErr(err, "resource states")
 }

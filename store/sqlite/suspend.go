@@ -109,3 +109,27 @@ func orUnknown(path string) string {
 	}
 	return path
 }
+
+// ResourceStates returns the state of up to limit resources, those not
+// ready first.
+func (s *Store) ResourceStates(ctx context.Context, limit int) ([]store.ResourceState, error) {
+	if limit <= 0 {
+		return nil, invalid("resource states: limit %d is not positive", limit)
+	}
+	rows, err := s.query(ctx, `SELECT kind, name, source_name, action, phase,
+			phase = 'ready' AND observed_generation = generation AS ready, NOT (`+notSuspended+`)
+		FROM resources ORDER BY ready, id LIMIT $1`, limit)
+	if err != nil {
+		return nil, mapErr(err, "resource states")
+	}
+	defer rows.Close()
+	var out []store.ResourceState
+	for rows.Next() {
+		var st store.ResourceState
+		if err := rows.Scan(&st.Kind, &st.Name, &st.Source, &st.Action, &st.Phase, &st.Ready, &st.Suspended); err != nil {
+			return nil, mapErr(err, "resource states")
+		}
+		out = append(out, st)
+	}
+	return out, mapErr(rows.Err(), "resource states")
+}

@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NoDriftFold", testNoDriftFold},
 		{"SuspendResources", testSuspendResources},
 		{"SuspendSources", testSuspendSources},
+		{"ResourceStates", testResourceStates},
 		{"InTxCommits", testInTxCommits},
 		{"InTxRollsBack", testInTxRollsBack},
 		{"Ping", testPing},

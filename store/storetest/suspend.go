@@ -184,3 +184,45 @@ func testSuspendSources(t *testing.T, s store.Store) {
 		t.Fatalf("ListSources = %+v, %v", all, err)
 	}
 }
+
+// testResourceStates lists what metrics show of resources, those not
+// ready first, up to a limit.
+func testResourceStates(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.ResourceStates(ctx, 0)
+	wantErr(t, "a limit of zero", err, store.ErrInvalid)
+	src := gitSource("infra", "widgets/a.yaml")
+	var ids []int64
+	for _, name := range []string{"ok-1", "ok-2", "broken", "paused"} {
+		r, _, err := s.ApplyResource(ctx, resource(name, `{}`), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	for i, phase := range []manifest.Phase{manifest.PhaseReady, manifest.PhaseReady, manifest.PhaseFailed} {
+		if _, err := s.SetResourceStatus(ctx, ids[i], store.StatusUpdate{Phase: phase, ObservedGeneration: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.SuspendResource(ctx, ids[3], true); err != nil {
+		t.Fatal(err)
+	}
+	states, err := s.ResourceStates(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.ResourceState{
+		{Kind: "Widget", Name: "broken", Source: "infra", Phase: manifest.PhaseFailed},
+		{Kind: "Widget", Name: "paused", Source: "infra", Phase: manifest.PhasePending, Suspended: true},
+		{Kind: "Widget", Name: "ok-1", Source: "infra", Phase: manifest.PhaseReady, Ready: true},
+	}
+	if len(states) != len(want) {
+		t.Fatalf("ResourceStates(3) = %+v, want %+v", states, want)
+	}
+	for i := range want {
+		if states[i] != want[i] {
+			t.Errorf("state %d = %+v, want %+v", i, states[i], want[i])
+		}
+	}
+}

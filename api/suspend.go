@@ -1,0 +1,65 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/no8s/no8s-agent/store"
+)
+
+// suspendResource and resumeResource answer the resource as written.
+func (s *Server) suspendResource(w http.ResponseWriter, r *http.Request) error {
+	return s.setResourceSuspended(w, r, true)
+}
+
+func (s *Server) resumeResource(w http.ResponseWriter, r *http.Request) error {
+	return s.setResourceSuspended(w, r, false)
+}
+
+func (s *Server) setResourceSuspended(w http.ResponseWriter, r *http.Request, suspend bool) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	row, err := s.store.SuspendResource(r.Context(), id, suspend)
+	if err != nil {
+		return err
+	}
+	writeResource(w, http.StatusOK, row)
+	return nil
+}
+
+// suspendSource and resumeSource answer the source as written. A resume
+// syncs the source at once when this agent serves it; other agents see it
+// at their next interval.
+func (s *Server) suspendSource(w http.ResponseWriter, r *http.Request) error {
+	return s.setSourceSuspended(w, r, true)
+}
+
+func (s *Server) resumeSource(w http.ResponseWriter, r *http.Request) error {
+	return s.setSourceSuspended(w, r, false)
+}
+
+func (s *Server) setSourceSuspended(w http.ResponseWriter, r *http.Request, suspend bool) error {
+	name := r.PathValue("name")
+	if name == store.APISource {
+		return errorf(http.StatusBadRequest, "source %q is the API itself: there is nothing to suspend", name)
+	}
+	src, err := s.store.SuspendSource(r.Context(), name, store.SuspendedByAPI, suspend)
+	if err != nil {
+		return err
+	}
+	if !suspend && s.syncable(name) == nil {
+		s.opts.Sources.Trigger(name, false)
+	}
+	writeJSON(w, http.StatusOK, NewSource(src))
+	return nil
+}
+
+// refuseSuspendedSource answers 409 for a source that is suspended.
+func (s *Server) refuseSuspendedSource(r *http.Request, name string) error {
+	src, err := s.store.GetSource(r.Context(), name)
+	if err != nil || src.SuspendedBy == "" {
+		return nil // an unknown source is told by the caller's own checks
+	}
+	return errorf(http.StatusConflict, "source %q is suspended (by %s): resume it first", name, src.SuspendedBy)
+}
