@@ -321,3 +321,30 @@ func (c *Client) Events(ctx context.Context, kind, source string, connected func
 	}
 	return errors.New("the agent closed the event stream")
 }
+
+// SuspendSource suspends (suspend true) or resumes a source and returns it
+// as the agent recorded it.
+func (c *Client) SuspendSource(ctx context.Context, name string, suspend bool) (*api.Source, error) {
+	var s api.Source
+	if err := c.do(ctx, http.MethodPost, "/api/v1/sources/"+url.PathEscape(name)+"/"+suspendVerb(suspend), nil, nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// SuspendResource suspends (suspend true) or resumes a resource and
+// returns it as the agent recorded it.
+func (c *Client) SuspendResource(ctx context.Context, id int64, suspend bool) (*Resource, error) {
+	var r Resource
+	if err := c.do(ctx, http.MethodPost, "/api/v1/resources/"+strconv.FormatInt(id, 10)+"/"+suspendVerb(suspend), nil, nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func suspendVerb(suspend bool) string {
+	if suspend {
+		return "suspend"
+	}
+	return "resume"
+}

@@ -189,6 +189,17 @@ api: {writeTokenEnv: %s}
 		{"server from config", []string{"describe", "source", "local", "--config", listenCfg}, 0, "Phase:", ""},
 		{"complete sources", append(append([]string{"__complete", "sync", "source"}, srv...), ""), 0, "local\n", ""},
 		{"complete resources", append(append([]string{"__complete", "describe", "resource"}, srv...), ""), 0, "Job/bad\nJob/good\n", ""},
+		{"suspend resource", with("suspend", "resource", "Job/good"), 0, "Job/good: suspended\n", ""},
+		{"get suspended", []string{"get", "res", "good", "--database", url}, 0, "SUSPENDED", ""},
+		{"get suspended value", []string{"get", "res", "good", "-o", "json", "--database", url}, 0, `"suspended_by": "api"`, ""},
+		{"reconcile suspended", with("reconcile", "resource", "Job/good"), 1, "", "suspended"},
+		{"resume resource", with("resume", "res", "job/good"), 0, "Job/good: resumed\n", ""},
+		{"suspend source", with("suspend", "source", "local"), 0, "source/local: suspended\n", ""},
+		{"sync suspended source", with("sync", "source", "local"), 1, "", "suspended"},
+		{"resume source", with("resume", "src", "local"), 0, "source/local: resumed\n", ""},
+		{"suspend unknown source", with("suspend", "source", "nope"), 1, "", "404"},
+		{"suspend what", with("suspend", "sorce", "local"), 1, "", "Did you mean this?"},
+		{"complete suspend", append(append([]string{"__complete", "suspend", "source"}, srv...), ""), 0, "local\n", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -201,19 +201,20 @@ func getResources(ctx context.Context, st store.Store, w io.Writer, format strin
 	}
 	return len(objs), printObjects(w, format, objs, func(tw *tabwriter.Writer) {
 		if wide {
-			fmt.Fprintln(tw, "ID\tKIND\tNAME\tREADY\tSTATUS\tREASON\tGEN\tOBSERVED\tACTION\tSOURCE\tAGE\tMESSAGE")
+			fmt.Fprintln(tw, "ID\tKIND\tNAME\tREADY\tSTATUS\tREASON\tSUSPENDED\tGEN\tOBSERVED\tACTION\tSOURCE\tAGE\tMESSAGE")
 		} else {
-			fmt.Fprintln(tw, "KIND\tNAME\tREADY\tSTATUS\tREASON\tAGE\tMESSAGE")
+			fmt.Fprintln(tw, "KIND\tNAME\tREADY\tSTATUS\tREASON\tSUSPENDED\tAGE\tMESSAGE")
 		}
 		for _, o := range objs {
 			ready, reason := readiness(o.Conditions)
 			msg := orDash(oneLine(o.StatusMessage))
 			if wide {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", o.ID, o.Kind, o.Name, ready, o.Status, reason,
-					o.Generation, o.ObservedGeneration, orDash(o.ActionPlugin), o.Source.Name, age(o.CreatedAt), msg)
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", o.ID, o.Kind, o.Name, ready, o.Status, reason,
+					suspendedCell(o.Suspended), o.Generation, o.ObservedGeneration, orDash(o.ActionPlugin), o.Source.Name, age(o.CreatedAt), msg)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Kind, o.Name, ready, o.Status, reason, age(o.CreatedAt), shorten(msg, 60))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Kind, o.Name, ready, o.Status, reason, suspendedCell(o.Suspended),
+				age(o.CreatedAt), shorten(msg, 60))
 		}
 	})
 }
@@ -226,6 +227,14 @@ func readiness(conds []manifest.Condition) (ready, reason string) {
 		return string(manifest.ConditionUnknown), "-"
 	}
 	return string(c.Status), orDash(c.Reason)
+}
+
+// suspendedCell is the SUSPENDED column: True or False, as Flux prints it.
+func suspendedCell(suspended bool) string {
+	if suspended {
+		return "True"
+	}
+	return "False"
 }
 
 // shorten cuts s to n characters at most.
@@ -257,13 +266,13 @@ func getSources(ctx context.Context, st store.Store, w io.Writer, format, name s
 		return 0, nil
 	}
 	return len(objs), printObjects(w, format, objs, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "NAME\tKIND\tREADY\tPHASE\tREVISION\tLAST SYNC\tMESSAGE")
+		fmt.Fprintln(tw, "NAME\tKIND\tREADY\tPHASE\tSUSPENDED\tREVISION\tLAST SYNC\tMESSAGE")
 		for _, o := range objs {
 			last := "-"
 			if o.LastSyncTime != nil {
 				last = age(*o.LastSyncTime) + " ago"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Name, o.Kind, sourceReady(o.Phase), o.Phase, orDash(shortRevision(o.LastAppliedRevision)), last, orDash(oneLine(o.Message)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Name, o.Kind, sourceReady(o.Phase), o.Phase, suspendedCell(o.Suspended), orDash(shortRevision(o.LastAppliedRevision)), last, orDash(oneLine(o.Message)))
 		}
 	})
 }

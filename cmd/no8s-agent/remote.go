@@ -78,7 +78,8 @@ var (
 )
 
 func remoteCommands(stdout, stderr io.Writer) []*cobra.Command {
-	return []*cobra.Command{syncCommand(stdout, stderr), approveCommand(stdout), reconcileCommand(stdout, stderr)}
+	return []*cobra.Command{syncCommand(stdout, stderr), approveCommand(stdout), reconcileCommand(stdout, stderr),
+		suspendCommand(stdout, true), suspendCommand(stdout, false)}
 }
 
 // verb returns a command with one object sub-command (source or resource).
