@@ -561,3 +561,36 @@ func TestFoldedChecksShown(t *testing.T) {
 		t.Errorf("page lacks the folded checks:\n%s", page)
 	}
 }
+
+// TestSuspensionShown shows a suspended resource and source, and counts
+// suspended resources on the overview.
+func TestSuspensionShown(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	var id int64
+	for _, v := range f.ids {
+		id = v
+		break
+	}
+	h := newHandler(f.st, Options{})
+	path := fmt.Sprintf("/resources/%d", id)
+	if _, body, _ := get(t, h, path); strings.Contains(text(body), "until resumed") {
+		t.Fatalf("a resource not suspended reads as suspended:\n%s", text(body))
+	}
+	if _, err := f.st.SuspendResource(ctx, id, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.SuspendSource(ctx, sourceName, store.SuspendedByConfig, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, body, _ := get(t, h, path); !strings.Contains(text(body), "yes through the API just now not reconciled, checked for drift or destroyed until resumed") {
+		t.Errorf("page of a suspended resource:\n%s", text(body))
+	}
+	if _, body, _ := get(t, h, "/sources/"+sourceName); !strings.Contains(text(body), "yes by suspend: true in the configuration") {
+		t.Errorf("page of a suspended source:\n%s", text(body))
+	}
+	if _, body, _ := get(t, h, "/"); !regexp.MustCompile(`\b1\s+suspended\b`).MatchString(text(body)) {
+		t.Errorf("overview does not count the suspended resource:\n%s", text(body))
+	}
+}

@@ -141,6 +141,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		{Label: "due", Count: stats.Due, Hint: "due for a reconcile, waiting for a free worker"},
 		{Label: "in progress", Count: stats.Leased, Hint: "held by a worker now"},
 		{Label: "waiting", Count: stats.Waiting, Hint: "waiting on dependencies or dependents"},
+		{Label: "suspended", Count: stats.Suspended, Hint: "suspended: not reconciled until resumed"},
 	}
 
 	for _, s := range sources {
