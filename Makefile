@@ -11,7 +11,7 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 BUILDDATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS   ?= -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILDDATE)
 
-.PHONY: all build test lint bench bench-e2e fuzz faults postgres chromium tofu clean
+.PHONY: all build test lint bench bench-e2e fuzz faults postgres chromium tofu promtool clean
 
 all: lint test build
 
@@ -19,8 +19,9 @@ all: lint test build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/no8s-agent
 
-test: postgres chromium tofu
-	NO8S_TOFU="$${NO8S_TOFU:-$(CURDIR)/$(TOFU_BIN)}" $(GO) test $(TESTFLAGS) ./...
+test: postgres chromium tofu promtool
+	NO8S_TOFU="$${NO8S_TOFU:-$(CURDIR)/$(TOFU_BIN)}" NO8S_PROMTOOL="$${NO8S_PROMTOOL:-$(CURDIR)/$(PROMTOOL_BIN)}" \
+	  $(GO) test $(TESTFLAGS) ./...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -95,6 +96,18 @@ $(TOFU_BIN):
 	  if [ -z "$$dir" ]; then echo "cannot download github.com/opentofu/opentofu@$(TOFU_VERSION) from the Go module proxy" >&2; exit 1; fi; \
 	  mkdir -p $(dir $(TOFU_BIN)) && out=$$(pwd)/$(TOFU_BIN) && \
 	  cd "$$dir" && GOFLAGS=-mod=mod $(GO) build -o "$$out.tmp" ./cmd/tofu && mv "$$out.tmp" "$$out"
+
+# The example alert rules are checked and unit-tested with Prometheus's
+# promtool, built from the Prometheus module into .tools once, without the
+# service discoveries it does not need for that.
+PROMTOOL_VERSION ?= v0.316.0
+PROMTOOL_BIN      = .tools/promtool-$(PROMTOOL_VERSION)/promtool
+promtool: $(PROMTOOL_BIN)
+$(PROMTOOL_BIN):
+	@echo "building promtool (Prometheus module $(PROMTOOL_VERSION)) from its Go module (once; a few minutes)"
+	@mkdir -p $(dir $(PROMTOOL_BIN))
+	GOBIN=$(CURDIR)/$(dir $(PROMTOOL_BIN)) GOFLAGS=-mod=mod $(GO) install -tags remove_all_sd \
+	  github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
 clean:
 	rm -rf bin

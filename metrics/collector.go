@@ -47,6 +47,7 @@ type storeCollector struct {
 	resInfo     *prometheus.Desc
 	resReady    *prometheus.Desc
 	resDropped  *prometheus.Desc
+	agents      *prometheus.Desc
 }
 
 func newStoreCollector(src Source, opts Options) *storeCollector {
@@ -57,6 +58,10 @@ func newStoreCollector(src Source, opts Options) *storeCollector {
 		log:     opts.Logger,
 		limit:   opts.ResourceSeriesLimit,
 		every:   opts.ResourceSeriesEvery,
+		agents: prometheus.NewDesc(name("agents"),
+			"Agents sharing the store by state: alive (recording heartbeats) or gone (no heartbeat for "+
+				store.AgentGoneAfter.String()+"; its leases end when they expire).",
+			[]string{"state"}, nil),
 		sourceSusp: prometheus.NewDesc(name("source_suspended"),
 			"1 while the source is suspended (neither fetched nor synced), through the API or its configuration.",
 			[]string{"source"}, nil),
@@ -113,7 +118,7 @@ func unixSeconds(t time.Time) float64 {
 // Describe implements prometheus.Collector.
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.resources, c.queueDepth, c.inProgress, c.waiting, c.lastApplied, c.sourcePhase,
-		c.sourceInfo, c.sourceReady, c.sourceSusp, c.suspended, c.resInfo, c.resReady, c.resDropped} {
+		c.sourceInfo, c.sourceReady, c.sourceSusp, c.suspended, c.resInfo, c.resReady, c.resDropped, c.agents} {
 		ch <- d
 	}
 }
@@ -167,6 +172,20 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.lastApplied, prometheus.GaugeValue,
 				unixSeconds(*s.LastAppliedTime), s.Name)
 		}
+	}
+	if agents, err := c.src.ListAgents(ctx); err != nil {
+		fail("agents", err)
+	} else {
+		alive := 0
+		for _, a := range agents {
+			// The store's clock wrote LastSeenAt; this one is close enough
+			// for a threshold of several heartbeats.
+			if time.Since(a.LastSeenAt) < store.AgentGoneAfter {
+				alive++
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, float64(alive), "alive")
+		ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, float64(len(agents)-alive), "gone")
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
 }

@@ -85,6 +85,8 @@ type Source interface {
 	// ResourceStates returns the state of up to limit resources, those
 	// not ready first.
 	ResourceStates(ctx context.Context, limit int) ([]store.ResourceState, error)
+	// ListAgents returns the agents that record heartbeats in the store.
+	ListAgents(ctx context.Context) ([]*store.Agent, error)
 }
 
 // store.Store is the Source the agent uses.

@@ -486,6 +486,7 @@ var allFamilies = map[string]dto.MetricType{
 	"no8s_resource_info":                         dto.MetricType_GAUGE,
 	"no8s_resource_ready":                        dto.MetricType_GAUGE,
 	"no8s_resource_series_dropped":               dto.MetricType_GAUGE,
+	"no8s_agents":                                dto.MetricType_GAUGE,
 }
 
 func TestFamilyTypes(t *testing.T) {
@@ -634,5 +635,25 @@ func TestCountersStartAtZero(t *testing.T) {
 		} else if v := got.value(t, c.name, c.labels); v != 0 {
 			t.Errorf("%s%v = %v, want 0", c.name, c.labels, v)
 		}
+	}
+}
+
+// TestAgentsGauge counts the agents recording heartbeats.
+func TestAgentsGauge(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	m := metrics.New(st, metrics.Options{})
+	if v := scrape(t, m.Handler()).value(t, "no8s_agents", map[string]string{"state": "alive"}); v != 0 {
+		t.Errorf("no8s_agents{state=alive} before any heartbeat = %v, want 0", v)
+	}
+	if err := st.RecordAgent(t.Context(), &store.Agent{ID: "a1", Host: "h", StartedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	got := scrape(t, m.Handler())
+	if v := got.value(t, "no8s_agents", map[string]string{"state": "alive"}); v != 1 {
+		t.Errorf("no8s_agents{state=alive} = %v, want 1", v)
+	}
+	if v := got.value(t, "no8s_agents", map[string]string{"state": "gone"}); v != 0 {
+		t.Errorf("no8s_agents{state=gone} = %v, want 0", v)
 	}
 }
