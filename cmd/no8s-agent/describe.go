@@ -99,6 +99,9 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, kind, 
 	field("Source", orDash(src))
 	field("Action", orDash(r.ActionPlugin))
 	field("Status", string(r.Status))
+	if r.Suspended {
+		field("Suspended", suspendedBy(r.SuspendedBy, r.SuspendedAt))
+	}
 	field("Message", orDash(oneLine(r.StatusMessage)))
 	field("Generation", fmt.Sprintf("%d (observed %d)", r.Generation, r.ObservedGeneration))
 	if r.RetryCount > 0 {
@@ -252,6 +255,9 @@ func describeSource(ctx context.Context, c *client.Client, w io.Writer, name str
 		field("Path", s.Path)
 	}
 	field("Phase", s.Phase)
+	if s.Suspended {
+		field("Suspended", suspendedBy(s.SuspendedBy, s.SuspendedAt))
+	}
 	field("Message", orDash(oneLine(s.Message)))
 	field("Applied revision", orDash(s.LastAppliedRevision))
 	field("Attempted revision", orDash(s.LastAttemptedRevision))
@@ -330,4 +336,14 @@ func holderAlive(agents []api.Agent, holder string) (alive, known bool) {
 		}
 	}
 	return false, false
+}
+
+// suspendedBy says what suspended an object, and when if known.
+func suspendedBy(by string, at *time.Time) string {
+	out := "yes, by " + map[string]string{"api": "the API", "annotation": "its annotation no8s.io/suspend",
+		"config": "the configuration (suspend: true)"}[by]
+	if at != nil {
+		out += ", " + when(*at)
+	}
+	return out
 }
