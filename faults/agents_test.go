@@ -2,7 +2,9 @@ package faults_test
 
 import (
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,5 +95,15 @@ reconcile: {workers: 1, leaseDuration: 2m}
 	if r.Status != "reconciling" || r.Lease == nil || r.Lease.Holder != holder || !r.Lease.ExpiresAt.After(time.Now()) ||
 		r.Lease.Since == nil || !r.Lease.Since.Before(killed) {
 		t.Errorf("the job on agent b: %+v (lease %+v), want held by the dead %s until a time to come", r, r.Lease, holder)
+	}
+	// describe, run as a user would against agent b, says the same.
+	out, err := exec.CommandContext(t.Context(), agentBinary(t), "describe", "resource", "Job/slow", "--server", baseB).CombinedOutput()
+	if err != nil {
+		t.Fatalf("describe: %v\n%s", err, out)
+	}
+	for _, want := range []string{"Lease holder:", holder + " (not heart-beating)", "Lease since:", "Lease expires:"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("describe of the job held by the killed agent lacks %q:\n%s", want, out)
+		}
 	}
 }

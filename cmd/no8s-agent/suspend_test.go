@@ -138,6 +138,28 @@ actions: {web: {plugin: noop}}
 			waitFor(t, 30*time.Second, agent, "the fifth commit", s.applied(fifth))
 			waitFor(t, 30*time.Second, agent, "blog at generation 3", s.observed("blog", 3))
 
+			// A suspended resource removed from Git is not destroyed until
+			// it is resumed.
+			if code, body := s.post(fmt.Sprintf("/api/v1/resources/%d/suspend", blog.ID)); code != http.StatusOK {
+				t.Fatalf("suspend blog = %d %s", code, body)
+			}
+			repo.Git("rm", "-q", "sites/blog.yaml")
+			repo.Write(map[string]string{"sites/shop.yaml": site("shop", 6)})
+			sixth := repo.Commit("retire the blog")
+			waitFor(t, 30*time.Second, agent, "the sixth commit", s.applied(sixth))
+			waitFor(t, 30*time.Second, agent, "shop at generation 5", s.observed("shop", 5))
+			if r := s.resource("blog"); r.ID != blog.ID || r.Status != "deleting" || !r.Suspended {
+				t.Fatalf("suspended blog after its file went: %+v, want it kept, deleting", r)
+			}
+			if code, body := s.post(fmt.Sprintf("/api/v1/resources/%d/resume", blog.ID)); code != http.StatusOK {
+				t.Fatalf("resume blog = %d %s", code, body)
+			}
+			waitFor(t, 30*time.Second, agent, "blog destroyed after its resume", func() (bool, string) {
+				code, body := curl(t, "GET", s.base+"/api/v1/resources/by-name/Site/v1/blog", s.token, "")
+				return code == http.StatusNotFound, body
+			})
+			fifth = sixth
+
 			// Suspended by the configuration: the API cannot resume it.
 			if code, _ := agent.stop(); code != 0 {
 				t.Fatalf("run exited %d", code)
@@ -154,7 +176,7 @@ actions: {web: {plugin: noop}}
 			if code, body := s.post("/api/v1/sources/sites/resume"); code != http.StatusConflict || !strings.Contains(body, "configuration") {
 				t.Errorf("resume through the API of a source the configuration suspends = %d %s, want 409", code, body)
 			}
-			repo.Write(map[string]string{"sites/shop.yaml": site("shop", 6)})
+			repo.Write(map[string]string{"sites/shop.yaml": site("shop", 7)})
 			repo.Commit("grow the shop again")
 			looked = s.suspendedLooks()
 			waitFor(t, 30*time.Second, agent, "the suspended source to be polled twice", func() (bool, string) {
