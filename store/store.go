@@ -236,6 +236,9 @@ type StatusEvent struct {
 	ObservedGeneration int64          `json:"observed_generation"`
 	// Deleted is true when the row was removed.
 	Deleted bool `json:"deleted"`
+	// Suspended is true while the resource is suspended; a suspension
+	// or a resume is announced too.
+	Suspended bool `json:"suspended"`
 }
 
 // MaxStatusMessage is the longest status message a StatusEvent carries;

@@ -249,6 +249,20 @@ api: {writeTokenEnv: %s}
 		if o := out.String(); !strings.Contains(o, "Job  good") || strings.Contains(o, "bad") {
 			t.Errorf("get -w:\n%s", o)
 		}
+		// A suspension is announced too.
+		r, err := st.GetResourceByName(t.Context(), "Job", "good")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.SuspendResource(t.Context(), r.ID, true); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, agent, "the suspension watched", func() (bool, string) {
+			return strings.Contains(out.String(), "(suspended)"), out.String()
+		})
+		if _, err := st.SuspendResource(t.Context(), r.ID, false); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	// The failing attempt --wait saw is in the history.

@@ -427,6 +427,8 @@ func watchEvents(ctx context.Context, c *client.Client, w io.Writer, object, for
 			status := string(e.Phase)
 			if e.Deleted {
 				status = "deleted"
+			} else if e.Suspended {
+				status += " (suspended)"
 			}
 			switch format {
 			case "json", "yaml":
@@ -452,7 +454,11 @@ func watchEvents(ctx context.Context, c *client.Client, w io.Writer, object, for
 				fmt.Fprintf(w, "source/%s\n", s.Name)
 				return true, nil
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, sourceReady(s.Phase), s.Phase, orDash(shortRevision(s.LastAppliedRevision)))
+			phase := s.Phase
+			if s.Suspended {
+				phase += " (suspended)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, sourceReady(s.Phase), phase, orDash(shortRevision(s.LastAppliedRevision)))
 		case ev.Name == api.EventResync:
 			fmt.Fprintln(tw, "# events may have been missed: run get again for the current state")
 		default:

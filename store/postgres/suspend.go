@@ -11,8 +11,9 @@ import (
 )
 
 // notSuspended is true of resources a worker may claim: neither the API
-// nor their annotation suspends them.
-const notSuspended = `suspended_at IS NULL AND (annotations->>'` + manifest.AnnotationSuspend + `') IS DISTINCT FROM 'true'`
+// nor their annotation suspends them (the generated column suspended says
+// either).
+const notSuspended = `NOT suspended`
 
 // SuspendResource suspends or resumes a resource through the API.
 func (s *Store) SuspendResource(ctx context.Context, id int64, suspend bool) (*store.Resource, error) {

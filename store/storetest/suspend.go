@@ -30,6 +30,24 @@ func waitNote(t *testing.T, notes <-chan store.Notification, topic, what string)
 	}
 }
 
+// waitSuspendedEvent waits for a status event of resource id that says it
+// is suspended or not.
+func waitSuspendedEvent(t *testing.T, status <-chan store.Notification, id int64, suspended bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case n := <-status:
+			ev, err := store.ParseStatusEvent(n.Payload)
+			if err == nil && ev.ID == id && ev.Suspended == suspended {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no status event of resource %d with suspended %t", id, suspended)
+		}
+	}
+}
+
 // testSuspendResources suspends resources through the API and by their
 // annotation: nothing claims them, for a new generation, a retry, a
 // manual request or a deletion, until they are resumed.
@@ -51,7 +69,12 @@ func testSuspendResources(t *testing.T, s store.Store) {
 	if !byNote.Suspended() || byNote.SuspendedBy() != store.SuspendedByAnnotation || byNote.SuspendedAt != nil {
 		t.Fatalf("annotated resource: suspended %v by %q at %v", byNote.Suspended(), byNote.SuspendedBy(), byNote.SuspendedAt)
 	}
+	status, err := s.Listen(ctx, store.TopicStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
 	got, err := s.SuspendResource(ctx, byAPI.ID, true)
+	waitSuspendedEvent(t, status, byAPI.ID, true)
 	if err != nil || !got.Suspended() || got.SuspendedBy() != store.SuspendedByAPI || got.SuspendedAt == nil {
 		t.Fatalf("SuspendResource = %+v, %v", got, err)
 	}
@@ -96,6 +119,7 @@ func testSuspendResources(t *testing.T, s store.Store) {
 	if r, err := s.SuspendResource(ctx, byAPI.ID, false); err != nil || r.Suspended() || r.SuspendedAt != nil {
 		t.Fatalf("resume = %+v, %v", r, err)
 	}
+	waitSuspendedEvent(t, status, byAPI.ID, false)
 	waitNote(t, notes, store.TopicResources, "a resume")
 	if cs := claim(t, s, "a1", 10); len(cs) != 1 || cs[0].ID != byAPI.ID || cs[0].Generation != 2 {
 		t.Fatalf("after resume claimed %v; want [%d] at generation 2", claimedIDs(cs), byAPI.ID)
