@@ -43,6 +43,9 @@ const (
 	// kept: reconcile attempts per resource and sync attempts per source.
 	DefaultHistoryPerResource = 100
 	DefaultHistoryMaxAge      = 30 * 24 * time.Hour
+	// DefaultResourceSeriesLimit is how many resources get metric series
+	// of their own.
+	DefaultResourceSeriesLimit = 1000
 )
 
 // Config is the whole agent configuration.
@@ -60,6 +63,8 @@ type Config struct {
 	Reconcile Reconcile `json:"reconcile"`
 	// History bounds the reconcile and sync history kept in the store.
 	History History `json:"history"`
+	// Metrics configures what /metrics shows.
+	Metrics Metrics `json:"metrics"`
 	// API configures the HTTP API's tokens.
 	API API `json:"api"`
 	// Webhooks configures the incoming webhooks.
@@ -227,6 +232,13 @@ type History struct {
 	MaxAge Duration `json:"maxAge"`
 }
 
+// Metrics configures what /metrics shows.
+type Metrics struct {
+	// ResourceSeriesLimit is how many resources get no8s_resource_info and
+	// no8s_resource_ready series, those not ready first; 0 means none.
+	ResourceSeriesLimit int `json:"resourceSeriesLimit"`
+}
+
 // Backoff is an exponential backoff's first and largest delay.
 type Backoff struct {
 	// Initial is the delay after the first failure.
@@ -361,6 +373,9 @@ func (c *Config) applyDefaults(written func(key string) bool) {
 	}
 	if unset("history.maxAge", c.History.MaxAge.Duration == 0) {
 		c.History.MaxAge.Duration = DefaultHistoryMaxAge
+	}
+	if unset("metrics.resourceSeriesLimit", c.Metrics.ResourceSeriesLimit == 0) {
+		c.Metrics.ResourceSeriesLimit = DefaultResourceSeriesLimit
 	}
 	for i := range c.Sources {
 		s := &c.Sources[i]

@@ -95,6 +95,7 @@ func designConfig() *Config {
 		Reconcile: Reconcile{Workers: 8, LeaseDuration: dur(30 * time.Second),
 			Backoff: Backoff{Initial: dur(time.Minute), Max: dur(17 * time.Hour)}},
 		History:   History{MaxPerResource: 100, MaxAge: dur(720 * time.Hour)},
+		Metrics:   Metrics{ResourceSeriesLimit: 1000},
 		API:       API{WriteTokenEnv: "NO8S_API_TOKEN"},
 		Webhooks:  Webhooks{GitHubSecretEnv: "NO8S_GITHUB_WEBHOOK_SECRET"},
 		LogFormat: "text",
@@ -174,6 +175,7 @@ func TestDefaults(t *testing.T) {
 		Reconcile: Reconcile{Workers: 8, LeaseDuration: dur(30 * time.Second),
 			Backoff: Backoff{Initial: dur(time.Minute), Max: dur(1024 * time.Minute)}},
 		History:   History{MaxPerResource: DefaultHistoryPerResource, MaxAge: dur(DefaultHistoryMaxAge)},
+		Metrics:   Metrics{ResourceSeriesLimit: DefaultResourceSeriesLimit},
 		LogFormat: "text", LogLevel: "info",
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -277,6 +279,8 @@ func TestParseProblems(t *testing.T) {
 		{"zero workers", "reconcile: {workers: 0}\n", "reconcile.workers", "at least 1"},
 		{"negative workers", "reconcile: {workers: -2}\n", "reconcile.workers", "at least 1"},
 		{"workers not a number", "reconcile: {workers: eight}\n", "reconcile.workers", "whole number"},
+		{"negative resource series", "metrics: {resourceSeriesLimit: -1}\n", "metrics.resourceSeriesLimit", "0 (no per-resource series) or more"},
+		{"unknown metrics key", "metrics: {resourceSeries: 5}\n", "metrics.resourceSeries", "unknown"},
 		{"negative history count", "history: {maxPerResource: -1}\n", "history.maxPerResource", "0 (keep all) or more"},
 		{"negative history age", "history: {maxAge: -5m}\n", "history.maxAge", "0 (keep all) or a positive duration"},
 		{"history age not a duration", "history: {maxAge: forever}\n", "history.maxAge", "duration"},

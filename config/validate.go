@@ -118,6 +118,9 @@ func (c *Config) validate(ps *problems) {
 	case r.Backoff.Max.Duration < r.Backoff.Initial.Duration:
 		ps.add("reconcile.backoff.max", "%s is less than backoff.initial (%s)", r.Backoff.Max, r.Backoff.Initial)
 	}
+	if c.Metrics.ResourceSeriesLimit < 0 {
+		ps.add("metrics.resourceSeriesLimit", "must be 0 (no per-resource series) or more, not %d", c.Metrics.ResourceSeriesLimit)
+	}
 	if c.History.MaxPerResource < 0 {
 		ps.add("history.maxPerResource", "must be 0 (keep all) or more, not %d", c.History.MaxPerResource)
 	}

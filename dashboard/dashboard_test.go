@@ -508,11 +508,7 @@ func TestResourceShowsGoneHolder(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
-	var id int64
-	for _, v := range f.ids {
-		id = v
-		break
-	}
+	id := f.anyID()
 	if _, err := f.st.RequestReconcile(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -542,11 +538,7 @@ func TestFoldedChecksShown(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
-	var id int64
-	for _, v := range f.ids {
-		id = v
-		break
-	}
+	id := f.anyID()
 	at := time.Now().Add(-time.Hour)
 	for i := range 3 {
 		rec := &store.ReconcileRecord{ResourceID: id, Kind: "X", Name: "x", Generation: 1, Trigger: store.TriggerDrift,
@@ -568,11 +560,7 @@ func TestSuspensionShown(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := t.Context()
-	var id int64
-	for _, v := range f.ids {
-		id = v
-		break
-	}
+	id := f.anyID()
 	h := newHandler(f.st, Options{})
 	path := fmt.Sprintf("/resources/%d", id)
 	if _, body, _ := get(t, h, path); strings.Contains(text(body), "until resumed") {

@@ -108,6 +108,14 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
+// anyID returns the id of one of the example's resources.
+func (f *fixture) anyID() int64 {
+	for _, id := range f.ids {
+		return id
+	}
+	panic("the fixture holds no resource") // newFixture checked that it holds the example's
+}
+
 // noopActions resolves every action instance name to the built-in noop
 // action, so that every example resource becomes ready.
 type noopActions struct{ noop action.Action }

@@ -211,6 +211,9 @@ func (c *storeCollector) collectStats(ch chan<- prometheus.Metric, byPhase map[m
 // ago: at thousands of resources, reading and sending them all at every
 // scrape would cost more than the scrape is worth.
 func (c *storeCollector) resourceStates(ctx context.Context) ([]store.ResourceState, error) {
+	if c.limit < 0 {
+		return []store.ResourceState{}, nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.states != nil && time.Since(c.statesAt) < c.every {

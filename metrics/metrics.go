@@ -104,8 +104,8 @@ type Options struct {
 	// Version and Commit label no8s_build_info.
 	Version, Commit string
 	// ResourceSeriesLimit is how many resources get no8s_resource_info and
-	// no8s_resource_ready series, those not ready first; zero or less means
-	// DefaultResourceSeriesLimit. ResourceSeriesEvery is how often they are
+	// no8s_resource_ready series, those not ready first; zero means
+	// DefaultResourceSeriesLimit, and less than zero none. ResourceSeriesEvery is how often they are
 	// read from the store (scrapes in between get the last reading); zero
 	// or less means DefaultResourceSeriesEvery.
 	ResourceSeriesLimit int
@@ -160,7 +160,7 @@ func New(src Source, opts Options) *Metrics {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.ResourceSeriesLimit <= 0 {
+	if opts.ResourceSeriesLimit == 0 {
 		opts.ResourceSeriesLimit = DefaultResourceSeriesLimit
 	}
 	if opts.ResourceSeriesEvery <= 0 {

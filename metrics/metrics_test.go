@@ -609,6 +609,14 @@ func TestResourceSeries(t *testing.T) {
 	if v := got.value(t, "no8s_resources_suspended", nil); v != 0 {
 		t.Errorf("no8s_resources_suspended after the resume = %v, want 0", v)
 	}
+	// A negative limit turns the series off.
+	got = scrape(t, metrics.New(st, metrics.Options{ResourceSeriesLimit: -1}).Handler())
+	if got.find("no8s_resource_info", info("c", "failed", "false")) != nil {
+		t.Error("no8s_resource_info with the series turned off")
+	}
+	if v := got.value(t, "no8s_resource_series_dropped", nil); v != 4 {
+		t.Errorf("no8s_resource_series_dropped with the series turned off = %v, want 4", v)
+	}
 }
 
 // TestCountersStartAtZero checks that the counters the options name exist

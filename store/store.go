@@ -148,6 +148,42 @@ const (
 	SuspendedByConfig = "config"
 )
 
+// CheckResume refuses to resume through the API a resource its annotation
+// suspends while it is declared: the declaration would say otherwise.
+// Once its deletion was requested (its declaration is gone) the resume
+// may drop the stored annotation. Backends call it, so that both answer
+// alike.
+func (r *Resource) CheckResume() error {
+	if r.SuspendAnnotated() && r.DeletionRequestedAt == nil {
+		path := r.Source.Path
+		if path == "" {
+			path = "its declaration"
+		}
+		return fmt.Errorf("%s is suspended by its annotation %s in %s of source %q: remove it there: %w",
+			r.Ref(), manifest.AnnotationSuspend, path, r.Source.Name, ErrConflict)
+	}
+	return nil
+}
+
+// SourceSuspension says whether SuspendSource changes a source that cur
+// suspends (empty: nothing does) when by asks to suspend or resume it, or
+// why it may not. Backends call it, so that both decide alike.
+func SourceSuspension(name, cur, by string, suspend bool) (change bool, err error) {
+	switch {
+	case by != SuspendedByAPI && by != SuspendedByConfig:
+		return false, fmt.Errorf("suspend source %q: unknown suspender %q: %w", name, by, ErrInvalid)
+	case !suspend && by == SuspendedByAPI && cur == SuspendedByConfig:
+		return false, fmt.Errorf("source %q is suspended by suspend: true in the agent's configuration: set it to false there: %w",
+			name, ErrConflict)
+	case suspend && (cur == by || cur == SuspendedByConfig),
+		!suspend && cur == "",
+		// The configuration lifts only its own suspension.
+		!suspend && by == SuspendedByConfig && cur == SuspendedByAPI:
+		return false, nil
+	}
+	return true, nil
+}
+
 // Suspended reports whether the resource is suspended: no worker claims
 // it, for a reconcile, a drift check or a destroy, until it is resumed.
 func (r *Resource) Suspended() bool { return r.SuspendedBy() != "" }

@@ -208,15 +208,7 @@ func reconcileCommand(stdout, stderr io.Writer) *cobra.Command {
 		Use: "resource KIND/NAME", Aliases: resourceWords[1:], Short: "reconcile a resource now",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, name, err := splitRef(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := sf.client()
-			if err != nil {
-				return err
-			}
-			r, err := c.FindResource(cmd.Context(), kind, name)
+			c, r, err := sf.findResource(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -269,6 +261,24 @@ func reconcileCommand(stdout, stderr io.Writer) *cobra.Command {
 }
 
 // splitRef splits KIND/NAME.
+// findResource returns a client of the agent the flags name and the
+// resource ref (KIND/NAME) names there.
+func (f *serverFlags) findResource(ctx context.Context, ref string) (*client.Client, *client.Resource, error) {
+	kind, name, err := splitRef(ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := f.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := c.FindResource(ctx, kind, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, r, nil
+}
+
 func splitRef(ref string) (kind, name string, err error) {
 	kind, name, ok := strings.Cut(ref, "/")
 	if !ok || kind == "" || name == "" {

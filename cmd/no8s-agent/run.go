@@ -78,7 +78,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "run", err)
 	}
 	b := currentBuild()
-	mopts := metrics.Options{Logger: log, Version: b.Version, Commit: b.Commit, Bindings: bindings(ctx, st, log)}
+	mopts := metrics.Options{Logger: log, Version: b.Version, Commit: b.Commit, Bindings: bindings(ctx, st, log),
+		ResourceSeriesLimit: cfg.Metrics.ResourceSeriesLimit}
+	if mopts.ResourceSeriesLimit == 0 {
+		mopts.ResourceSeriesLimit = -1 // none, as the configuration says
+	}
 	for _, s := range cfg.Sources {
 		mopts.Sources = append(mopts.Sources, s.Name)
 	}

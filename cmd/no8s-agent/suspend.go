@@ -38,15 +38,7 @@ func suspendCommand(stdout io.Writer, suspend bool) *cobra.Command {
 			true: "no reconcile, no drift check, no destroy", false: "reconcile what waited"}[suspend],
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, name, err := splitRef(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := sf.client()
-			if err != nil {
-				return err
-			}
-			r, err := c.FindResource(cmd.Context(), kind, name)
+			c, r, err := sf.findResource(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

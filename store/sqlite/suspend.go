@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -31,9 +32,8 @@ func (s *Store) SuspendResource(ctx context.Context, id int64, suspend bool) (*s
 		if err != nil {
 			return err
 		}
-		if cur.SuspendAnnotated() && cur.DeletionRequestedAt == nil {
-			return fmt.Errorf("%s is suspended by its annotation %s in %s of source %q: remove it there: %w",
-				cur.Ref(), manifest.AnnotationSuspend, orUnknown(cur.Source.Path), cur.Source.Name, store.ErrConflict)
+		if err := cur.CheckResume(); err != nil {
+			return err
 		}
 		// A resource whose declaration is gone can only be resumed here, so
 		// the annotation it was declared with goes too.
@@ -60,8 +60,8 @@ func (s *Store) SuspendResource(ctx context.Context, id int64, suspend bool) (*s
 
 // SuspendSource suspends or resumes a source for the API or the configuration.
 func (s *Store) SuspendSource(ctx context.Context, name, by string, suspend bool) (*store.Source, error) {
-	if by != store.SuspendedByAPI && by != store.SuspendedByConfig {
-		return nil, invalid("suspend source %q: unknown suspender %q", name, by)
+	if _, err := store.SourceSuspension(name, "", by, suspend); errors.Is(err, store.ErrInvalid) {
+		return nil, err
 	}
 	var out *store.Source
 	err := s.withTx(ctx, func(s *Store) error {
@@ -69,15 +69,10 @@ func (s *Store) SuspendSource(ctx context.Context, name, by string, suspend bool
 		if err != nil {
 			return err
 		}
-		switch {
-		case suspend && (cur.SuspendedBy == by || cur.SuspendedBy == store.SuspendedByConfig),
-			!suspend && cur.SuspendedBy == "",
-			!suspend && by == store.SuspendedByConfig && cur.SuspendedBy == store.SuspendedByAPI:
+		change, err := store.SourceSuspension(name, cur.SuspendedBy, by, suspend)
+		if err != nil || !change {
 			out = cur
-			return nil
-		case !suspend && by == store.SuspendedByAPI && cur.SuspendedBy == store.SuspendedByConfig:
-			return fmt.Errorf("source %q is suspended by suspend: true in the agent's configuration: set it to false there: %w",
-				name, store.ErrConflict)
+			return err
 		}
 		now := ms(clock())
 		q := `UPDATE sources SET suspended_at = NULL, suspended_by = '', updated_at = $1 WHERE name = $2 RETURNING ` + sourceCols
@@ -100,14 +95,6 @@ func (s *Store) SuspendSource(ctx context.Context, name, by string, suspend bool
 		return nil, mapErr(err, fmt.Sprintf("%s source %q", verb, name))
 	}
 	return out, nil
-}
-
-// orUnknown names a file, or says it is not known.
-func orUnknown(path string) string {
-	if path == "" {
-		return "its declaration"
-	}
-	return path
 }
 
 // ResourceStates returns the state of up to limit resources, those not
