@@ -859,6 +859,8 @@ type Store interface {
 	// never holds up other writers for long.
 	TrimHistory(ctx context.Context, limits HistoryLimits, batch int) (int, error)
 
+	Notifier
+
 	// InTx runs fn in one transaction: everything fn does through tx commits
 	// together or not at all. fn must not use the outer Store.
 	InTx(ctx context.Context, fn func(ctx context.Context, tx Store) error) error

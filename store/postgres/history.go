@@ -122,6 +122,11 @@ func (s *Store) TrimHistory(ctx context.Context, limits store.HistoryLimits, bat
 				return deleted, err
 			}
 		}
+		// Notices go once they are delivered or given up.
+		if err := run(`DELETE FROM notifications WHERE id IN (SELECT id FROM notifications
+			WHERE done_at < now() - $1 * interval '1 millisecond' ORDER BY id LIMIT $2)`, millis(limits.MaxAge)); err != nil {
+			return deleted, err
+		}
 	}
 	if limits.MaxPerResource > 0 {
 		for _, t := range []struct{ table, key string }{{"reconcile_history", "resource_id"}, {"sync_history", "source"}} {
@@ -131,6 +136,14 @@ func (s *Store) TrimHistory(ctx context.Context, limits store.HistoryLimits, bat
 				LIMIT $2)`, limits.MaxPerResource); err != nil {
 				return deleted, err
 			}
+		}
+		if err := run(`DELETE FROM notifications WHERE id IN (
+			SELECT h.id FROM (SELECT source AS k FROM notifications WHERE done_at IS NOT NULL
+					GROUP BY source HAVING count(*) > $1) crowded,
+				LATERAL (SELECT id FROM notifications WHERE source = crowded.k AND done_at IS NOT NULL
+					ORDER BY id DESC OFFSET $1) h
+			LIMIT $2)`, limits.MaxPerResource); err != nil {
+			return deleted, err
 		}
 	}
 	return deleted, nil

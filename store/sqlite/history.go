@@ -146,6 +146,11 @@ func (s *Store) TrimHistory(ctx context.Context, limits store.HistoryLimits, bat
 					return err
 				}
 			}
+			// Notices go once they are delivered or given up.
+			if err := run(`DELETE FROM notifications WHERE id IN (SELECT id FROM notifications
+				WHERE done_at < ? ORDER BY id LIMIT ?)`, cutoff); err != nil {
+				return err
+			}
 		}
 		if limits.MaxPerResource > 0 {
 			for _, t := range []struct{ table, key string }{{"reconcile_history", "resource_id"}, {"sync_history", "source"}} {
@@ -154,6 +159,11 @@ func (s *Store) TrimHistory(ctx context.Context, limits store.HistoryLimits, bat
 					WHERE n > ? ORDER BY id LIMIT ?)`, limits.MaxPerResource); err != nil {
 					return err
 				}
+			}
+			if err := run(`DELETE FROM notifications WHERE id IN (SELECT id FROM (
+				SELECT id, row_number() OVER (PARTITION BY source ORDER BY id DESC) AS n FROM notifications
+				WHERE done_at IS NOT NULL) WHERE n > ? ORDER BY id LIMIT ?)`, limits.MaxPerResource); err != nil {
+				return err
 			}
 		}
 		return nil

@@ -58,6 +58,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SuspendResources", testSuspendResources},
 		{"SuspendSources", testSuspendSources},
 		{"ResourceStates", testResourceStates},
+		{"NoticesRecorded", testNoticesRecorded},
+		{"NoticeDelivery", testNoticeDelivery},
 		{"InTxCommits", testInTxCommits},
 		{"InTxRollsBack", testInTxRollsBack},
 		{"Ping", testPing},

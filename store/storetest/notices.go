@@ -1,0 +1,214 @@
+package storetest
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// noticeEvents returns the events of every notice, oldest first, as
+// "Event kind/name" or "Event source".
+func noticeEvents(t *testing.T, s store.Store) []string {
+	t.Helper()
+	ns, err := s.ListNotices(t.Context(), "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i := len(ns) - 1; i >= 0; i-- {
+		n := ns[i]
+		if n.Kind != "" {
+			out = append(out, n.Event+" "+n.Kind+"/"+n.Name)
+		} else {
+			out = append(out, n.Event+" "+n.Source)
+		}
+	}
+	return out
+}
+
+// testNoticesRecorded changes resources and sources as syncs and
+// reconciles do: each transition is recorded once, whoever writes it.
+func testNoticesRecorded(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	notes, err := s.Listen(ctx, store.TopicNotifications)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := s.ApplyResource(ctx, resource("a", `{}`), gitSource("infra", "widgets/a.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(phase manifest.Phase, msg string) {
+		t.Helper()
+		if _, err := s.SetResourceStatus(ctx, r.ID, store.StatusUpdate{Phase: phase, Message: msg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Failing five times in a row, with claims in between, is told once.
+	for i := range 5 {
+		set(manifest.PhaseReconciling, "")
+		set(manifest.PhaseFailed, "attempt "+string(rune('1'+i))+" failed")
+	}
+	waitNote(t, notes, store.TopicNotifications, "a failure")
+	set(manifest.PhaseReconciling, "")
+	set(manifest.PhaseReady, "applied")
+	set(manifest.PhaseReconciling, "")
+	set(manifest.PhaseReady, "applied again")
+	// A destroy that fails is told as such.
+	if _, err := s.RequestDeletion(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	set(manifest.PhaseFailed, "destroy: boom")
+	// A drift check that applied changes.
+	if _, err := s.AddReconcileRecord(ctx, &store.ReconcileRecord{ResourceID: r.ID, Kind: "Widget", Name: "a", Generation: 1,
+		Trigger: store.TriggerDrift, Phase: "completed", Success: true, StartedAt: now(), FinishedAt: now()}); err != nil {
+		t.Fatal(err)
+	}
+	// One that found nothing is not.
+	if _, err := s.AddReconcileRecord(ctx, &store.ReconcileRecord{ResourceID: r.ID, Kind: "Widget", Name: "a", Generation: 1,
+		Trigger: store.TriggerDrift, Phase: "completed", Success: true, NoDriftChecks: 1, StartedAt: now(), FinishedAt: now()}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A source failing on a broken commit, failing again, recovering with
+	// a revision applied, stalled on the prune guard.
+	src := &store.Source{Name: "infra", Kind: store.SourceGit, Phase: store.SourceFailed, Message: "2 problems",
+		LastAttemptedRevision: "main@sha1:bad", Errors: []manifest.Problem{
+			{File: "widgets/b.yaml", Line: 7, Message: "spec.size: expected integer"}, {Message: "no file"}}}
+	for range 2 {
+		if _, err := s.PutSource(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src.Phase, src.Errors, src.LastAppliedRevision = store.SourceReady, nil, "main@sha1:good"
+	for range 2 {
+		if _, err := s.PutSource(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src.Phase, src.Message = store.SourceStalled, "would delete 30 resources"
+	if _, err := s.PutSource(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ResourceFailed Widget/a", "ResourceRecovered Widget/a", "DestroyFailed Widget/a", "DriftDetected Widget/a",
+		"SourceFailed infra", "SourceRecovered infra", "RevisionApplied infra", "SourceStalled infra"}
+	// One write may record two notices (a recovery and a revision
+	// applied), whose order is the backend's.
+	if got := noticeEvents(t, s); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+		t.Fatalf("notices:\n got %q\nwant %q", got, want)
+	}
+	ns, err := s.ListNotices(ctx, "infra", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byEvent := map[string]*store.Notice{}
+	for _, n := range ns {
+		byEvent[n.Event] = n
+	}
+	if n := byEvent[store.EventResourceFailed]; n.Message != "attempt 1 failed" || n.Severity != "error" || n.Generation != 1 ||
+		n.Source != "infra" || n.Routed || n.DoneAt != nil {
+		t.Errorf("ResourceFailed: %+v", n)
+	}
+	if n := byEvent[store.EventSourceFailed]; !strings.Contains(n.Message, "widgets/b.yaml:7: spec.size: expected integer") ||
+		!strings.Contains(n.Message, "-: no file") || n.Revision != "main@sha1:bad" {
+		t.Errorf("SourceFailed does not name the file and line: %+v", n)
+	}
+	if n := byEvent[store.EventSourceStalled]; !strings.Contains(n.Message, "no8s-agent approve source infra") {
+		t.Errorf("SourceStalled does not say how to approve: %+v", n)
+	}
+	if n := byEvent[store.EventRevisionApplied]; n.Revision != "main@sha1:good" {
+		t.Errorf("RevisionApplied: %+v", n)
+	}
+	checkUTC(t, "CreatedAt", ns[0].CreatedAt)
+	if other, err := s.ListNotices(ctx, "other", 10); err != nil || len(other) != 0 {
+		t.Errorf("notices of another source: %v %v", other, err)
+	}
+}
+
+// testNoticeDelivery routes notices to providers, claims them, and
+// completes their deliveries, fenced by the lease.
+func testNoticeDelivery(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	putSource(t, s, "infra", store.SourceFailed)
+	if _, err := s.PutSource(ctx, &store.Source{Name: "infra", Kind: store.SourceGit, Phase: store.SourceReady,
+		LastAppliedRevision: "main@sha1:one"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ClaimNotices(ctx, "a1", 0, time.Minute); err == nil {
+		t.Error("ClaimNotices with a limit of 0 succeeded")
+	}
+	if cs, err := s.ClaimNotices(ctx, "a1", 10, time.Minute); err != nil || len(cs) != 0 {
+		t.Fatalf("claimed notices before routing: %v %v", cs, err)
+	}
+	n, err := s.RouteNotices(ctx, 10, func(n *store.Notice) []string {
+		if n.Event == store.EventRevisionApplied {
+			return nil // no provider wants it
+		}
+		return []string{"hook", "chat"}
+	})
+	if err != nil || n != 3 {
+		t.Fatalf("RouteNotices = %d, %v; want 3 (failed, recovered, applied)", n, err)
+	}
+	if n, err := s.RouteNotices(ctx, 10, func(*store.Notice) []string { return []string{"x"} }); err != nil || n != 0 {
+		t.Fatalf("routing again = %d, %v", n, err)
+	}
+	cs, err := s.ClaimNotices(ctx, "a1", 10, time.Minute)
+	if err != nil || len(cs) != 2 {
+		t.Fatalf("ClaimNotices = %+v, %v; want the two routed to providers", cs, err)
+	}
+	if again, err := s.ClaimNotices(ctx, "a2", 10, time.Minute); err != nil || len(again) != 0 {
+		t.Fatalf("a second agent claimed leased notices: %+v %v", again, err)
+	}
+	first := cs[0]
+	if !slices.Equal(first.Pending, []string{"hook", "chat"}) || first.LeaseOwner != "a1" {
+		t.Fatalf("claimed notice %+v", first)
+	}
+	at := now()
+	if err := s.CompleteNotice(ctx, first, store.NoticeCompletion{
+		Results: map[string]store.Delivery{"hook": {Result: store.DeliveryDelivered, Attempts: 1, At: at},
+			"chat": {Result: store.DeliveryFailed, Error: "503", Attempts: 1, At: at}},
+		Pending: []string{"chat"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "a second completion with the same lease", s.CompleteNotice(ctx, first, store.NoticeCompletion{}), store.ErrLeaseLost)
+	if err := s.CompleteNotice(ctx, cs[1], store.NoticeCompletion{Pending: []string{"hook"}, RetryAfter: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	// The first is due again at once for chat alone; the second in an hour.
+	cs, err = s.ClaimNotices(ctx, "a2", 10, time.Minute)
+	if err != nil || len(cs) != 1 || cs[0].ID != first.ID || !slices.Equal(cs[0].Pending, []string{"chat"}) ||
+		cs[0].Results["hook"].Result != store.DeliveryDelivered || cs[0].Results["chat"].Error != "503" || cs[0].Attempts != 1 {
+		t.Fatalf("claim of the retry = %+v, %v", cs, err)
+	}
+	if err := s.CompleteNotice(ctx, cs[0], store.NoticeCompletion{
+		Results: map[string]store.Delivery{"chat": {Result: store.DeliveryDelivered, Attempts: 2, At: at}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ListNotices(ctx, "infra", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range got {
+		if n.ID != first.ID {
+			continue
+		}
+		if n.DoneAt == nil || len(n.Pending) != 0 || n.Results["chat"] != (store.Delivery{Result: store.DeliveryDelivered, Attempts: 2, At: at}) ||
+			n.Results["hook"].Result != store.DeliveryDelivered {
+			t.Errorf("delivered notice %+v", n)
+		}
+	}
+	if cs, err := s.ClaimNotices(ctx, "a1", 10, time.Minute); err != nil || len(cs) != 0 {
+		t.Fatalf("claimed done or later notices: %+v %v", cs, err)
+	}
+	// Done notices are trimmed like history; open ones stay.
+	if n, err := s.TrimHistory(ctx, store.HistoryLimits{MaxPerResource: 1}, 100); err != nil || n != 1 {
+		t.Fatalf("TrimHistory = %d, %v; want the older of two done notices", n, err)
+	}
+	if left, err := s.ListNotices(ctx, "infra", 10); err != nil || len(left) != 2 {
+		t.Fatalf("after the trim: %+v, %v; want the newest done one and the open one", left, err)
+	}
+}
