@@ -65,6 +65,9 @@ type Config struct {
 	History History `json:"history"`
 	// Metrics configures what /metrics shows.
 	Metrics Metrics `json:"metrics"`
+	// Notifications configures who is told of failures, recoveries and
+	// applied revisions.
+	Notifications Notifications `json:"notifications"`
 	// API configures the HTTP API's tokens.
 	API API `json:"api"`
 	// Webhooks configures the incoming webhooks.
@@ -460,6 +463,7 @@ func (c *Config) resolve(getenv func(string) (string, bool), ps *problems) {
 	c.API.writeToken = get("api.writeTokenEnv", c.API.WriteTokenEnv)
 	c.API.readToken = get("api.readTokenEnv", c.API.ReadTokenEnv)
 	c.Webhooks.githubSecret = get("webhooks.githubSecretEnv", c.Webhooks.GitHubSecretEnv)
+	c.Notifications.resolve(get)
 }
 
 // Secret is one secret value the configuration names: the agent masks
@@ -519,5 +523,6 @@ func (c *Config) Secrets() []Secret {
 	add("api.writeTokenEnv", c.API.WriteTokenEnv, c.API.writeToken)
 	add("api.readTokenEnv", c.API.ReadTokenEnv, c.API.readToken)
 	add("webhooks.githubSecretEnv", c.Webhooks.GitHubSecretEnv, c.Webhooks.githubSecret)
+	c.Notifications.secrets(add)
 	return out
 }

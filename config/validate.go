@@ -118,6 +118,7 @@ func (c *Config) validate(ps *problems) {
 	case r.Backoff.Max.Duration < r.Backoff.Initial.Duration:
 		ps.add("reconcile.backoff.max", "%s is less than backoff.initial (%s)", r.Backoff.Max, r.Backoff.Initial)
 	}
+	c.Notifications.validate(ps)
 	if c.Metrics.ResourceSeriesLimit < 0 {
 		ps.add("metrics.resourceSeriesLimit", "must be 0 (no per-resource series) or more, not %d", c.Metrics.ResourceSeriesLimit)
 	}

@@ -582,3 +582,40 @@ func TestSuspensionShown(t *testing.T) {
 		t.Errorf("overview does not count the suspended resource:\n%s", text(body))
 	}
 }
+
+// TestNotificationsShown lists a source's notifications and how their
+// deliveries went.
+func TestNotificationsShown(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	id := f.anyID()
+	if _, err := f.st.SetResourceStatus(ctx, id, store.StatusUpdate{Phase: manifest.PhaseFailed, Message: "boom <b>"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.RouteNotices(ctx, 10, func(*store.Notice) []string { return []string{"ops-hook"} }); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := f.st.ClaimNotices(ctx, "a1", 10, time.Minute)
+	if err != nil || len(claimed) == 0 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	for _, n := range claimed {
+		if err := f.st.CompleteNotice(ctx, n, store.NoticeCompletion{Pending: []string{"ops-hook"},
+			Results: map[string]store.Delivery{"ops-hook": {Result: store.DeliveryFailed, Error: "POST https://hooks.example.com: 503", Attempts: 2}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := newHandler(f.st, Options{})
+	_, body, _ := get(t, h, "/sources/"+sourceName)
+	page := text(body)
+	for _, want := range []string{"Notifications", "ResourceFailed", "ops-hook failed after 2 attempts POST https://hooks.example.com: 503",
+		"to retry: ops-hook", "boom <b>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("source page lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(body, "boom <b>") {
+		t.Error("a notice's message is not escaped")
+	}
+}

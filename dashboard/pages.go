@@ -298,6 +298,9 @@ func (h *handler) resource(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "resource", p)
 }
 
+// noticeLimit is how many notifications a source page shows.
+const noticeLimit = 20
+
 type sourcePage struct {
 	base
 	S *store.Source
@@ -305,6 +308,9 @@ type sourcePage struct {
 	Pseudo        bool
 	History       []*store.SyncRecord
 	HistoryLimit  int
+	// Notices are the last notifications about the source and its
+	// resources, newest first.
+	Notices []*store.Notice
 	Resources     []resourceRow
 	MoreResources bool
 	// AllURL lists all the source's resources on the overview.
@@ -336,6 +342,10 @@ func (h *handler) source(w http.ResponseWriter, r *http.Request) {
 			h.storeFailed(w, r, err)
 			return
 		}
+	}
+	if p.Notices, err = h.store.ListNotices(ctx, name, noticeLimit); err != nil {
+		h.storeFailed(w, r, err)
+		return
 	}
 	rs, err := h.store.ListResources(ctx, store.ResourceFilter{Source: name, Limit: h.pageSize + 1})
 	if err != nil {

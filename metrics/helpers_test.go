@@ -197,6 +197,7 @@ func exercise(t *testing.T, m *metrics.Metrics) {
 	m.ObserveReconcile("Widget", "noop", string(store.TriggerDrift), true, 20*time.Millisecond, true)
 	m.ObserveSync("infra", metrics.SyncApplied, time.Second)
 	m.ObserveWebhook("push", "triggered")
+	m.ObserveNotification("ops-hook", "delivered")
 	h := m.InstrumentHandler("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
 	}))

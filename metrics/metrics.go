@@ -116,6 +116,8 @@ type Options struct {
 	Sources  []string
 	Bindings []Binding
 	Webhooks map[string][]string
+	// NotificationProviders are the providers notifications go to.
+	NotificationProviders []string
 }
 
 // Buckets of the duration histograms, in seconds.
@@ -144,6 +146,7 @@ type Metrics struct {
 	syncs             *prometheus.CounterVec
 	syncDuration      *prometheus.HistogramVec
 	webhooks          *prometheus.CounterVec
+	notifications     *prometheus.CounterVec
 	httpRequests      *prometheus.CounterVec
 	httpDuration      *prometheus.HistogramVec
 
@@ -207,6 +210,12 @@ func New(src Source, opts Options) *Metrics {
 			Help: "Webhook deliveries received, by event type (unknown while the signature is not verified) " +
 				"and result (triggered, unmatched, handled, pong, ignored, unauthorized, invalid, unconfigured, failed).",
 		}, []string{"event", "result"}),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "notifications_total",
+			Help: "Notification delivery attempts, by provider and result: delivered, failed (to be retried), " +
+				"gave-up, waiting (a commit status waiting for the resources to settle).",
+		}, []string{"provider", "result"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace,
 			Name:      "http_requests_total",
@@ -232,7 +241,7 @@ func New(src Source, opts Options) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconciles, m.reconcileDuration, m.drift,
 		m.syncs, m.syncDuration,
-		m.webhooks,
+		m.webhooks, m.notifications,
 		m.httpRequests, m.httpDuration,
 		newStoreCollector(src, opts),
 	)
@@ -265,6 +274,11 @@ func (m *Metrics) zeroCounters(opts Options) {
 		}
 		m.drift.WithLabelValues(b.Kind, b.Action)
 	}
+	for _, p := range opts.NotificationProviders {
+		for _, r := range []string{store.DeliveryDelivered, store.DeliveryFailed, store.DeliveryGaveUp, store.DeliveryWaiting} {
+			m.notifications.WithLabelValues(p, r)
+		}
+	}
 	for e, results := range opts.Webhooks {
 		for _, r := range results {
 			m.webhooks.WithLabelValues(e, r)
@@ -295,6 +309,12 @@ func (m *Metrics) ObserveReconcile(kind, action, trigger string, success bool, d
 func (m *Metrics) ObserveSync(source, result string, d time.Duration) {
 	m.syncs.WithLabelValues(source, result).Inc()
 	m.syncDuration.WithLabelValues(source, result).Observe(d.Seconds())
+}
+
+// ObserveNotification counts one delivery attempt of a notification to
+// the provider, with its result (a store.Delivery result).
+func (m *Metrics) ObserveNotification(provider, result string) {
+	m.notifications.WithLabelValues(provider, result).Inc()
 }
 
 // UnknownEvent is the event label of webhook deliveries observed without

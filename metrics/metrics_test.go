@@ -487,6 +487,7 @@ var allFamilies = map[string]dto.MetricType{
 	"no8s_resource_ready":                        dto.MetricType_GAUGE,
 	"no8s_resource_series_dropped":               dto.MetricType_GAUGE,
 	"no8s_agents":                                dto.MetricType_GAUGE,
+	"no8s_notifications_total":                   dto.MetricType_COUNTER,
 }
 
 func TestFamilyTypes(t *testing.T) {

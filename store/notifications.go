@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/no8s/no8s-agent/manifest"
 )
 
 // TopicNotifications announces that notifications were recorded and wait
@@ -36,7 +38,7 @@ type Notice struct {
 	Event    string
 	Severity string
 	Source   string
-	Revision string
+	Revision manifest.Revision
 	// Kind, Name, Generation and Labels are those of the resource the
 	// notification is about; empty for a source's.
 	Kind       string

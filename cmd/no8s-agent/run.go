@@ -89,6 +89,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.Webhooks.GitHubSecret() != "" {
 		mopts.Webhooks = webhook.Outcomes(metrics.UnknownEvent)
 	}
+	mopts.NotificationProviders = cfg.Notifications.ProviderNames()
 	m := metrics.New(st, mopts)
 	controller := reconcile.New(st, instances, reconcile.Options{
 		Workers:        cfg.Reconcile.Workers,
@@ -124,6 +125,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
+	dispatcher, err := newDispatcher(cfg, st, masker, m, controller.AgentID(), log)
+	if err != nil {
+		return fail(stderr, "run", err)
+	}
 	log.Info("agent started", "agent", controller.AgentID(), "sources", len(jobs), "actions", instances.Names(),
 		"workers", cfg.Reconcile.Workers, "version", versionString())
 	// Sync, reconcile and HTTP run side by side and stop together: on SIGINT or
@@ -137,6 +142,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	history := retention.Trimmer{Store: st, Logger: log,
 		Limits: store.HistoryLimits{MaxPerResource: cfg.History.MaxPerResource, MaxAge: cfg.History.MaxAge.Duration}}
 	wg.Go(func() { history.Run(ctx) })
+	wg.Go(func() { dispatcher.Run(ctx) })
 	wg.Go(func() {
 		if err := controller.Run(ctx); err != nil {
 			log.Error("reconciler stopped", "error", err)

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/no8s/no8s-agent/config"
+	"github.com/no8s/no8s-agent/githubapi"
+	"github.com/no8s/no8s-agent/metrics"
+	"github.com/no8s/no8s-agent/notify"
+	"github.com/no8s/no8s-agent/redact"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// newDispatcher builds the notification providers the configuration names
+// and the dispatcher that routes and delivers notices. It runs without
+// providers too: notices are then marked done as they come, and trimmed.
+func newDispatcher(cfg *config.Config, st store.Store, masker *redact.Masker, m *metrics.Metrics, owner string,
+	log *slog.Logger) (*notify.Dispatcher, error) {
+	maskJSON := func(b []byte) []byte { return masker.MaskJSON(b) }
+	providers := map[string]notify.Provider{}
+	var commits []string
+	urls := map[string]string{}
+	for _, s := range cfg.Sources {
+		if s.Git != nil {
+			urls[s.Name] = s.Git.URL
+		}
+	}
+	for _, name := range cfg.Notifications.ProviderNames() {
+		p := cfg.Notifications.Providers[name]
+		switch p.Type {
+		case config.ProviderWebhook:
+			providers[name] = &notify.Webhook{URL: p.Endpoint(), Secret: p.Secret(), Mask: maskJSON}
+		case config.ProviderSlack:
+			providers[name] = &notify.Slack{URL: p.Endpoint(), DashboardURL: p.DashboardURL, Mask: maskJSON}
+		case config.ProviderGitHub:
+			client, err := githubapi.NewClient(p.APIURL, p.Token())
+			if err != nil {
+				return nil, fmt.Errorf("notifications.providers.%s.apiURL: %w", name, err)
+			}
+			providers[name] = &notify.CommitStatus{Client: client, Store: st, Repository: p.Repository,
+				DashboardURL: p.DashboardURL, Mask: masker.Mask,
+				Retry: githubapi.Retrier{ServerErrors: 2}}
+			commits = append(commits, name)
+		}
+	}
+	follows := func(provider, source string) bool {
+		p := cfg.Notifications.Providers[provider]
+		if len(p.Sources) > 0 {
+			return slices.Contains(p.Sources, source)
+		}
+		url, git := urls[source]
+		return git && (p.Repository != "" || notify.OnGitHub(url))
+	}
+	alerts := make([]notify.Alert, len(cfg.Notifications.Alerts))
+	for i, a := range cfg.Notifications.Alerts {
+		alerts[i] = notify.Alert{Providers: a.Providers, Events: a.Events, Sources: a.Sources, Kinds: a.Kinds, Labels: a.Labels}
+	}
+	return notify.New(st, notify.Options{Owner: owner, Providers: providers, Alerts: alerts, Commits: commits,
+		Follows: follows, OnDelivery: m.ObserveNotification, Mask: masker.Mask, Logger: log}), nil
+}

@@ -1,0 +1,191 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/no8s/no8s-agent/githubapi"
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// Commit states, GitHub's.
+const (
+	statePending = "pending"
+	stateSuccess = "success"
+	stateFailure = "failure"
+	stateError   = "error"
+)
+
+// maxDescription is GitHub's limit on a commit status's description.
+const maxDescription = 140
+
+// CommitStatus sets a status no8s/<source> on each commit a source
+// applies: pending while the resources of the source reconcile, then
+// success or failure once every one of them settled (ready or failed at
+// its current generation), with a description that counts them and names
+// the failed ones, and a link to the source's dashboard page.
+type CommitStatus struct {
+	Client *github.Client
+	Retry  githubapi.Retrier
+	// Store is read for the source's URL and its resources.
+	Store store.Store
+	// Repository is owner/name; empty takes it from the source's URL.
+	Repository   string
+	DashboardURL string
+	// Settle is how often the resources are looked at until they settle;
+	// zero means 3s. Timeout is how long they may take; zero means an hour.
+	Settle, Timeout time.Duration
+	Mask            func(string) string
+}
+
+// OnGitHub reports whether a Git remote URL names a repository whose
+// owner and name a commit status can address.
+func OnGitHub(remote string) bool {
+	_, _, ok := ownerRepo(remote)
+	return ok
+}
+
+// ownerRepo reads owner and repository from a GitHub remote URL.
+func ownerRepo(remote string) (owner, repo string, ok bool) {
+	u, err := url.Parse(remote)
+	if err != nil || u.Host == "" {
+		// scp-like git@github.com:owner/repo.git
+		if at := strings.Index(remote, "@"); at >= 0 {
+			if colon := strings.Index(remote[at:], ":"); colon > 0 {
+				u = &url.URL{Host: remote[at+1 : at+colon], Path: remote[at+colon+1:]}
+			}
+		}
+		if u == nil || u.Host == "" {
+			return "", "", false
+		}
+	}
+	parts := strings.Split(strings.Trim(strings.TrimSuffix(u.Path, ".git"), "/"), "/")
+	if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+		return "", "", false
+	}
+	return parts[0], parts[1], true
+}
+
+// Deliver posts pending the first time, then looks at the resources until
+// they settle and posts the outcome.
+func (c *CommitStatus) Deliver(ctx context.Context, n *store.Notice, prev store.Delivery) (bool, time.Duration, error) {
+	settle := c.Settle
+	if settle <= 0 {
+		settle = 3 * time.Second
+	}
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = time.Hour
+	}
+	sha, ok := commitOf(string(n.Revision))
+	if !ok {
+		return false, 0, &PermanentError{fmt.Errorf("revision %q names no commit", n.Revision)}
+	}
+	src, err := c.Store.GetSource(ctx, n.Source)
+	if err != nil {
+		return false, 0, err
+	}
+	owner, repo, ok := ownerRepo(src.URL)
+	if c.Repository != "" {
+		owner, repo, ok = strings.Cut(c.Repository, "/")
+	}
+	if !ok {
+		return false, 0, &PermanentError{fmt.Errorf("source %s is not a GitHub repository", n.Source)}
+	}
+	state, desc, err := c.outcome(ctx, n, src)
+	if err != nil {
+		return false, 0, err
+	}
+	if state == statePending && time.Since(n.CreatedAt) > timeout {
+		state, desc = stateError, "not settled after "+timeout.String()+": "+desc
+	}
+	if state == statePending && prev.Result == store.DeliveryWaiting {
+		return false, settle, nil // pending is posted already
+	}
+	if err := c.post(ctx, owner, repo, sha, n.Source, state, desc); err != nil {
+		return false, 0, err
+	}
+	return state != statePending, settle, nil
+}
+
+// outcome counts the source's resources: pending while some have not
+// settled at their current generation, else success or failure. Once the
+// source applied a newer revision, this one is judged as things stand.
+func (c *CommitStatus) outcome(ctx context.Context, n *store.Notice, src *store.Source) (state, desc string, err error) {
+	rs, err := c.Store.ListResources(ctx, store.ResourceFilter{Source: n.Source})
+	if err != nil {
+		return "", "", err
+	}
+	var ready, waiting int
+	var failed []string
+	for _, r := range rs {
+		switch {
+		case r.Phase == manifest.PhaseFailed:
+			failed = append(failed, r.Kind+"/"+r.Name)
+		case r.Phase == manifest.PhaseReady && r.ObservedGeneration == r.Generation:
+			ready++
+		case r.Suspended():
+			// A suspended resource waits for a person, not for the agent.
+			ready++
+		default:
+			waiting++
+		}
+	}
+	slices.Sort(failed)
+	desc = fmt.Sprintf("%d ready", ready)
+	if len(failed) > 0 {
+		desc += fmt.Sprintf(", %d failed: %s", len(failed), strings.Join(failed, ", "))
+	}
+	superseded := src.LastAppliedRevision != n.Revision
+	switch {
+	case waiting > 0 && !superseded:
+		return statePending, fmt.Sprintf("%d of %d resources reconciling", waiting, len(rs)), nil
+	case waiting > 0:
+		desc = fmt.Sprintf("superseded; %d reconciling, %s", waiting, desc)
+	}
+	if len(failed) > 0 {
+		return stateFailure, desc, nil
+	}
+	return stateSuccess, desc, nil
+}
+
+// post creates the status.
+func (c *CommitStatus) post(ctx context.Context, owner, repo, sha, source, state, desc string) error {
+	if c.Mask != nil {
+		desc = c.Mask(desc)
+	}
+	if len(desc) > maxDescription {
+		desc = desc[:maxDescription-3] + "..."
+	}
+	status := &github.RepoStatus{State: github.String(state), Description: github.String(desc),
+		Context: github.String("no8s/" + source)}
+	if c.DashboardURL != "" {
+		status.TargetURL = github.String(strings.TrimSuffix(c.DashboardURL, "/") + "/sources/" + url.PathEscape(source))
+	}
+	err := c.Retry.Call(ctx, func() (*github.Response, error) {
+		_, resp, err := c.Client.Repositories.CreateStatus(ctx, owner, repo, sha, status)
+		return resp, err
+	})
+	var cfg *githubapi.ConfigError
+	if errors.As(err, &cfg) {
+		return &PermanentError{err}
+	}
+	return err
+}
+
+// commitOf returns the commit of a revision such as main@sha1:<hash>.
+func commitOf(rev string) (string, bool) {
+	_, sha, ok := strings.Cut(rev, "@sha1:")
+	if !ok {
+		_, sha, ok = strings.Cut(rev, "sha1:")
+	}
+	return sha, ok && len(sha) >= 7
+}
