@@ -305,12 +305,12 @@ type sourcePage struct {
 	base
 	S *store.Source
 	// Pseudo is true for the API's pseudo-source, which has no stored state.
-	Pseudo        bool
-	History       []*store.SyncRecord
-	HistoryLimit  int
+	Pseudo       bool
+	History      []*store.SyncRecord
+	HistoryLimit int
 	// Notices are the last notifications about the source and its
 	// resources, newest first.
-	Notices []*store.Notice
+	Notices       []*store.Notice
 	Resources     []resourceRow
 	MoreResources bool
 	// AllURL lists all the source's resources on the overview.
