@@ -1,0 +1,116 @@
+package notify_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/no8s/no8s-agent/notify"
+	"github.com/no8s/no8s-agent/notify/notifytest"
+	"github.com/no8s/no8s-agent/store"
+)
+
+func notice(event, source, kind string, labels map[string]string) *store.Notice {
+	return &store.Notice{ID: 7, Event: event, Severity: "error", Source: source, Kind: kind, Name: "x", Generation: 3,
+		Labels: labels, Message: "boom", Revision: "main@sha1:0123456789abcdef0123456789abcdef01234567",
+		CreatedAt: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)}
+}
+
+func TestRoute(t *testing.T) {
+	t.Parallel()
+	d := notify.New(nil, notify.Options{
+		Alerts: []notify.Alert{
+			{Providers: []string{"chat", "hook"}},
+			{Providers: []string{"hook"}, Events: []string{store.EventDriftDetected}, Sources: []string{"infra"}},
+			{Providers: []string{"db-team"}, Kinds: []string{"DatabaseCluster"}, Labels: map[string]string{"team": "db"}},
+		},
+		Commits: []string{"commits"},
+		Follows: func(_, source string) bool { return source == "infra" },
+	})
+	tests := []struct {
+		name string
+		n    *store.Notice
+		want []string
+	}{
+		{"failure, default events", notice(store.EventResourceFailed, "infra", "Widget", nil), []string{"chat", "hook"}},
+		{"drift, only where asked", notice(store.EventDriftDetected, "infra", "Widget", nil), []string{"hook"}},
+		{"drift of another source", notice(store.EventDriftDetected, "apps", "Widget", nil), nil},
+		{"kind and labels", notice(store.EventResourceRecovered, "apps", "DatabaseCluster", map[string]string{"team": "db", "x": "y"}),
+			[]string{"chat", "db-team", "hook"}},
+		{"labels that differ", notice(store.EventResourceRecovered, "apps", "DatabaseCluster", map[string]string{"team": "web"}),
+			[]string{"chat", "hook"}},
+		{"a source's event never matches labels", notice(store.EventSourceFailed, "apps", "", nil), []string{"chat", "hook"}},
+		{"applied revision to commit statuses", notice(store.EventRevisionApplied, "infra", "", nil), []string{"commits"}},
+		{"applied revision of a source not followed", notice(store.EventRevisionApplied, "apps", "", nil), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := d.Route(tt.n); !slices.Equal(got, tt.want) {
+				t.Errorf("Route = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWebhookDeliver(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cret-for-hmac-01"
+	r := notifytest.NewReceiver(t, secret)
+	w := &notify.Webhook{URL: r.URL + "/hook?token=query-secret", Secret: secret}
+	n := notice(store.EventResourceFailed, "infra", "Widget", nil)
+	if done, _, err := w.Deliver(t.Context(), n, store.Delivery{}); !done || err != nil {
+		t.Fatalf("Deliver = %v, %v", done, err)
+	}
+	got := r.Accepted()
+	if len(got) != 1 || got[0].ID != 7 || got[0].Event.Resource == nil || got[0].Event.Resource.Generation != 3 ||
+		got[0].Event.Message != "boom" || !got[0].Event.Time.Equal(n.CreatedAt) || len(r.Bad()) > 0 {
+		t.Fatalf("accepted %+v, bad %q", got, r.Bad())
+	}
+	// A receiver that is down is retried; a wrong signature is not.
+	r.SetDown(true)
+	_, _, err := w.Deliver(t.Context(), n, store.Delivery{})
+	var perm *notify.PermanentError
+	if err == nil || errors.As(err, &perm) || !strings.Contains(err.Error(), "503") || strings.Contains(err.Error(), "query-secret") {
+		t.Errorf("Deliver to a receiver that is down: %v", err)
+	}
+	bad := &notify.Webhook{URL: r.URL, Secret: "not-the-secret"}
+	if _, _, err := bad.Deliver(t.Context(), n, store.Delivery{}); !errors.As(err, &perm) || !strings.Contains(err.Error(), "401") {
+		t.Errorf("Deliver with a wrong secret: %v, want a permanent 401", err)
+	}
+	// A network error names the host, not the URL's secret path.
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	w = &notify.Webhook{URL: gone.URL + "/services/T0/B0/secret-path"}
+	if _, _, err := w.Deliver(t.Context(), n, store.Delivery{}); err == nil || errors.As(err, &perm) || strings.Contains(err.Error(), "secret-path") {
+		t.Errorf("Deliver to a closed port: %v", err)
+	}
+}
+
+func TestSlackText(t *testing.T) {
+	t.Parallel()
+	s := &notify.Slack{DashboardURL: "https://no8s.example.com/"}
+	got := s.Text(notify.NewEvent(notice(store.EventResourceFailed, "in fra", "Widget", nil)))
+	for _, want := range []string{":red_circle: *ResourceFailed* Widget/x (generation 3) in source *in fra*",
+		"`main@sha1:0123456789abcdef0123456789abcdef01234567`", "```boom```", "<https://no8s.example.com/sources/in%20fra|Open the dashboard>"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Text lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestOnGitHub(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]bool{
+		"https://github.com/acme/infra.git": true, "git@github.com:acme/infra.git": true, "https://github.com/acme": false,
+		"/srv/git/infra": false, "https://github.com/acme/infra/extra": false,
+	} {
+		if got := notify.OnGitHub(url); got != want {
+			t.Errorf("OnGitHub(%q) = %v, want %v", url, got, want)
+		}
+	}
+}
