@@ -1,6 +1,7 @@
 package notify_test
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -112,5 +113,28 @@ func TestOnGitHub(t *testing.T) {
 		if got := notify.OnGitHub(url); got != want {
 			t.Errorf("OnGitHub(%q) = %v, want %v", url, got, want)
 		}
+	}
+}
+
+func TestSlackDeliver(t *testing.T) {
+	t.Parallel()
+	var got struct {
+		Text string `json:"text"`
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Content-Type") != "application/json" || json.NewDecoder(r.Body).Decode(&got) != nil {
+			http.Error(w, "invalid_payload", http.StatusBadRequest)
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	s := &notify.Slack{URL: srv.URL + "/services/T0/B0/secret-path",
+		Mask: func(b []byte) []byte { return []byte(strings.ReplaceAll(string(b), "boom", "***")) }}
+	if done, _, err := s.Deliver(t.Context(), notice(store.EventSourceFailed, "infra", "", nil), store.Delivery{}); !done || err != nil {
+		t.Fatalf("Deliver = %v, %v", done, err)
+	}
+	if !strings.Contains(got.Text, "*SourceFailed* in source *infra*") || !strings.Contains(got.Text, "```***```") {
+		t.Errorf("Slack got %q", got.Text)
 	}
 }
