@@ -59,6 +59,23 @@ func openNotices(t *testing.T, dbURL string) *postgres.Store {
 	return st
 }
 
+// waitNoticesDone waits until the store says every notice is done.
+func waitNoticesDone(t *testing.T, st *postgres.Store) {
+	t.Helper()
+	waitUntil(t, 30*time.Second, "every notice done", func() (bool, string) {
+		ns, err := st.ListNotices(t.Context(), "", 100)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, n := range ns {
+			if n.DoneAt == nil {
+				return false, fmt.Sprintf("notice %d %s: %+v", n.ID, n.Event, n.Results)
+			}
+		}
+		return true, ""
+	})
+}
+
 // checkDeliveredOnce fails unless every notice in the store was delivered
 // to the hook, each in exactly one accepted request.
 func checkDeliveredOnce(t *testing.T, st *postgres.Store, hook *notifytest.Receiver) {
@@ -130,18 +147,7 @@ func TestNotificationsThroughDownReceiverAndCrash(t *testing.T) {
 		return hook.Count(store.EventResourceRecovered, "bad") == 1, fmt.Sprintf("%+v", hook.Accepted())
 	})
 	st := openNotices(t, dbURL)
-	waitUntil(t, 30*time.Second, "every notice done", func() (bool, string) {
-		ns, err := st.ListNotices(t.Context(), "", 100)
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, n := range ns {
-			if n.DoneAt == nil {
-				return false, fmt.Sprintf("notice %d %s: %+v", n.ID, n.Event, n.Results)
-			}
-		}
-		return true, ""
-	})
+	waitNoticesDone(t, st)
 	checkDeliveredOnce(t, st, hook)
 }
 
@@ -176,18 +182,7 @@ func TestNotificationsTwoAgents(t *testing.T) {
 		return hook.Count(store.EventResourceRecovered, "") >= 5, fmt.Sprintf("%+v", hook.Accepted())
 	})
 	st := openNotices(t, dbURL)
-	waitUntil(t, 30*time.Second, "every notice done", func() (bool, string) {
-		ns, err := st.ListNotices(t.Context(), "", 100)
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, n := range ns {
-			if n.DoneAt == nil {
-				return false, fmt.Sprintf("notice %d %s: %+v", n.ID, n.Event, n.Results)
-			}
-		}
-		return true, ""
-	})
+	waitNoticesDone(t, st)
 	checkDeliveredOnce(t, st, hook)
 	ns, err := st.ListNotices(t.Context(), "", 100)
 	if err != nil {

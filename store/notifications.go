@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -84,6 +85,25 @@ func MergeDeliveries(old, next map[string]Delivery) map[string]Delivery {
 		out[p] = d
 	}
 	return out
+}
+
+// Encode returns what a backend writes for the completion of a claimed
+// notice: its results with those of c in their place, the providers still
+// pending (never null), and whether it is done.
+func (c NoticeCompletion) Encode(n *Notice) (results, pending []byte, done bool, err error) {
+	if results, err = json.Marshal(MergeDeliveries(n.Results, c.Results)); err != nil {
+		return nil, nil, false, err
+	}
+	pending, err = EncodeProviders(c.Pending)
+	return results, pending, len(c.Pending) == 0, err
+}
+
+// EncodeProviders returns providers as a JSON array, never null.
+func EncodeProviders(providers []string) ([]byte, error) {
+	if providers == nil {
+		providers = []string{}
+	}
+	return json.Marshal(providers)
 }
 
 // Delivery results.

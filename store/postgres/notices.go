@@ -61,10 +61,7 @@ func (s *Store) RouteNotices(ctx context.Context, limit int, route func(*store.N
 		}
 		for _, n := range ns {
 			providers := route(n)
-			if providers == nil {
-				providers = []string{}
-			}
-			pending, err := json.Marshal(providers)
+			pending, err := store.EncodeProviders(providers)
 			if err != nil {
 				return err
 			}
@@ -108,15 +105,7 @@ func (s *Store) ClaimNotices(ctx context.Context, owner string, limit int, d tim
 func (s *Store) CompleteNotice(ctx context.Context, n *store.Notice, c store.NoticeCompletion) error {
 	// The claim holds the notice's results as stored: no one else writes
 	// them while it is leased.
-	results, err := json.Marshal(store.MergeDeliveries(n.Results, c.Results))
-	if err != nil {
-		return err
-	}
-	pending := c.Pending
-	if pending == nil {
-		pending = []string{}
-	}
-	pend, err := json.Marshal(pending)
+	results, pend, done, err := c.Encode(n)
 	if err != nil {
 		return err
 	}
@@ -124,7 +113,7 @@ func (s *Store) CompleteNotice(ctx context.Context, n *store.Notice, c store.Not
 			attempts = attempts + 1, next_attempt_at = now() + $6 * interval '1 millisecond',
 			done_at = CASE WHEN $7 THEN now() END, lease_owner = '', lease_expires_at = NULL
 		WHERE id = $1 AND lease_owner = $2 AND lease_token = $3`,
-		n.ID, n.LeaseOwner, n.LeaseToken, results, pend, millis(c.RetryAfter), len(pending) == 0)
+		n.ID, n.LeaseOwner, n.LeaseToken, results, pend, millis(c.RetryAfter), done)
 	if err != nil {
 		return mapErr(err, fmt.Sprintf("complete notice %d", n.ID))
 	}

@@ -70,10 +70,7 @@ func (s *Store) RouteNotices(ctx context.Context, limit int, route func(*store.N
 		now := ms(clock())
 		for _, n := range ns {
 			providers := route(n)
-			if providers == nil {
-				providers = []string{}
-			}
-			pending, err := json.Marshal(providers)
+			pending, err := store.EncodeProviders(providers)
 			if err != nil {
 				return err
 			}
@@ -123,29 +120,21 @@ func (s *Store) ClaimNotices(ctx context.Context, owner string, limit int, d tim
 func (s *Store) CompleteNotice(ctx context.Context, n *store.Notice, c store.NoticeCompletion) error {
 	// The claim holds the notice's results as stored: no one else writes
 	// them while it is leased.
-	results, err := json.Marshal(store.MergeDeliveries(n.Results, c.Results))
-	if err != nil {
-		return err
-	}
-	pending := c.Pending
-	if pending == nil {
-		pending = []string{}
-	}
-	pend, err := json.Marshal(pending)
+	results, pend, done, err := c.Encode(n)
 	if err != nil {
 		return err
 	}
 	var affected int64
 	err = s.withTx(ctx, func(s *Store) error {
 		now := ms(clock())
-		var done any
-		if len(pending) == 0 {
-			done = now
+		var doneAt any
+		if done {
+			doneAt = now
 		}
 		res, err := s.exec(ctx, `UPDATE notifications SET results = $4, pending = $5,
 				attempts = attempts + 1, next_attempt_at = $6, done_at = $7, lease_owner = '', lease_expires_at = NULL
 			WHERE id = $1 AND lease_owner = $2 AND lease_token = $3`,
-			n.ID, n.LeaseOwner, n.LeaseToken, string(results), string(pend), now+c.RetryAfter.Milliseconds(), done)
+			n.ID, n.LeaseOwner, n.LeaseToken, string(results), string(pend), now+c.RetryAfter.Milliseconds(), doneAt)
 		if err != nil {
 			return err
 		}
