@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,6 +36,14 @@ func notifyJob(name string, size int) string {
 // and line; each applied commit gets pending, then failure naming the
 // failed job, or success. No body carries a secret.
 func TestNotifications(t *testing.T) {
+	const leaky = "leaky-token-93c7f2e1"
+	t.Setenv("LEAKY_TOKEN", leaky)
+	for _, backend := range []string{"postgres", "sqlite"} {
+		t.Run(backend, func(t *testing.T) { testNotifications(t, backend, leaky) })
+	}
+}
+
+func testNotifications(t *testing.T, backend, leaky string) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "job.sh")
 	if err := os.WriteFile(script, []byte(notifyScript), 0o755); err != nil {
@@ -43,7 +52,7 @@ func TestNotifications(t *testing.T) {
 	repo := gittest.NewRepo(t)
 	repo.Write(map[string]string{"types.yaml": cliJobType, "jobs/good.yaml": notifyJob("good", 1), "jobs/bad.yaml": notifyJob("bad", 13)})
 	first := repo.Commit("two jobs, one unlucky")
-	const hookSecret, ghToken, leaky = "hook-secret-6d2a91", "gh-token-5be044c1", "leaky-token-93c7f2e1"
+	const hookSecret, ghToken = "hook-secret-6d2a91", "gh-token-5be044c1"
 	hook := notifytest.NewReceiver(t, hookSecret)
 	gh := githubtest.New(t, githubtest.Options{Token: ghToken, Owner: "acme", Repo: "jobs"})
 	cfg := fmt.Sprintf(`sources:
@@ -65,19 +74,24 @@ notifications:
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("LEAKY_TOKEN", leaky)
-	url := pgtest.URL(t)
-	st := openTestStore(t, url)
+	url := "sqlite://" + filepath.Join(dir, "state.db")
+	if backend == "postgres" {
+		url = pgtest.URL(t)
+	}
 	agent := startAgent(t, url, "--config", path)
+	base := agent.addr()
 
 	attempts := func(name string) int {
-		r, err := st.GetResourceByName(t.Context(), "Job", name)
-		if err != nil {
+		var r struct {
+			ID int64 `json:"id"`
+		}
+		if code, body := curl(t, "GET", base+"/api/v1/resources/by-name/Job/v1/"+name, "", ""); code != 200 || json.Unmarshal([]byte(body), &r) != nil {
 			return 0
 		}
-		recs, err := st.ListReconcileRecords(t.Context(), r.ID, 100)
-		if err != nil {
-			t.Fatal(err)
+		var recs []json.RawMessage
+		if code, body := curl(t, "GET", fmt.Sprintf("%s/api/v1/resources/%d/history?limit=100", base, r.ID), "", ""); code != 200 ||
+			json.Unmarshal([]byte(body), &recs) != nil {
+			return 0
 		}
 		return len(recs)
 	}
@@ -163,14 +177,12 @@ notifications:
 		t.Logf("delivered %d %s %v: %q", d.ID, d.Event.Event, d.Event.Resource, d.Event.Message)
 	}
 	t.Logf("statuses: %s %s", statuses(first), statuses(fix))
-	// The store says how each went.
-	ns, err := st.ListNotices(t.Context(), "jobs", 50)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range ns {
-		if n.Event == store.EventResourceFailed && n.Results["ops-hook"].Result != store.DeliveryDelivered {
-			t.Errorf("ResourceFailed's delivery: %+v", n.Results)
+	// The deliveries are counted.
+	_, metricsText := curl(t, "GET", base+"/metrics", "", "")
+	for _, want := range []string{`no8s_notifications_total{provider="ops-hook",result="delivered"} 3`,
+		`no8s_notifications_total{provider="commits",result="delivered"}`} {
+		if !strings.Contains(metricsText, want) {
+			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 }
