@@ -16,9 +16,20 @@ import (
 
 // ErrorBody is every error response: a message people read, and the
 // individual problems when there are several or they point at fields.
+// Detail repeats the message under the predecessor's name, so that its
+// clients, which read "detail", show it too.
 type ErrorBody struct {
 	Error   string   `json:"error"`
 	Details []Detail `json:"details"`
+	Detail  string   `json:"detail"`
+}
+
+// newErrorBody returns the body of an error whose message is msg.
+func newErrorBody(msg string, details []Detail) ErrorBody {
+	if details == nil {
+		details = []Detail{}
+	}
+	return ErrorBody{Error: msg, Details: details, Detail: msg}
 }
 
 // Detail is one problem with a request: the request field it is about (as
@@ -144,7 +155,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, f
 	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="no8s"`)
 	}
-	writeJSON(w, status, body)
+	writeJSON(w, status, newErrorBody(body.Error, body.Details))
 }
 
 // fieldMapper turns a manifest document's JSON pointer into the pointer of

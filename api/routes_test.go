@@ -132,8 +132,8 @@ func TestRoutes(t *testing.T) {
 			}
 			if status >= 400 {
 				var eb api.ErrorBody
-				if err := json.Unmarshal(body, &eb); err != nil || eb.Error == "" || eb.Details == nil {
-					t.Errorf("error body %s is not {error, details}", body)
+				if err := json.Unmarshal(body, &eb); err != nil || eb.Error == "" || eb.Details == nil || eb.Detail != eb.Error {
+					t.Errorf("error body %s is not {error, details, detail}", body)
 				}
 				if ct := hdr.Get("Content-Type"); ct != "application/json" {
 					t.Errorf("Content-Type = %q", ct)

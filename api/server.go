@@ -346,8 +346,8 @@ func (m *methodErrorWriter) WriteHeader(code int) {
 		return
 	}
 	m.swallow = true
-	writeJSON(m.ResponseWriter, code, ErrorBody{Error: fmt.Sprintf("method %s is not allowed here (allowed: %s)",
-		m.method, m.Header().Get("Allow")), Details: []Detail{}})
+	writeJSON(m.ResponseWriter, code, newErrorBody(fmt.Sprintf("method %s is not allowed here (allowed: %s)",
+		m.method, m.Header().Get("Allow")), nil))
 }
 
 func (m *methodErrorWriter) Write(p []byte) (int, error) {
