@@ -29,7 +29,7 @@ var errBadCursor = errorf(http.StatusBadRequest,
 // filterFingerprint identifies the filters of a list, not its position.
 func filterFingerprint(f store.ResourceFilter) [8]byte {
 	h := sha256.New()
-	for _, v := range []string{f.Kind, f.Source, string(f.Phase)} {
+	for _, v := range []string{f.Kind, f.Source, string(f.Phase), f.Action} {
 		h.Write([]byte(v))
 		h.Write([]byte{0})
 	}

@@ -144,7 +144,7 @@ func (s *Server) createType(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	f := store.ResourceFilter{Kind: q.Get("kind"), Source: q.Get("source")}
+	f := store.ResourceFilter{Kind: q.Get("kind"), Source: q.Get("source"), Action: q.Get("action_plugin")}
 	if st := q.Get("status"); st != "" {
 		f.Phase = manifest.Phase(st)
 		if !f.Phase.Valid() {

@@ -118,6 +118,10 @@ func TestRoutes(t *testing.T) {
 		{"healthz", "GET", "/healthz", "", "", 200, []string{`"ok"`}},
 		{"readyz", "GET", "/readyz", "", "", 200, []string{`"healthy"`}},
 		{"health", "GET", "/health", "", "", 200, []string{`"healthy"`}},
+		{"filter by action instance", "GET", "/api/v1/resources?action_plugin=no-such-instance", "", "", 200, []string{`[]`}},
+		{"unknown query parameter", "GET", "/api/v1/resources?action=noop", "", "", 400,
+			[]string{`unknown query parameter \"action\" (known: kind, status, source, label, action_plugin`}},
+		{"query parameter of a route that takes none", "GET", "/api/v1/sources?limit=5", "", "", 400, []string{`takes none`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -190,6 +191,33 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
+// queryParams are the query parameters each route reads; any other is a
+// 400, so that a misspelt or unsupported filter (?action=) is not silently
+// ignored, answering everything. Routes not listed take none.
+var queryParams = map[string][]string{
+	"GET /api/v1/resource-types":          {"name", "source"},
+	"GET /api/v1/resources":               {"kind", "status", "source", "label", "action_plugin", "limit", "after", "continue"},
+	"GET /api/v1/resources/{id}/history":  {"limit"},
+	"GET /api/v1/sources/{name}/history":  {"limit"},
+	"POST /api/v1/sources/{name}/approve": {"revision"},
+	"DELETE /api/v1/sources/{name}":       {"mode", "approve"},
+}
+
+// knownParams refuses a request with a query parameter h does not read.
+func knownParams(known []string, h func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		for name := range r.URL.Query() {
+			if !slices.Contains(known, name) {
+				if len(known) == 0 {
+					return errorf(http.StatusBadRequest, "unknown query parameter %q: this route takes none", name)
+				}
+				return errorf(http.StatusBadRequest, "unknown query parameter %q (known: %s)", name, strings.Join(known, ", "))
+			}
+		}
+		return h(w, r)
+	}
+}
+
 // getResourcePattern is the route of reads by id.
 const getResourcePattern = "GET /api/v1/resources/{id}"
 
@@ -217,7 +245,7 @@ func (s *Server) routes() http.Handler {
 		mux.Handle(pattern, h)
 	}
 	fn := func(pattern string, need access, h func(http.ResponseWriter, *http.Request) error) {
-		handle(pattern, need, s.json(h))
+		handle(pattern, need, s.json(knownParams(queryParams[pattern], h)))
 	}
 	fn("GET /api/v1/resource-types", read, s.listTypes)
 	fn("POST /api/v1/resource-types", write, s.createType)

@@ -317,8 +317,10 @@ type ResourceState struct {
 
 // ResourceFilter selects resources in ListResources. Zero fields match all.
 type ResourceFilter struct {
-	Kind   string
-	Phase  manifest.Phase
+	Kind  string
+	Phase manifest.Phase
+	// Action is the action instance the resources are bound to.
+	Action string
 	Source string
 	// Labels must all be present with equal values.
 	Labels map[string]string

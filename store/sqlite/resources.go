@@ -314,6 +314,9 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*s
 	if f.Phase != "" {
 		add("phase = $%d", string(f.Phase))
 	}
+	if f.Action != "" {
+		add("action = $%d", f.Action)
+	}
 	if f.Source != "" {
 		add("source_name = $%d", f.Source)
 	}

@@ -117,6 +117,9 @@ func testListResourcesFilters(t *testing.T, s store.Store) {
 	for _, sd := range seeds {
 		r := resource(sd.name, `{"n":"`+sd.name+`"}`)
 		r.Kind, r.Labels = sd.kind, sd.labels
+		if sd.kind == "Gadget" {
+			r.Action = "gadgets"
+		}
 		created, err := s.CreateResource(ctx, r, gitSource(sd.source, sd.name+".yaml"))
 		if err != nil {
 			t.Fatal(err)
@@ -139,6 +142,8 @@ func testListResourcesFilters(t *testing.T, s store.Store) {
 		{"phase deleting", store.ResourceFilter{Phase: manifest.PhaseDeleting}, nil},
 		{"source", store.ResourceFilter{Source: "infra"}, []string{"Widget/w1", "Widget/w2"}},
 		{"api source", store.ResourceFilter{Source: store.APISource}, []string{"Widget/w3"}},
+		{"action", store.ResourceFilter{Action: "gadgets"}, []string{"Gadget/g1", "Gadget/g2"}},
+		{"action and source", store.ResourceFilter{Action: "gadgets", Source: "infra"}, nil},
 		{"one label", store.ResourceFilter{Labels: map[string]string{"env": "prod"}}, []string{"Widget/w1", "Gadget/g1", "Widget/w3"}},
 		{"two labels", store.ResourceFilter{Labels: map[string]string{"env": "prod", "team": "core"}}, []string{"Widget/w1"}},
 		{"label value differs", store.ResourceFilter{Labels: map[string]string{"env": "staging"}}, nil},
