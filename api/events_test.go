@@ -171,7 +171,11 @@ func TestEvents(t *testing.T) {
 	if ev := dbs.nextResource(); ev.Phase != manifest.PhaseReady || ev.ObservedGeneration != 1 || ev.Message != "done" {
 		t.Errorf("completion event = %+v", ev)
 	}
-	e.must("DELETE", "/api/v1/resources/"+itoa(res.ID), writeToken, "", 202, nil)
+	var deleted api.ResourceAction
+	e.must("DELETE", "/api/v1/resources/"+itoa(res.ID), writeToken, "", 202, &deleted)
+	if deleted.Message != "Resource deletion initiated" || deleted.ResourceID != res.ID || deleted.ID != res.ID || deleted.Status != manifest.PhaseDeleting {
+		t.Errorf("DELETE answered %+v", deleted)
+	}
 	if ev := dbs.nextResource(); ev.Phase != manifest.PhaseDeleting {
 		t.Errorf("deletion event = %+v", ev)
 	}

@@ -377,7 +377,8 @@ func (s *Server) deleteResource(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	writeJSON(w, http.StatusAccepted, NewResource(row))
+	writeJSON(w, http.StatusAccepted, ResourceAction{Message: "Resource deletion initiated", ResourceID: row.ID,
+		Resource: NewResource(row)})
 	return nil
 }
 
@@ -397,7 +398,8 @@ func (s *Server) reconcileResource(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, NewResource(row))
+	writeJSON(w, http.StatusAccepted, ResourceAction{Message: "Reconciliation triggered", ResourceID: row.ID,
+		Resource: NewResource(row)})
 	return nil
 }
 

@@ -62,6 +62,15 @@ type Resource struct {
 	SuspendedAt *time.Time `json:"suspended_at"`
 }
 
+// ResourceAction answers a request that starts work on a resource (a
+// reconcile, a deletion): the predecessor's {"message", "resource_id"},
+// and the resource as it stands, whose fields it carries alongside.
+type ResourceAction struct {
+	Message    string `json:"message"`
+	ResourceID int64  `json:"resource_id"`
+	Resource
+}
+
 // Lease is who holds a resource and until when. A holder that is not alive
 // in GET /api/v1/agents stopped; its lease ends at ExpiresAt, and another
 // agent takes the resource over then.

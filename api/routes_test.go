@@ -91,6 +91,8 @@ func TestRoutes(t *testing.T) {
 		{"delete git owned", "DELETE", fmt.Sprintf("/api/v1/resources/%d", git), writeToken, "", 409, []string{`source \"infra\"`}},
 		{"delete missing", "DELETE", "/api/v1/resources/999999", writeToken, "", 404, nil},
 		{"reconcile missing", "POST", "/api/v1/resources/999999/reconcile", writeToken, "", 404, nil},
+		{"reconcile", "POST", fmt.Sprintf("/api/v1/resources/%d/reconcile", res.ID), writeToken, "", 202,
+			[]string{fmt.Sprintf(`"message":"Reconciliation triggered","resource_id":%d,"id":%d,"name":"production-pg"`, res.ID, res.ID)}},
 
 		{"list sources", "GET", "/api/v1/sources", "", "", 200, []string{`"name":"infra"`, `"name":"api"`, `"kind":"git"`}},
 		{"source", "GET", "/api/v1/sources/infra", "", "", 200, []string{`"last_applied_revision":"main@sha1:abab`}},
