@@ -288,6 +288,47 @@ func (in *Instances) Get(name string) (Instance, bool) {
 	return i, ok
 }
 
+// ErrUnknownInstance is what Resolve answers for a name that is neither an
+// instance nor the plugin of exactly one.
+var ErrUnknownInstance = errors.New("unknown action instance")
+
+// Resolve returns the instance called name or, when there is none, the one
+// instance of the plugin called name: the predecessor's resources name a
+// plugin (action_plugin: github_actions), and with one instance of it that
+// can only mean that instance. Several instances of the plugin, or none,
+// fail with ErrUnknownInstance, naming the instances there are.
+func (in *Instances) Resolve(name string) (Instance, error) {
+	if i, ok := in.Get(name); ok {
+		return i, nil
+	}
+	var of []string
+	if in != nil {
+		for _, i := range in.byName {
+			if i.Plugin == name {
+				of = append(of, i.Name)
+			}
+		}
+	}
+	slices.Sort(of)
+	switch len(of) {
+	case 1:
+		return in.byName[of[0]], nil
+	case 0:
+		return Instance{}, fmt.Errorf("%w %q (instances: %s)", ErrUnknownInstance, name, strings.Join(in.Names(), ", "))
+	}
+	return Instance{}, fmt.Errorf("%w %q: it is no instance, and the plugin %s has several (%s): name one",
+		ErrUnknownInstance, name, name, strings.Join(of, ", "))
+}
+
+// List returns the instances, by name.
+func (in *Instances) List() []Instance {
+	out := make([]Instance, 0, len(in.Names()))
+	for _, name := range in.Names() {
+		out = append(out, in.byName[name])
+	}
+	return out
+}
+
 // Secrets returns the secret values of each instance that holds any
 // (see SecretHolder), by instance name.
 func (in *Instances) Secrets() map[string][]string {

@@ -357,3 +357,50 @@ func TestDecodeConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestResolve(t *testing.T) {
+	t.Parallel()
+	r := NewRegistry()
+	if err := r.Register("webhook", fakeFactory); err != nil {
+		t.Fatal(err)
+	}
+	in, err := r.Build(map[string]Spec{"deploy": {Plugin: "noop"}, "hook-a": {Plugin: "webhook"}, "hook-b": {Plugin: "webhook"}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, want, err string
+	}{
+		{"deploy", "deploy", ""},
+		{"noop", "noop", ""}, // the built-in instance is called noop
+		{"hook-b", "hook-b", ""},
+		{"webhook", "", `plugin webhook has several (hook-a, hook-b): name one`},
+		{"nope", "", `unknown action instance "nope" (instances: deploy, hook-a, hook-b, noop)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := in.Resolve(tt.name)
+			if tt.err != "" {
+				if !errors.Is(err, ErrUnknownInstance) || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("Resolve(%q) = %v, want %q", tt.name, err, tt.err)
+				}
+				return
+			}
+			if err != nil || got.Name != tt.want {
+				t.Fatalf("Resolve(%q) = %+v, %v; want %s", tt.name, got, err, tt.want)
+			}
+		})
+	}
+	// One instance of a plugin stands for it.
+	single, err := r.Build(map[string]Spec{"only-hook": {Plugin: "webhook"}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := single.Resolve("webhook"); err != nil || got.Name != "only-hook" {
+		t.Errorf("Resolve(webhook) with one instance = %+v, %v", got, err)
+	}
+	if names := in.List(); len(names) != 4 || names[0].Name != "deploy" || names[1].Plugin != "webhook" {
+		t.Errorf("List = %+v", names)
+	}
+}

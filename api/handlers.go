@@ -260,6 +260,13 @@ func (s *Server) updateResource(w http.ResponseWriter, r *http.Request) error {
 // resource: the request's fields over the stored ones, read under the API
 // source's lock so that concurrent updates each see the other's result.
 func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *ResourceRequest, id int64) error {
+	if req.ActionPlugin != nil {
+		name, err := s.resolveAction(*req.ActionPlugin)
+		if err != nil {
+			return err
+		}
+		req.ActionPlugin = &name
+	}
 	written, err := s.syncer.ApplyDocument(r.Context(), func(ctx context.Context, tx store.Store) ([]byte, error) {
 		var d resourceDraft
 		if id != 0 {

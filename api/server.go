@@ -43,6 +43,10 @@ type Triggerer interface {
 type Options struct {
 	Store  store.Store
 	Syncer *sync.Syncer
+	// Actions are the agent's action instances: writes naming another are
+	// refused at once, and GET /api/v1/plugins/actions lists them. Nil
+	// accepts any name, and lists none.
+	Actions Actions
 	// Sources triggers syncs; nil answers the sync and approve endpoints 503.
 	Sources Triggerer
 	// ReadToken, when set, is required (as a bearer token, or as the
@@ -274,6 +278,7 @@ func (s *Server) routes() http.Handler {
 	fn("DELETE /api/v1/sources/{name}", write, s.deleteSource)
 
 	fn("GET /api/v1/agents", read, s.listAgents)
+	fn("GET /api/v1/plugins/actions", read, s.listActions)
 
 	handle("GET "+eventsPath, read, http.HandlerFunc(s.serveEvents))
 	// Any other read under /api is a JSON 404, not the dashboard's page.

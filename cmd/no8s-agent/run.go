@@ -121,7 +121,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "run", err)
 	}
 	previewer := preview.New(preview.Options{Store: st, Syncer: syncer, Actions: instances, Sources: previewSrcs, Logger: log, Mask: masker.Mask})
-	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, previewer, m, masker, log, *profiling)
+	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, previewer, instances, m, masker, log, *profiling)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}

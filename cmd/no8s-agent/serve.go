@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/api"
 	"github.com/no8s/no8s-agent/config"
 	"github.com/no8s/no8s-agent/dashboard"
@@ -29,7 +30,8 @@ type httpServer struct {
 // newHTTPServer listens on cfg.Listen and builds the API with the
 // dashboard, metrics and webhook receiver, and the runtime's profiles when
 // profiling is on.
-func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runner *sync.Runner, previewer *preview.Previewer, m *metrics.Metrics, masker *redact.Masker, log *slog.Logger, profiling bool) (*httpServer, error) {
+func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runner *sync.Runner, previewer *preview.Previewer,
+	instances *action.Instances, m *metrics.Metrics, masker *redact.Masker, log *slog.Logger, profiling bool) (*httpServer, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -43,7 +45,7 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		Logger:        log,
 	})
 	srv := api.New(api.Options{
-		Store: st, Syncer: syncer, Sources: runner,
+		Store: st, Syncer: syncer, Sources: runner, Actions: instances,
 		ReadToken: cfg.API.ReadToken(), WriteToken: cfg.API.WriteToken(),
 		GitHubWebhook: hook,
 		Metrics:       m.Handler(),

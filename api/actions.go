@@ -1,0 +1,54 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/no8s/no8s-agent/action"
+)
+
+// Actions are the action instances API writes may name.
+type Actions interface {
+	// Resolve returns the instance a write names: an instance, or the
+	// plugin of exactly one; otherwise an error wrapping
+	// action.ErrUnknownInstance.
+	Resolve(name string) (action.Instance, error)
+	// List returns the instances, by name.
+	List() []action.Instance
+}
+
+// ActionInstance is an action instance in GET /api/v1/plugins/actions: its
+// name and plugin, never its settings.
+type ActionInstance struct {
+	Name   string `json:"name"`
+	Plugin string `json:"plugin"`
+}
+
+func (s *Server) listActions(w http.ResponseWriter, _ *http.Request) error {
+	out := []ActionInstance{}
+	if s.opts.Actions != nil {
+		for _, i := range s.opts.Actions.List() {
+			out = append(out, ActionInstance{Name: i.Name, Plugin: i.Plugin})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// resolveAction turns the action a write names into the instance's name,
+// or a 400 on the field action_plugin.
+func (s *Server) resolveAction(name string) (string, error) {
+	if s.opts.Actions == nil || name == "" {
+		return name, nil
+	}
+	inst, err := s.opts.Actions.Resolve(name)
+	if errors.Is(err, action.ErrUnknownInstance) {
+		msg := "action_plugin: " + err.Error()
+		return "", &Error{Status: http.StatusBadRequest, Message: msg,
+			Details: []Detail{{Field: "action_plugin", Pointer: "/action_plugin", Message: msg}}}
+	}
+	if err != nil {
+		return "", err
+	}
+	return inst.Name, nil
+}

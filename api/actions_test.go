@@ -1,0 +1,54 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/action/builtin"
+	"github.com/no8s/no8s-agent/api"
+)
+
+// TestActionInstances lists the agent's action instances without their
+// settings, refuses a write naming no instance at once, and takes the
+// name of a plugin with one instance for that instance.
+func TestActionInstances(t *testing.T) {
+	t.Parallel()
+	instances, err := builtin.Registry().Build(map[string]action.Spec{
+		"provision-db": {Plugin: "exec", Config: json.RawMessage(`{"command": ["true"], "env": {"MODE": "secret-mode-1"}}`)},
+	}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(o *api.Options) { o.Actions = instances })
+	e.must("POST", "/api/v1/resource-types", writeToken, dbType, http.StatusCreated, nil)
+
+	var list []api.ActionInstance
+	status, body, _ := e.call("GET", "/api/v1/plugins/actions", "", "")
+	if status != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list) != 2 ||
+		list[0] != (api.ActionInstance{Name: "noop", Plugin: "noop"}) || list[1] != (api.ActionInstance{Name: "provision-db", Plugin: "exec"}) {
+		t.Errorf("GET /api/v1/plugins/actions = %d %s", status, body)
+	}
+	if strings.Contains(string(body), "secret-mode-1") || strings.Contains(string(body), "command") {
+		t.Errorf("the instances' settings are shown: %s", body)
+	}
+
+	unknown := strings.Replace(dbResource, `"provision-db"`, `"github_actions"`, 1)
+	status, body, _ = e.call("POST", "/api/v1/resources", writeToken, unknown)
+	if status != http.StatusBadRequest || !strings.Contains(string(body), `"field":"action_plugin"`) ||
+		!strings.Contains(string(body), `unknown action instance \"github_actions\" (instances: noop, provision-db)`) {
+		t.Errorf("a write naming no instance = %d %s", status, body)
+	}
+	if status, body, _ := e.call("GET", "/api/v1/resources?source=api", "", ""); status != http.StatusOK || string(body) != "[]\n" {
+		t.Errorf("the refused write left %s", body)
+	}
+	// The plugin exec has one instance: naming the plugin names it.
+	byPlugin := strings.Replace(dbResource, `"provision-db"`, `"exec"`, 1)
+	var created api.Resource
+	e.must("POST", "/api/v1/resources", writeToken, byPlugin, http.StatusCreated, &created)
+	if created.ActionPlugin != "provision-db" {
+		t.Errorf("created with action_plugin exec: stored %q, want provision-db", created.ActionPlugin)
+	}
+}
