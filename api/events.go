@@ -55,7 +55,9 @@ var resyncFrame = []byte("event: " + EventResync + "\ndata: {}\n\n")
 type event struct {
 	name         string
 	kind, source string
-	data         []byte
+	// id is the resource's, for a resource event.
+	id   int64
+	data []byte
 	// frame is the event as sent, encoded once by publish and shared by
 	// every stream.
 	frame []byte
@@ -64,6 +66,8 @@ type event struct {
 // subscriber is one client of the event stream.
 type subscriber struct {
 	kind, source string
+	// id, when not zero, is the one resource whose events are wanted.
+	id int64
 	// cursor is the sequence number of the next event to send; only the
 	// stream's own goroutine uses it, under the hub's read lock.
 	cursor uint64
@@ -74,6 +78,9 @@ func (sub *subscriber) wants(ev event) bool {
 		return true
 	}
 	if sub.kind != "" && (ev.name != EventResource || ev.kind != sub.kind) {
+		return false
+	}
+	if sub.id != 0 && (ev.name != EventResource || ev.id != sub.id) {
 		return false
 	}
 	return sub.source == "" || ev.source == sub.source
@@ -174,7 +181,7 @@ func (h *hub) translate(ctx context.Context, n store.Notification) (event, bool)
 		if err != nil {
 			return event{}, false
 		}
-		return event{name: EventResource, kind: st.Kind, source: st.Source, data: data}, true
+		return event{name: EventResource, kind: st.Kind, source: st.Source, id: st.ID, data: data}, true
 	case n.Topic == store.TopicSources:
 		src, err := h.store.GetSource(ctx, n.Payload)
 		if err != nil {
@@ -233,13 +240,13 @@ func (h *hub) read(sub *subscriber, frames [][]byte) (_ [][]byte, lost bool, cha
 
 // subscribe adds a stream that is sent every event published from now on;
 // nil when the hub has stopped.
-func (h *hub) subscribe(kind, source string) *subscriber {
+func (h *hub) subscribe(kind, source string, id int64) *subscriber {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {
 		return nil
 	}
-	sub := &subscriber{kind: kind, source: source, cursor: h.next}
+	sub := &subscriber{kind: kind, source: source, id: id, cursor: h.next}
 	h.subs[sub] = struct{}{}
 	return sub
 }
@@ -250,9 +257,29 @@ func (h *hub) unsubscribe(sub *subscriber) {
 	h.mu.Unlock()
 }
 
+// serveResourceEvents streams the events of one resource, as the
+// predecessor's per-resource stream: GET /api/v1/resources/{id}/events.
+func (s *Server) serveResourceEvents(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err == nil {
+		_, err = s.store.GetResource(r.Context(), id)
+	}
+	if err != nil {
+		s.writeError(w, r, err, nil)
+		return
+	}
+	s.streamEvents(w, r, "", "", id)
+}
+
 // serveEvents streams events as text/event-stream until the client goes
 // away or the server stops. ?kind= and ?source= filter them.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	s.streamEvents(w, r, q.Get("kind"), q.Get("source"), 0)
+}
+
+// streamEvents streams the events the filters let through.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, kind, source string, id int64) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		s.writeError(w, r, errorf(http.StatusInternalServerError, "streaming is not supported"), nil)
@@ -266,8 +293,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusServiceUnavailable, "the event stream is not running yet; retry"), nil)
 		return
 	}
-	q := r.URL.Query()
-	sub := s.events.subscribe(q.Get("kind"), q.Get("source"))
+	sub := s.events.subscribe(kind, source, id)
 	if sub == nil {
 		s.writeError(w, r, errorf(http.StatusServiceUnavailable, "the event stream has stopped"), nil)
 		return

@@ -244,7 +244,7 @@ func TestEventsSlowSubscriberResyncs(t *testing.T) {
 func TestEventsEncodedOnce(t *testing.T) {
 	t.Parallel()
 	h := newHub(nil, nil, nil)
-	a, b := h.subscribe("", ""), h.subscribe("Network", "")
+	a, b := h.subscribe("", "", 0), h.subscribe("Network", "", 0)
 	h.publish(event{name: EventResource, kind: "Network", data: []byte(`{"id":1}`)})
 	fa, _, _, _ := h.read(a, nil)
 	fb, _, _, _ := h.read(b, nil)

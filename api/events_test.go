@@ -30,9 +30,15 @@ type sseEvent struct {
 // stream opens /api/v1/events with query and returns once subscribed.
 func stream(t *testing.T, base, query string) *sse {
 	t.Helper()
+	return streamAt(t, base+"/api/v1/events"+query)
+}
+
+// streamAt opens the event stream at url and returns once subscribed.
+func streamAt(t *testing.T, url string) *sse {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(ctx, "GET", base+"/api/v1/events"+query, nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,5 +245,30 @@ func TestEventsEndWithServer(t *testing.T) {
 		t.Fatal("Serve did not return within 4s of cancel with a stream open")
 	}
 	for range s.lines {
+	}
+}
+
+// TestResourceEvents streams one resource's events: its own, not its
+// neighbours'; an unknown resource is a 404.
+func TestResourceEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.must("POST", "/api/v1/resource-types", writeToken, dbType, 201, nil)
+	var res, other api.Resource
+	e.must("POST", "/api/v1/resources", writeToken, dbResource, 201, &res)
+	e.must("POST", "/api/v1/resources", writeToken, strings.Replace(dbResource, "production-pg", "staging-pg", 1), 201, &other)
+	if status, body, _ := e.call("GET", "/api/v1/resources/999999/events", "", ""); status != http.StatusNotFound {
+		t.Errorf("events of an unknown resource = %d %s", status, body)
+	}
+	s := streamAt(t, e.http.URL+"/api/v1/resources/"+itoa(res.ID)+"/events")
+	e.must("POST", "/api/v1/resources/"+itoa(other.ID)+"/reconcile", writeToken, "", 202, nil)
+	if _, err := e.store.SetResourceStatus(t.Context(), other.ID, store.StatusUpdate{Phase: manifest.PhaseFailed, Message: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.SetResourceStatus(t.Context(), res.ID, store.StatusUpdate{Phase: manifest.PhaseReady, Message: "mine"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := s.nextResource(); ev.ID != res.ID || ev.Message != "mine" {
+		t.Errorf("first event of the resource's stream = %+v, want its own", ev)
 	}
 }

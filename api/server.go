@@ -127,12 +127,21 @@ func New(opts Options) *Server {
 	return s
 }
 
+// isEventStream reports whether path is one of the event streams.
+func isEventStream(path string) bool {
+	if path == eventsPath {
+		return true
+	}
+	rest, ok := strings.CutPrefix(path, "/api/v1/resources/")
+	return ok && strings.HasSuffix(rest, "/events") && strings.Count(rest, "/") == 1
+}
+
 // wrapAllButEvents wraps every request to h with wrap, but for the event
 // stream's, which pass straight to h.
 func wrapAllButEvents(h http.Handler, wrap func(http.Handler) http.Handler) http.Handler {
 	wrapped := wrap(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && r.URL.Path == eventsPath {
+		if r.Method == http.MethodGet && isEventStream(r.URL.Path) {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -222,6 +231,9 @@ func knownParams(known []string, h func(http.ResponseWriter, *http.Request) erro
 	}
 }
 
+// resourceEventsPattern is the route of one resource's event stream.
+const resourceEventsPattern = "GET /api/v1/resources/{id}/events"
+
 // getResourcePattern is the route of reads by id.
 const getResourcePattern = "GET /api/v1/resources/{id}"
 
@@ -239,7 +251,8 @@ func (s *Server) routes() http.Handler {
 	handle := func(pattern string, need access, h http.Handler) {
 		// Reads by id are limited by the loader's queries, a batch at a
 		// time, rather than one slot each.
-		if need == read && strings.HasPrefix(pattern, "GET /api/") && pattern != "GET "+eventsPath && pattern != getResourcePattern {
+		if need == read && strings.HasPrefix(pattern, "GET /api/") && pattern != "GET "+eventsPath && pattern != resourceEventsPattern &&
+			pattern != getResourcePattern {
 			h = s.limit(h)
 		}
 		h = s.bodyDeadline(s.authorize(need, h))
@@ -281,6 +294,7 @@ func (s *Server) routes() http.Handler {
 	fn("GET /api/v1/plugins/actions", read, s.listActions)
 
 	handle("GET "+eventsPath, read, http.HandlerFunc(s.serveEvents))
+	handle(resourceEventsPattern, read, http.HandlerFunc(s.serveResourceEvents))
 	// Any other read under /api is a JSON 404, not the dashboard's page.
 	fn("GET /api/", open, func(http.ResponseWriter, *http.Request) error {
 		return errorf(http.StatusNotFound, "no such endpoint")
