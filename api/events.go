@@ -264,6 +264,9 @@ func (s *Server) serveResourceEvents(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		_, err = s.store.GetResource(r.Context(), id)
 	}
+	if err == nil {
+		err = s.mayResource(r, VerbGet, id)
+	}
 	if err != nil {
 		s.writeError(w, r, err, nil)
 		return
@@ -275,6 +278,10 @@ func (s *Server) serveResourceEvents(w http.ResponseWriter, r *http.Request) {
 // away or the server stops. ?kind= and ?source= filter them.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if err := may(r.Context(), VerbList, q.Get("kind"), q.Get("source")); err != nil {
+		s.writeError(w, r, err, nil)
+		return
+	}
 	s.streamEvents(w, r, q.Get("kind"), q.Get("source"), 0)
 }
 

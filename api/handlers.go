@@ -64,7 +64,11 @@ func listLimit(r *http.Request, def int) (int, error) {
 // --- resource types ---
 
 func (s *Server) listTypes(w http.ResponseWriter, r *http.Request) error {
-	rows, err := s.store.ListResourceTypes(r.Context(), store.TypeFilter{Name: r.URL.Query().Get("name"), Source: r.URL.Query().Get("source")})
+	f := store.TypeFilter{Name: r.URL.Query().Get("name"), Source: r.URL.Query().Get("source")}
+	if err := may(r.Context(), VerbList, f.Name, f.Source); err != nil {
+		return err
+	}
+	rows, err := s.store.ListResourceTypes(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -85,6 +89,9 @@ func (s *Server) getType(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := may(r.Context(), VerbGet, t.Name, t.Source.Name); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, NewResourceType(t))
 	return nil
 }
@@ -94,6 +101,9 @@ func (s *Server) getTypeByName(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := may(r.Context(), VerbGet, t.Name, t.Source.Name); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, NewResourceType(t))
 	return nil
 }
@@ -101,6 +111,9 @@ func (s *Server) getTypeByName(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) createType(w http.ResponseWriter, r *http.Request) error {
 	var req ResourceTypeRequest
 	if err := decodeBody(r, &req, readOnlyTypeFields); err != nil {
+		return err
+	}
+	if err := may(r.Context(), VerbCreate, req.Name, store.APISource); err != nil {
 		return err
 	}
 	if req.Version == "" {
@@ -171,6 +184,9 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	if err := may(r.Context(), VerbList, f.Kind, f.Source); err != nil {
+		return err
+	}
 	rows, err := s.store.ListResources(r.Context(), f)
 	if err != nil {
 		return err
@@ -207,6 +223,9 @@ func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := may(r.Context(), VerbGet, row.Kind, row.Source.Name); err != nil {
+		return err
+	}
 	writeResource(w, http.StatusOK, row)
 	return nil
 }
@@ -218,6 +237,9 @@ func (s *Server) getResourceByName(w http.ResponseWriter, r *http.Request) error
 	}
 	if row.Version != r.PathValue("version") {
 		return errorf(http.StatusNotFound, "%s is stored at version %s, not %s", row.Ref(), row.Version, r.PathValue("version"))
+	}
+	if err := may(r.Context(), VerbGet, row.Kind, row.Source.Name); err != nil {
+		return err
 	}
 	writeResource(w, http.StatusOK, row)
 	return nil
@@ -260,6 +282,13 @@ func (s *Server) updateResource(w http.ResponseWriter, r *http.Request) error {
 // resource: the request's fields over the stored ones, read under the API
 // source's lock so that concurrent updates each see the other's result.
 func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *ResourceRequest, id int64) error {
+	if id == 0 {
+		if err := may(r.Context(), VerbCreate, *req.ResourceTypeName, store.APISource); err != nil {
+			return err
+		}
+	} else if err := s.mayResource(r, VerbUpdate, id); err != nil {
+		return err
+	}
 	if req.ActionPlugin != nil {
 		name, err := s.resolveAction(*req.ActionPlugin)
 		if err != nil {
@@ -372,6 +401,9 @@ func (s *Server) deleteResource(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.mayResource(r, VerbDelete, id); err != nil {
+		return err
+	}
 	row, err := s.syncer.DeleteResource(r.Context(), id)
 	var owned *store.OwnerConflictError
 	switch {
@@ -398,6 +430,9 @@ func (s *Server) reconcileResource(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
+	if err := may(r.Context(), VerbReconcile, cur.Kind, cur.Source.Name); err != nil {
+		return err
+	}
 	if cur.Suspended() {
 		return errorf(http.StatusConflict, "%s is suspended (by %s): resume it first", cur.Ref(), cur.SuspendedBy())
 	}
@@ -413,6 +448,9 @@ func (s *Server) reconcileResource(w http.ResponseWriter, r *http.Request) error
 func (s *Server) resourceHistory(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r)
 	if err != nil {
+		return err
+	}
+	if err := s.mayResource(r, VerbGet, id); err != nil {
 		return err
 	}
 	limit, err := listLimit(r, historyLimit)
@@ -443,6 +481,9 @@ func (s *Server) resourceOutputs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.mayResource(r, VerbGet, id); err != nil {
+		return err
+	}
 	row, err := s.store.GetResource(r.Context(), id)
 	if err != nil {
 		return err
@@ -454,6 +495,9 @@ func (s *Server) resourceOutputs(w http.ResponseWriter, r *http.Request) error {
 // --- sources ---
 
 func (s *Server) listSources(w http.ResponseWriter, r *http.Request) error {
+	if err := maySource(r.Context(), VerbList, ""); err != nil {
+		return err
+	}
 	rows, err := s.store.ListSources(r.Context())
 	if err != nil {
 		return err
@@ -482,6 +526,9 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getSource(w http.ResponseWriter, r *http.Request) error {
+	if err := maySource(r.Context(), VerbGet, r.PathValue("name")); err != nil {
+		return err
+	}
 	src, err := s.store.GetSource(r.Context(), r.PathValue("name"))
 	if err != nil {
 		return err
@@ -492,6 +539,9 @@ func (s *Server) getSource(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) sourceHistory(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
+	if err := maySource(r.Context(), VerbGet, name); err != nil {
+		return err
+	}
 	limit, err := listLimit(r, historyLimit)
 	if err != nil {
 		return err
@@ -538,6 +588,9 @@ func (s *Server) trigger(name string, force bool) error {
 
 func (s *Server) syncSource(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
+	if err := maySource(r.Context(), VerbSync, name); err != nil {
+		return err
+	}
 	if err := s.syncable(name); err != nil {
 		return err
 	}
@@ -556,6 +609,9 @@ func (s *Server) syncSource(w http.ResponseWriter, r *http.Request) error {
 // Any revision but the stalled one is refused with 409.
 func (s *Server) approveSource(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
+	if err := maySource(r.Context(), VerbApprove, name); err != nil {
+		return err
+	}
 	// Checked first: an approval this agent cannot act on is not recorded.
 	if err := s.syncable(name); err != nil {
 		return err
@@ -601,6 +657,9 @@ func (s *Server) approveSource(w http.ResponseWriter, r *http.Request) error {
 // while its resources are being destroyed.
 func (s *Server) deleteSource(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
+	if err := maySource(r.Context(), VerbDelete, name); err != nil {
+		return err
+	}
 	q := r.URL.Query()
 	mode := sync.RemoveMode(q.Get("mode"))
 	if mode != sync.ModeForget && mode != sync.ModePrune {

@@ -54,6 +54,10 @@ type Options struct {
 	// required for writes, and also allows reads; without one, writes are
 	// refused with 403.
 	ReadToken, WriteToken string
+	// Tokens are scoped tokens: each may do the verbs its grants list, to
+	// the kinds and sources they name. With any of them, reads need a
+	// token too.
+	Tokens []Token
 	// MaxBodyBytes caps request bodies; zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// BodyReadTimeout bounds how long a client may take to send a request
@@ -99,6 +103,11 @@ type Server struct {
 	loader  *loader
 	reads   *readLimiter
 	handler http.Handler
+	// tokens are every token the server accepts; readsOpen is true when
+	// reads need none, and writable when some token may write.
+	tokens    []*Token
+	readsOpen bool
+	writable  bool
 }
 
 // New returns a Server. Its event stream needs Run (or Serve) to be fed.
@@ -115,7 +124,13 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, store: opts.Store, syncer: opts.Syncer, log: opts.Logger}
+	s := &Server{opts: opts, store: opts.Store, syncer: opts.Syncer, log: opts.Logger,
+		tokens: tokens(opts), readsOpen: opts.ReadToken == "" && len(opts.Tokens) == 0}
+	for _, t := range s.tokens {
+		for _, g := range t.Grants {
+			s.writable = s.writable || slices.ContainsFunc(g.Verbs, func(v string) bool { return v != VerbGet && v != VerbList })
+		}
+	}
 	s.events = newHub(opts.Store, opts.Logger, opts.MaskEvent)
 	s.reads = newReadLimiter(opts.MaxConcurrentReads, opts.Store)
 	s.loader = newLoader(opts.Store)
@@ -255,7 +270,7 @@ func (s *Server) routes() http.Handler {
 			pattern != getResourcePattern {
 			h = s.limit(h)
 		}
-		h = s.bodyDeadline(s.authorize(need, h))
+		h = s.bodyDeadline(s.authorize(pattern, need, h))
 		if s.opts.Instrument != nil {
 			h = s.opts.Instrument(pattern, h)
 		}
@@ -462,12 +477,20 @@ func (e *fieldError) Unwrap() error { return e.err }
 
 // authorize enforces the tokens: reads are open unless a read token is set;
 // writes need the write token and are refused when none is set.
-func (s *Server) authorize(need access, h http.Handler) http.Handler {
+func (s *Server) authorize(pattern string, need access, h http.Handler) http.Handler {
 	if need == open {
 		return h
 	}
+	verb := routeVerb(pattern, need)
+	whole := !strings.HasPrefix(pattern, "GET /api/") && !strings.HasPrefix(pattern, "POST /api/") &&
+		!strings.HasPrefix(pattern, "PUT /api/") && !strings.HasPrefix(pattern, "DELETE /api/")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err := s.check(need, r)
+		t, err := s.check(need, verb, r)
+		if err == nil && whole && t != nil && !t.allows(VerbList, "", "") {
+			// The dashboard, the metrics and the profiles show everything.
+			err = errorf(http.StatusForbidden, "token %q may not read everything, which %s shows (missing permission list on every kind and source)",
+				t.Name, r.URL.Path)
+		}
 		if err == nil && need == write {
 			err = crossSite(r)
 		}
@@ -480,30 +503,51 @@ func (s *Server) authorize(need access, h http.Handler) http.Handler {
 			s.writeError(w, r, err, nil)
 			return
 		}
+		if t != nil {
+			// The token's name is the author of its writes in the sync history.
+			ctx := sync.WithActor(context.WithValue(r.Context(), tokenKey{}, t), "token "+t.Name)
+			r = r.WithContext(ctx)
+			// The audit trail: writes at info, reads at debug.
+			level := slog.LevelDebug
+			if need == write {
+				level = slog.LevelInfo
+			}
+			s.log.Log(ctx, level, "api request", "token", t.Name, "method", r.Method, "path", r.URL.Path)
+		}
 		h.ServeHTTP(w, r)
 	})
 }
 
-func (s *Server) check(need access, r *http.Request) *Error {
-	readTok, writeTok := s.opts.ReadToken, s.opts.WriteToken
-	if need == write && writeTok == "" {
-		return errorf(http.StatusForbidden, "writes are disabled: the agent has no write token (set api.writeTokenEnv)")
+// check finds the request's token and checks that it may do verb at all;
+// what it is done to is checked by the handler (may, maySource). Reads
+// need no token while no read token and no scoped token is configured.
+func (s *Server) check(need access, verb string, r *http.Request) (*Token, *Error) {
+	if need == write && !s.writable {
+		return nil, errorf(http.StatusForbidden, "writes are disabled: the agent has no write token (set api.writeTokenEnv or api.tokens)")
 	}
-	if need == read && readTok == "" {
-		return nil
+	if need == read && s.readsOpen {
+		return nil, nil
 	}
 	got, _, ok := presentedToken(r)
-	switch {
-	case !ok:
-		return errorf(http.StatusUnauthorized, "a token is required: send Authorization: Bearer <token>")
-	case writeTok != "" && equal(got, writeTok):
-		return nil
-	case need == read && equal(got, readTok):
-		return nil
-	case need == write && readTok != "" && equal(got, readTok):
-		return errorf(http.StatusForbidden, "the read token cannot write: use the write token")
+	if !ok {
+		return nil, errorf(http.StatusUnauthorized, "a token is required: send Authorization: Bearer <token>")
 	}
-	return errorf(http.StatusUnauthorized, "the token is not valid")
+	var t *Token
+	for _, c := range s.tokens {
+		// Every token is compared, so that the time taken tells nothing.
+		if equal(got, c.Value) && t == nil {
+			t = c
+		}
+	}
+	switch {
+	case t == nil:
+		return nil, errorf(http.StatusUnauthorized, "the token is not valid")
+	case t.allowsVerb(verb):
+		return t, nil
+	case t.Name == ReadTokenName && need == write:
+		return nil, errorf(http.StatusForbidden, "the read token cannot write: use the write token")
+	}
+	return nil, errorf(http.StatusForbidden, "token %q may not %s (missing permission %s; it may %s)", t.Name, verb, verb, describeGrants(t))
 }
 
 // presentedToken returns the bearer token, or a basic-auth password

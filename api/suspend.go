@@ -20,6 +20,9 @@ func (s *Server) setResourceSuspended(w http.ResponseWriter, r *http.Request, su
 	if err != nil {
 		return err
 	}
+	if err := s.mayResource(r, VerbSuspend, id); err != nil {
+		return err
+	}
 	row, err := s.store.SuspendResource(r.Context(), id, suspend)
 	if err != nil {
 		return err
@@ -41,6 +44,9 @@ func (s *Server) resumeSource(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) setSourceSuspended(w http.ResponseWriter, r *http.Request, suspend bool) error {
 	name := r.PathValue("name")
+	if err := maySource(r.Context(), VerbSuspend, name); err != nil {
+		return err
+	}
 	if name == store.APISource {
 		return errorf(http.StatusBadRequest, "source %q is the API itself: there is nothing to suspend", name)
 	}

@@ -258,9 +258,37 @@ type API struct {
 	// ReadTokenEnv names the variable holding the token for reads; unset,
 	// reads need no token.
 	ReadTokenEnv string `json:"readTokenEnv,omitempty"`
+	// Tokens are scoped tokens: each may do the verbs its grants allow, on
+	// the kinds and sources they name. writeTokenEnv and readTokenEnv are
+	// shorthands for a token allowed everything and one allowed get and
+	// list.
+	Tokens []APIToken `json:"tokens,omitempty"`
 
 	writeToken, readToken *secret
 }
+
+// APIToken is a named API token and what it may do.
+type APIToken struct {
+	Name     string     `json:"name"`
+	TokenEnv string     `json:"tokenEnv"`
+	Allow    []APIGrant `json:"allow"`
+
+	value *secret
+}
+
+// Value returns the resolved token.
+func (t APIToken) Value() string { return t.value.get() }
+
+// APIGrant allows verbs on the kinds and in the sources it names; none
+// named means all.
+type APIGrant struct {
+	Verbs   []string `json:"verbs"`
+	Kinds   []string `json:"kinds,omitempty"`
+	Sources []string `json:"sources,omitempty"`
+}
+
+// APIVerbs are the verbs a grant may name.
+var APIVerbs = []string{"get", "list", "create", "update", "delete", "reconcile", "sync", "approve", "suspend"}
 
 // WriteToken returns the resolved write token, or "".
 func (a API) WriteToken() string { return a.writeToken.get() }
@@ -462,6 +490,9 @@ func (c *Config) resolve(getenv func(string) (string, bool), ps *problems) {
 	}
 	c.API.writeToken = get("api.writeTokenEnv", c.API.WriteTokenEnv)
 	c.API.readToken = get("api.readTokenEnv", c.API.ReadTokenEnv)
+	for i := range c.API.Tokens {
+		c.API.Tokens[i].value = get(fmt.Sprintf("api.tokens[%d].tokenEnv", i), c.API.Tokens[i].TokenEnv)
+	}
 	c.Webhooks.githubSecret = get("webhooks.githubSecretEnv", c.Webhooks.GitHubSecretEnv)
 	c.Notifications.resolve(get)
 }
@@ -522,6 +553,9 @@ func (c *Config) Secrets() []Secret {
 	}
 	add("api.writeTokenEnv", c.API.WriteTokenEnv, c.API.writeToken)
 	add("api.readTokenEnv", c.API.ReadTokenEnv, c.API.readToken)
+	for i, t := range c.API.Tokens {
+		add(fmt.Sprintf("api.tokens[%d].tokenEnv", i), t.TokenEnv, t.value)
+	}
 	add("webhooks.githubSecretEnv", c.Webhooks.GitHubSecretEnv, c.Webhooks.githubSecret)
 	c.Notifications.secrets(add)
 	return out

@@ -119,6 +119,33 @@ func (c *Config) validate(ps *problems) {
 		ps.add("reconcile.backoff.max", "%s is less than backoff.initial (%s)", r.Backoff.Max, r.Backoff.Initial)
 	}
 	c.Notifications.validate(ps)
+	tokenNames := map[string]bool{"read": c.API.ReadTokenEnv != "", "write": c.API.WriteTokenEnv != ""}
+	for i, t := range c.API.Tokens {
+		key := fmt.Sprintf("api.tokens[%d]", i)
+		switch {
+		case t.Name == "":
+			ps.add(key+".name", "required: the name the audit trail shows")
+		case tokenNames[t.Name]:
+			ps.add(key+".name", "%q is taken: names are unique, and read and write are those of readTokenEnv and writeTokenEnv", t.Name)
+		}
+		tokenNames[t.Name] = true
+		if t.TokenEnv == "" {
+			ps.add(key+".tokenEnv", "required: the variable holding the token")
+		}
+		if len(t.Allow) == 0 {
+			ps.add(key+".allow", "required: what the token may do")
+		}
+		for j, g := range t.Allow {
+			if len(g.Verbs) == 0 {
+				ps.add(fmt.Sprintf("%s.allow[%d].verbs", key, j), "required: one or more of %s", strings.Join(APIVerbs, ", "))
+			}
+			for _, v := range g.Verbs {
+				if !slices.Contains(APIVerbs, v) {
+					ps.add(fmt.Sprintf("%s.allow[%d].verbs", key, j), "unknown verb %q (known: %s)", v, strings.Join(APIVerbs, ", "))
+				}
+			}
+		}
+	}
 	if c.Metrics.ResourceSeriesLimit < 0 {
 		ps.add("metrics.resourceSeriesLimit", "must be 0 (no per-resource series) or more, not %d", c.Metrics.ResourceSeriesLimit)
 	}

@@ -98,7 +98,7 @@ func (s *Syncer) ApplyDocument(ctx context.Context, build DocumentFunc) (*Writte
 		default:
 			return fmt.Errorf("api write: %w: the document declares nothing", store.ErrInvalid)
 		}
-		return s.recordSuccess(ctx, tx, apiTarget, &source.Snapshot{Revision: rev}, cur, p, start)
+		return s.recordSuccess(ctx, tx, apiTarget, apiSnapshot(ctx, rev), cur, p, start)
 	})
 	if err != nil {
 		return nil, err
@@ -210,7 +210,7 @@ func (s *Syncer) DeleteResource(ctx context.Context, id int64) (*store.Resource,
 				return err
 			}
 		}
-		return s.recordSuccess(ctx, tx, apiTarget, &source.Snapshot{Revision: rev}, cur, p, start)
+		return s.recordSuccess(ctx, tx, apiTarget, apiSnapshot(ctx, rev), cur, p, start)
 	})
 	if err != nil {
 		return nil, err
@@ -249,4 +249,24 @@ func invalidDocument(problems []manifest.Problem) *Error {
 	manifest.SortProblems(problems)
 	return &Error{Reason: ReasonValidationFailed, Problems: problems,
 		Message: fmt.Sprintf("%d problem(s); first: %s", len(problems), problems[0])}
+}
+
+// actorKey carries who makes an API write in its context.
+type actorKey struct{}
+
+// WithActor returns ctx saying that actor (an API token's name) makes the
+// writes done with it: the sync history of the API records it as the
+// write's author.
+func WithActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// apiSnapshot is what an API write records of itself: its revision, and
+// its author when the context names one.
+func apiSnapshot(ctx context.Context, rev manifest.Revision) *source.Snapshot {
+	snap := &source.Snapshot{Revision: rev}
+	if actor, _ := ctx.Value(actorKey{}).(string); actor != "" {
+		snap.Commit.Author = actor
+	}
+	return snap
 }

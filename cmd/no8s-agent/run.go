@@ -49,7 +49,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// Without sources, only the API can declare resources: that needs its
 	// write token.
-	if len(cfg.Sources) == 0 && cfg.API.WriteToken() == "" {
+	if len(cfg.Sources) == 0 && cfg.API.WriteToken() == "" && len(cfg.API.Tokens) == 0 {
 		return fail(stderr, "run", errors.New("no sources: list them in --config or give --source (or set api.writeTokenEnv to declare resources through the API only)"))
 	}
 	masker, log := maskSecrets(cfg, newLogger(stderr, cfg.LogFormat, cfg.LogLevel))

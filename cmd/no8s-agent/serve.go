@@ -46,7 +46,7 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 	})
 	srv := api.New(api.Options{
 		Store: st, Syncer: syncer, Sources: runner, Actions: instances,
-		ReadToken: cfg.API.ReadToken(), WriteToken: cfg.API.WriteToken(),
+		ReadToken: cfg.API.ReadToken(), WriteToken: cfg.API.WriteToken(), Tokens: apiTokens(cfg.API),
 		GitHubWebhook: hook,
 		Metrics:       m.Handler(),
 		Dashboard:     dashboard.New(st, dashboard.Options{Logger: log, Version: versionString()}),
@@ -85,6 +85,18 @@ func webhookSources(cfg *config.Config) []webhook.Source {
 			ws.Branch = git.DefaultBranch
 		}
 		out = append(out, ws)
+	}
+	return out
+}
+
+// apiTokens are the configuration's scoped tokens as the API takes them.
+func apiTokens(c config.API) []api.Token {
+	out := make([]api.Token, len(c.Tokens))
+	for i, t := range c.Tokens {
+		out[i] = api.Token{Name: t.Name, Value: t.Value()}
+		for _, g := range t.Allow {
+			out[i].Grants = append(out[i].Grants, api.Grant{Verbs: g.Verbs, Kinds: g.Kinds, Sources: g.Sources})
+		}
 	}
 	return out
 }

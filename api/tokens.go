@@ -1,0 +1,224 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// The verbs a token may be granted.
+const (
+	VerbGet       = "get"
+	VerbList      = "list"
+	VerbCreate    = "create"
+	VerbUpdate    = "update"
+	VerbDelete    = "delete"
+	VerbReconcile = "reconcile"
+	VerbSync      = "sync"
+	VerbApprove   = "approve"
+	VerbSuspend   = "suspend"
+)
+
+// Verbs lists every verb.
+var Verbs = []string{VerbGet, VerbList, VerbCreate, VerbUpdate, VerbDelete, VerbReconcile, VerbSync, VerbApprove, VerbSuspend}
+
+// Grant allows verbs on resources of some kinds in some sources; an empty
+// list of kinds or sources means all of them.
+type Grant struct {
+	Verbs   []string
+	Kinds   []string
+	Sources []string
+}
+
+// Token is an API token with a name (written to the log and the sync
+// history of the writes it makes) and what it may do.
+type Token struct {
+	Name   string
+	Value  string
+	Grants []Grant
+}
+
+// allowsVerb reports whether some grant has the verb, whatever its scope.
+func (t *Token) allowsVerb(verb string) bool {
+	for _, g := range t.Grants {
+		if slices.Contains(g.Verbs, verb) {
+			return true
+		}
+	}
+	return false
+}
+
+// allows reports whether a grant has the verb for resources of kind in
+// source. An empty kind or source stands for all of them, or for none (a
+// source's own verbs are about no kind): only a grant without that
+// restriction covers it, since a grant limited to some kinds is about
+// resources of those kinds alone.
+func (t *Token) allows(verb, kind, source string) bool {
+	for _, g := range t.Grants {
+		if !slices.Contains(g.Verbs, verb) {
+			continue
+		}
+		if len(g.Kinds) > 0 && (kind == "" || !slices.Contains(g.Kinds, kind)) {
+			continue
+		}
+		if len(g.Sources) > 0 && (source == "" || !slices.Contains(g.Sources, source)) {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// Names of the tokens that stand for ReadToken and WriteToken.
+const (
+	ReadTokenName  = "read"
+	WriteTokenName = "write"
+)
+
+// tokenKey carries the request's token in its context.
+type tokenKey struct{}
+
+// requestToken returns the token the request was authorized with; nil when
+// it needed none (reads while they are open).
+func requestToken(ctx context.Context) *Token {
+	t, _ := ctx.Value(tokenKey{}).(*Token)
+	return t
+}
+
+// TokenName returns the name of the token a request was authorized with,
+// or "" when it needed none.
+func TokenName(ctx context.Context) string {
+	if t := requestToken(ctx); t != nil {
+		return t.Name
+	}
+	return ""
+}
+
+// may refuses with 403 what the request's token may not do to a resource
+// of kind in source; kind "" is every kind.
+func may(ctx context.Context, verb, kind, source string) error {
+	t := requestToken(ctx)
+	if t == nil || t.allows(verb, kind, source) {
+		return nil
+	}
+	what := "resources of every kind"
+	if kind != "" {
+		what = kind
+	}
+	where := "every source"
+	if source != "" {
+		where = "source " + source
+	}
+	return errorf(http.StatusForbidden, "token %q may not %s %s in %s (missing permission %s on %s)",
+		t.Name, verb, what, where, verb, describeScope(kind, source))
+}
+
+// maySource refuses with 403 what the request's token may not do to a source.
+func maySource(ctx context.Context, verb, source string) error {
+	t := requestToken(ctx)
+	if t == nil || t.allows(verb, "", source) {
+		return nil
+	}
+	return errorf(http.StatusForbidden, "token %q may not %s source %s (missing permission %s on sources [%s])",
+		t.Name, verb, source, verb, source)
+}
+
+func describeScope(kind, source string) string {
+	var parts []string
+	if kind != "" {
+		parts = append(parts, "kinds ["+kind+"]")
+	}
+	if source != "" {
+		parts = append(parts, "sources ["+source+"]")
+	}
+	if len(parts) == 0 {
+		return "every kind and source"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// tokens returns every token the server knows: the scoped ones, and the
+// read and write tokens as tokens of their own.
+func tokens(opts Options) []*Token {
+	var out []*Token
+	if opts.WriteToken != "" {
+		out = append(out, &Token{Name: WriteTokenName, Value: opts.WriteToken, Grants: []Grant{{Verbs: Verbs}}})
+	}
+	if opts.ReadToken != "" {
+		out = append(out, &Token{Name: ReadTokenName, Value: opts.ReadToken, Grants: []Grant{{Verbs: []string{VerbGet, VerbList}}}})
+	}
+	for i := range opts.Tokens {
+		out = append(out, &opts.Tokens[i])
+	}
+	return out
+}
+
+// routeVerb is the verb a route needs before it looks at what it serves.
+func routeVerb(pattern string, need access) string {
+	if v, ok := routeVerbs[pattern]; ok {
+		return v
+	}
+	if need == write {
+		return VerbUpdate
+	}
+	return VerbGet
+}
+
+// routeVerbs are the verbs of the routes; reads not listed are get.
+var routeVerbs = map[string]string{
+	"GET /api/v1/resource-types":            VerbList,
+	"POST /api/v1/resource-types":           VerbCreate,
+	"GET /api/v1/resources":                 VerbList,
+	"POST /api/v1/resources":                VerbCreate,
+	"PUT /api/v1/resources/{id}":            VerbUpdate,
+	"DELETE /api/v1/resources/{id}":         VerbDelete,
+	"POST /api/v1/resources/{id}/reconcile": VerbReconcile,
+	"POST /api/v1/resources/{id}/suspend":   VerbSuspend,
+	"POST /api/v1/resources/{id}/resume":    VerbSuspend,
+	"GET /api/v1/sources":                   VerbList,
+	"POST /api/v1/sources/{name}/sync":      VerbSync,
+	"POST /api/v1/sources/{name}/approve":   VerbApprove,
+	"POST /api/v1/sources/{name}/suspend":   VerbSuspend,
+	"POST /api/v1/sources/{name}/resume":    VerbSuspend,
+	"DELETE /api/v1/sources/{name}":         VerbDelete,
+	"GET /api/v1/agents":                    VerbList,
+	"GET /api/v1/plugins/actions":           VerbList,
+	"GET " + eventsPath:                     VerbList,
+	resourceEventsPattern:                   VerbGet,
+	"GET /metrics":                          VerbList,
+	"GET /":                                 VerbList,
+}
+
+// describeGrants lists what a token may do, for messages.
+func describeGrants(t *Token) string {
+	var out []string
+	for _, g := range t.Grants {
+		s := strings.Join(g.Verbs, ",")
+		if len(g.Kinds) > 0 {
+			s += " on " + strings.Join(g.Kinds, ",")
+		}
+		if len(g.Sources) > 0 {
+			s += " in " + strings.Join(g.Sources, ",")
+		}
+		out = append(out, s)
+	}
+	return fmt.Sprintf("[%s]", strings.Join(out, "; "))
+}
+
+// mayResource refuses with 403 what the request's token may not do to the
+// resource with id. A token whose grant covers every kind and source is not
+// made to wait for the resource's row; for the others, a resource that does
+// not exist is a 404.
+func (s *Server) mayResource(r *http.Request, verb string, id int64) error {
+	t := requestToken(r.Context())
+	if t == nil || t.allows(verb, "", "") {
+		return nil
+	}
+	cur, err := s.store.GetResource(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	return may(r.Context(), verb, cur.Kind, cur.Source.Name)
+}
