@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -120,6 +121,11 @@ func (s *Server) createType(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusBadRequest, Message: "version: required (e.g. v1)",
 			Details: []Detail{{Field: "version", Pointer: "/version", Message: "required"}}}
 	}
+	return s.applyType(w, r, &req)
+}
+
+// applyType writes a type version the API declares.
+func (s *Server) applyType(w http.ResponseWriter, r *http.Request, req *ResourceTypeRequest) error {
 	written, err := s.syncer.ApplyDocument(r.Context(), func(ctx context.Context, tx store.Store) ([]byte, error) {
 		// A new version of a type the API declared before keeps what the
 		// request leaves out, as one type shares group, description and action.
@@ -136,7 +142,7 @@ func (s *Server) createType(w http.ResponseWriter, r *http.Request) error {
 				req.DriftInterval = v.DriftInterval.String()
 			}
 		}
-		return typeDocument(&req)
+		return typeDocument(req)
 	})
 	var owned *store.OwnerConflictError
 	switch {
@@ -150,6 +156,93 @@ func (s *Server) createType(w http.ResponseWriter, r *http.Request) error {
 		status = http.StatusCreated
 	}
 	writeJSON(w, status, NewResourceType(written.Type))
+	return nil
+}
+
+// TypeUpdate is the body of PUT /api/v1/resource-types/{id}: the fields
+// given replace the stored ones; name and version cannot change.
+type TypeUpdate struct {
+	Name          *string         `json:"name"`
+	Version       *string         `json:"version"`
+	Group         *string         `json:"group"`
+	Description   *string         `json:"description"`
+	Action        *string         `json:"action"`
+	DriftInterval *string         `json:"drift_interval"`
+	Schema        json.RawMessage `json:"schema"`
+}
+
+// updateType replaces fields of a type version the API declared.
+func (s *Server) updateType(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	var up TypeUpdate
+	if err := decodeBody(r, &up, readOnlyTypeFields); err != nil {
+		return err
+	}
+	cur, err := s.store.GetResourceType(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if err := may(r.Context(), VerbUpdate, cur.Name, cur.Source.Name); err != nil {
+		return err
+	}
+	if cur.Source.Name != store.APISource {
+		return &Error{Status: http.StatusConflict, Message: ownedMessage("resource type "+cur.Name+"/"+cur.Version, cur.Source)}
+	}
+	for _, f := range []struct {
+		name   string
+		given  *string
+		stored string
+	}{{"name", up.Name, cur.Name}, {"version", up.Version, cur.Version}} {
+		if f.given != nil && *f.given != f.stored {
+			msg := fmt.Sprintf("%s: cannot change (%q); declare another version or type instead", f.name, f.stored)
+			return &Error{Status: http.StatusBadRequest, Message: msg, Details: []Detail{{Field: f.name, Pointer: "/" + f.name, Message: msg}}}
+		}
+	}
+	req := ResourceTypeRequest{Name: cur.Name, Version: cur.Version, Group: cur.Group, Description: cur.Description,
+		Action: cur.Action, Schema: cur.Schema}
+	if cur.DriftInterval > 0 {
+		req.DriftInterval = cur.DriftInterval.String()
+	}
+	for dst, src := range map[*string]*string{&req.Group: up.Group, &req.Description: up.Description, &req.Action: up.Action,
+		&req.DriftInterval: up.DriftInterval} {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	if up.Schema != nil {
+		req.Schema = up.Schema
+	}
+	return s.applyType(w, r, &req)
+}
+
+// deleteType removes a type version the API declared, unless resources use it.
+func (s *Server) deleteType(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	cur, err := s.store.GetResourceType(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if err := may(r.Context(), VerbDelete, cur.Name, cur.Source.Name); err != nil {
+		return err
+	}
+	t, err := s.syncer.DeleteType(r.Context(), id)
+	var owned *store.OwnerConflictError
+	switch {
+	case errors.As(err, &owned):
+		return &Error{Status: http.StatusConflict, Message: ownedMessage(owned.What, owned.Owner)}
+	case errors.Is(err, store.ErrInUse):
+		return errorf(http.StatusConflict, "resource type %s/%s is in use: delete its resources first", cur.Name, cur.Version)
+	case err != nil:
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"message": "Resource type deleted", "resource_type_id": t.ID,
+		"name": t.Name, "version": t.Version})
 	return nil
 }
 

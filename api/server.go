@@ -283,6 +283,8 @@ func (s *Server) routes() http.Handler {
 	fn("POST /api/v1/resource-types", write, s.createType)
 	fn("GET /api/v1/resource-types/{id}", read, s.getType)
 	fn("GET /api/v1/resource-types/{name}/{version}", read, s.getTypeByName)
+	fn("PUT /api/v1/resource-types/{id}", write, s.updateType)
+	fn("DELETE /api/v1/resource-types/{id}", write, s.deleteType)
 
 	fn("GET /api/v1/resources", read, s.listResources)
 	fn("POST /api/v1/resources", write, s.createResource)

@@ -170,6 +170,8 @@ func routeVerb(pattern string, need access) string {
 var routeVerbs = map[string]string{
 	"GET /api/v1/resource-types":            VerbList,
 	"POST /api/v1/resource-types":           VerbCreate,
+	"PUT /api/v1/resource-types/{id}":       VerbUpdate,
+	"DELETE /api/v1/resource-types/{id}":    VerbDelete,
 	"GET /api/v1/resources":                 VerbList,
 	"POST /api/v1/resources":                VerbCreate,
 	"PUT /api/v1/resources/{id}":            VerbUpdate,

@@ -218,6 +218,41 @@ func (s *Syncer) DeleteResource(ctx context.Context, id int64) (*store.Resource,
 	return out, nil
 }
 
+// DeleteType removes the version of a resource type the API declared, with
+// its sync record. A type another source declares fails with an
+// *store.OwnerConflictError, one that resources use with store.ErrInUse.
+func (s *Syncer) DeleteType(ctx context.Context, id int64) (*store.ResourceType, error) {
+	start := s.now()
+	var out *store.ResourceType
+	err := s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+		if err := tx.LockSource(ctx, apiTarget.Name); err != nil {
+			return err
+		}
+		t, err := tx.GetResourceType(ctx, id)
+		if err != nil {
+			return err
+		}
+		if t.Source.Name != apiTarget.Name {
+			return &store.OwnerConflictError{What: "resource type " + t.Name + "/" + t.Version, Owner: t.Source}
+		}
+		cur, err := s.sourceState(ctx, tx, apiTarget)
+		if err != nil {
+			return err
+		}
+		if err := tx.DeleteResourceType(ctx, t.Name, t.Version); err != nil {
+			return err
+		}
+		out = t
+		rev := manifest.Revision("api@delete:resourcetype/" + t.Name + "/" + t.Version)
+		p := &Plan{Source: apiTarget.Name, Revision: rev, Types: []TypeChange{{Action: Delete, Name: t.Name, Version: t.Version}}}
+		return s.recordSuccess(ctx, tx, apiTarget, apiSnapshot(ctx, rev), cur, p, start)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReasonNotApprovable refuses an approval of a revision the source is not
 // stalled on: approving anything else would let a future revision past the
 // prune guard unseen.
