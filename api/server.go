@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/no8s/no8s-agent/oidc"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
 )
@@ -58,6 +59,9 @@ type Options struct {
 	// the kinds and sources they name. With any of them, reads need a
 	// token too.
 	Tokens []Token
+	// OIDC, when set, takes bearer tokens that are OpenID Connect ID
+	// tokens: the claim it reads names the token whose grants apply.
+	OIDC IdentityProvider
 	// MaxBodyBytes caps request bodies; zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// BodyReadTimeout bounds how long a client may take to send a request
@@ -537,8 +541,14 @@ func (s *Server) check(need access, verb string, r *http.Request) (*Token, *Erro
 	var t *Token
 	for _, c := range s.tokens {
 		// Every token is compared, so that the time taken tells nothing.
-		if equal(got, c.Value) && t == nil {
+		if c.Value != "" && equal(got, c.Value) && t == nil {
 			t = c
+		}
+	}
+	if t == nil && s.opts.OIDC != nil && oidc.LooksLikeJWT(got) {
+		var err *Error
+		if t, err = s.oidcToken(r.Context(), got); err != nil {
+			return nil, err
 		}
 	}
 	switch {
@@ -550,6 +560,24 @@ func (s *Server) check(need access, verb string, r *http.Request) (*Token, *Erro
 		return nil, errorf(http.StatusForbidden, "the read token cannot write: use the write token")
 	}
 	return nil, errorf(http.StatusForbidden, "token %q may not %s (missing permission %s; it may %s)", t.Name, verb, verb, describeGrants(t))
+}
+
+// oidcToken verifies an ID token and returns the token its claim names.
+func (s *Server) oidcToken(ctx context.Context, raw string) (*Token, *Error) {
+	name, err := s.opts.OIDC.Name(ctx, raw)
+	switch {
+	case errors.Is(err, oidc.ErrUnavailable):
+		s.log.Warn("cannot verify an ID token", "error", err)
+		return nil, errorf(http.StatusServiceUnavailable, "the identity provider cannot be reached; retry later")
+	case err != nil:
+		return nil, errorf(http.StatusUnauthorized, "the ID token is not valid: %v", err)
+	}
+	for _, t := range s.tokens {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return nil, errorf(http.StatusForbidden, "the ID token names %q, which no token in api.tokens is named: it may do nothing", name)
 }
 
 // presentedToken returns the bearer token, or a basic-auth password

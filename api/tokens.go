@@ -77,6 +77,13 @@ const (
 	WriteTokenName = "write"
 )
 
+// IdentityProvider verifies bearer tokens that are ID tokens and returns
+// the value of the claim that names the API token whose grants apply.
+// Errors wrap oidc.ErrInvalid (401) or oidc.ErrUnavailable (503).
+type IdentityProvider interface {
+	Name(ctx context.Context, raw string) (string, error)
+}
+
 // tokenKey carries the request's token in its context.
 type tokenKey struct{}
 

@@ -263,8 +263,19 @@ type API struct {
 	// shorthands for a token allowed everything and one allowed get and
 	// list.
 	Tokens []APIToken `json:"tokens,omitempty"`
+	// OIDC takes OpenID Connect ID tokens as bearer tokens: the claim it
+	// names (default sub) holds the name of the token in Tokens whose
+	// grants apply; such tokens need no tokenEnv.
+	OIDC *OIDC `json:"oidc,omitempty"`
 
 	writeToken, readToken *secret
+}
+
+// OIDC is an identity provider whose ID tokens the API takes.
+type OIDC struct {
+	IssuerURL string `json:"issuerURL"`
+	Audience  string `json:"audience"`
+	Claim     string `json:"claim,omitempty"`
 }
 
 // APIToken is a named API token and what it may do.
@@ -492,6 +503,9 @@ func (c *Config) resolve(getenv func(string) (string, bool), ps *problems) {
 	c.API.readToken = get("api.readTokenEnv", c.API.ReadTokenEnv)
 	for i := range c.API.Tokens {
 		c.API.Tokens[i].value = get(fmt.Sprintf("api.tokens[%d].tokenEnv", i), c.API.Tokens[i].TokenEnv)
+	}
+	if o := c.API.OIDC; o != nil && o.Claim == "" {
+		o.Claim = "sub"
 	}
 	c.Webhooks.githubSecret = get("webhooks.githubSecretEnv", c.Webhooks.GitHubSecretEnv)
 	c.Notifications.resolve(get)

@@ -295,6 +295,7 @@ func TestParseProblems(t *testing.T) {
 			"api.tokens[0].name", `"write" is taken`},
 		{"token of unknown verb", "api: {tokens: [{name: ci, tokenEnv: X, allow: [{verbs: [destroy]}]}]}\n", "api.tokens[0].allow[0].verbs",
 			`unknown verb "destroy"`},
+		{"oidc without audience", "api: {oidc: {issuerURL: \"https://id.example.com\"}}\n", "api.oidc.audience", "required"},
 		{"token allowed nothing", "api: {tokens: [{name: ci, tokenEnv: X}]}\n", "api.tokens[0].allow", "required"},
 		{"negative resource series", "metrics: {resourceSeriesLimit: -1}\n", "metrics.resourceSeriesLimit", "0 (no per-resource series) or more"},
 		{"unknown metrics key", "metrics: {resourceSeries: 5}\n", "metrics.resourceSeries", "unknown"},

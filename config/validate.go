@@ -119,6 +119,16 @@ func (c *Config) validate(ps *problems) {
 		ps.add("reconcile.backoff.max", "%s is less than backoff.initial (%s)", r.Backoff.Max, r.Backoff.Initial)
 	}
 	c.Notifications.validate(ps)
+	if o := c.API.OIDC; o != nil {
+		if o.IssuerURL == "" {
+			ps.add("api.oidc.issuerURL", "required: the identity provider's issuer URL")
+		} else {
+			checkHTTPURL(ps, "api.oidc.issuerURL", o.IssuerURL)
+		}
+		if o.Audience == "" {
+			ps.add("api.oidc.audience", "required: the audience (client ID) the ID tokens are issued for")
+		}
+	}
 	tokenNames := map[string]bool{"read": c.API.ReadTokenEnv != "", "write": c.API.WriteTokenEnv != ""}
 	for i, t := range c.API.Tokens {
 		key := fmt.Sprintf("api.tokens[%d]", i)
@@ -129,8 +139,8 @@ func (c *Config) validate(ps *problems) {
 			ps.add(key+".name", "%q is taken: names are unique, and read and write are those of readTokenEnv and writeTokenEnv", t.Name)
 		}
 		tokenNames[t.Name] = true
-		if t.TokenEnv == "" {
-			ps.add(key+".tokenEnv", "required: the variable holding the token")
+		if t.TokenEnv == "" && c.API.OIDC == nil {
+			ps.add(key+".tokenEnv", "required: the variable holding the token (or configure api.oidc and name the token after an ID token's claim)")
 		}
 		if len(t.Allow) == 0 {
 			ps.add(key+".allow", "required: what the token may do")

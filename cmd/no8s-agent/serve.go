@@ -11,6 +11,7 @@ import (
 	"github.com/no8s/no8s-agent/config"
 	"github.com/no8s/no8s-agent/dashboard"
 	"github.com/no8s/no8s-agent/metrics"
+	"github.com/no8s/no8s-agent/oidc"
 	"github.com/no8s/no8s-agent/preview"
 	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/source/git"
@@ -46,7 +47,7 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 	})
 	srv := api.New(api.Options{
 		Store: st, Syncer: syncer, Sources: runner, Actions: instances,
-		ReadToken: cfg.API.ReadToken(), WriteToken: cfg.API.WriteToken(), Tokens: apiTokens(cfg.API),
+		ReadToken: cfg.API.ReadToken(), WriteToken: cfg.API.WriteToken(), Tokens: apiTokens(cfg.API), OIDC: identityProvider(cfg.API),
 		GitHubWebhook: hook,
 		Metrics:       m.Handler(),
 		Dashboard:     dashboard.New(st, dashboard.Options{Logger: log, Version: versionString()}),
@@ -99,4 +100,12 @@ func apiTokens(c config.API) []api.Token {
 		}
 	}
 	return out
+}
+
+// identityProvider is the OpenID Connect issuer the configuration names, or nil.
+func identityProvider(c config.API) api.IdentityProvider {
+	if c.OIDC == nil {
+		return nil
+	}
+	return oidc.New(c.OIDC.IssuerURL, c.OIDC.Audience, c.OIDC.Claim)
 }
