@@ -169,6 +169,7 @@ type TypeUpdate struct {
 	Action        *string         `json:"action"`
 	DriftInterval *string         `json:"drift_interval"`
 	Schema        json.RawMessage `json:"schema"`
+	Status        *string         `json:"status"`
 }
 
 // updateType replaces fields of a type version the API declared.
@@ -202,12 +203,15 @@ func (s *Server) updateType(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	req := ResourceTypeRequest{Name: cur.Name, Version: cur.Version, Group: cur.Group, Description: cur.Description,
-		Action: cur.Action, Schema: cur.Schema}
+		Action: cur.Action, Schema: cur.Schema, Status: TypeActive}
+	if cur.Deprecated {
+		req.Status = TypeDeprecated
+	}
 	if cur.DriftInterval > 0 {
 		req.DriftInterval = cur.DriftInterval.String()
 	}
 	for dst, src := range map[*string]*string{&req.Group: up.Group, &req.Description: up.Description, &req.Action: up.Action,
-		&req.DriftInterval: up.DriftInterval} {
+		&req.DriftInterval: up.DriftInterval, &req.Status: up.Status} {
 		if src != nil {
 			*dst = *src
 		}
@@ -425,6 +429,10 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 	if written.Outcome == store.Created {
 		status = http.StatusCreated
 		w.Header().Set("Location", fmt.Sprintf("/api/v1/resources/%d", written.Resource.ID))
+	}
+	for _, warning := range written.Warnings {
+		// RFC 7234's miscellaneous persistent warning, as Kubernetes sends.
+		w.Header().Add("Warning", fmt.Sprintf("299 - %q", warning))
 	}
 	writeJSON(w, status, NewResource(written.Resource))
 	return nil

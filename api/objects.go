@@ -145,15 +145,28 @@ type ResourceType struct {
 	Action        string          `json:"action"`
 	DriftInterval string          `json:"drift_interval,omitempty"`
 	Schema        json.RawMessage `json:"schema"`
-	Source        SourceRef       `json:"source"`
-	CreatedAt     time.Time       `json:"created_at"`
-	UpdatedAt     time.Time       `json:"updated_at"`
+	// Status is active or deprecated: a deprecated version still
+	// validates, and its use is warned of.
+	Status    string    `json:"status"`
+	Source    SourceRef `json:"source"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
+
+// Type statuses.
+const (
+	TypeActive     = "active"
+	TypeDeprecated = "deprecated"
+)
 
 // NewResourceType converts a stored resource type.
 func NewResourceType(t *store.ResourceType) ResourceType {
 	out := ResourceType{ID: t.ID, Name: t.Name, Version: t.Version, Group: t.Group, Description: t.Description,
-		Action: t.Action, Schema: t.Schema, Source: sourceRef(t.Source), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+		Action: t.Action, Schema: t.Schema, Source: sourceRef(t.Source), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		Status: TypeActive}
+	if t.Deprecated {
+		out.Status = TypeDeprecated
+	}
 	if t.DriftInterval > 0 {
 		out.DriftInterval = t.DriftInterval.String()
 	}

@@ -38,6 +38,8 @@ type ResourceTypeRequest struct {
 	Action        string          `json:"action"`
 	DriftInterval string          `json:"drift_interval"`
 	Schema        json.RawMessage `json:"schema"`
+	// Status is active (the default) or deprecated.
+	Status string `json:"status"`
 }
 
 // readOnlyResourceFields are fields of the Resource object a client may send
@@ -249,7 +251,16 @@ func resourceFields(pointer string) string {
 
 // typeDocument is the manifest of one type version.
 func typeDocument(req *ResourceTypeRequest) ([]byte, error) {
-	spec := map[string]any{"versions": []any{map[string]any{"name": req.Version, "schema": req.Schema}}}
+	version := map[string]any{"name": req.Version, "schema": req.Schema}
+	switch req.Status {
+	case "", TypeActive:
+	case TypeDeprecated:
+		version["deprecated"] = true
+	default:
+		msg := fmt.Sprintf("status: %q is not active or deprecated", req.Status)
+		return nil, &Error{Status: http.StatusBadRequest, Message: msg, Details: []Detail{{Field: "status", Pointer: "/status", Message: msg}}}
+	}
+	spec := map[string]any{"versions": []any{version}}
 	if req.Group != "" {
 		spec["group"] = req.Group
 	}
@@ -263,7 +274,7 @@ func typeDocument(req *ResourceTypeRequest) ([]byte, error) {
 		spec["driftInterval"] = req.DriftInterval
 	}
 	if len(req.Schema) == 0 {
-		spec["versions"] = []any{map[string]any{"name": req.Version}}
+		delete(version, "schema")
 	}
 	return json.Marshal(map[string]any{"apiVersion": manifest.APIVersion, "kind": "ResourceType",
 		"metadata": map[string]any{"name": req.Name}, "spec": spec})

@@ -60,3 +60,38 @@ func TestTypeUpdateAndDelete(t *testing.T) {
 		t.Errorf("history after the deletion: %d %s", status, body)
 	}
 }
+
+// TestDeprecatedTypes marks a type version deprecated: it still validates,
+// and each write of a resource that uses it carries a warning, in the
+// answer and in the sync history.
+func TestDeprecatedTypes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	var typ api.ResourceType
+	e.must("POST", "/api/v1/resource-types", writeToken, strings.Replace(widgetType, `"version": "v1",`, `"version": "v1", "status": "deprecated",`, 1),
+		http.StatusCreated, &typ)
+	if typ.Status != api.TypeDeprecated {
+		t.Fatalf("created %+v", typ)
+	}
+	status, body, hdr := e.call("POST", "/api/v1/resources", writeToken, `{"name": "w1", "resource_type_name": "Widget", "spec": {"size": 1}}`)
+	if status != http.StatusCreated || !strings.Contains(hdr.Get("Warning"), `299 - "resource type Widget version v1 is deprecated`) {
+		t.Errorf("a write using a deprecated version = %d %s, Warning %q", status, body, hdr.Get("Warning"))
+	}
+	var w1 api.Resource
+	if err := jsonUnmarshal(body, &w1); err != nil {
+		t.Fatal(err)
+	}
+	if _, body, _ := e.call("GET", "/api/v1/sources/api/history?limit=1", "", ""); !strings.Contains(string(body), "warning: resource type Widget version v1 is deprecated") {
+		t.Errorf("the sync history does not warn: %s", body)
+	}
+	if status, body, _ := e.call("POST", "/api/v1/resource-types", writeToken,
+		strings.Replace(widgetType, `"version": "v1",`, `"version": "v1", "status": "retired",`, 1)); status != http.StatusBadRequest ||
+		!strings.Contains(string(body), `status: \"retired\" is not active or deprecated`) {
+		t.Errorf("an unknown status = %d %s", status, body)
+	}
+	e.must("PUT", "/api/v1/resource-types/"+itoa(typ.ID), writeToken, `{"status": "active"}`, http.StatusOK, &typ)
+	status, _, hdr = e.call("PUT", "/api/v1/resources/"+itoa(w1.ID), writeToken, `{"spec": {"size": 2}}`)
+	if typ.Status != api.TypeActive || status != http.StatusOK || hdr.Get("Warning") != "" {
+		t.Errorf("after the type is active again: %+v, %d, Warning %q", typ, status, hdr.Get("Warning"))
+	}
+}

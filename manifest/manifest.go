@@ -124,6 +124,8 @@ type TypeVersion struct {
 	Name string
 	// Schema is the OpenAPI v3 schema as canonical JSON.
 	Schema json.RawMessage
+	// Deprecated versions still validate, but their use is warned of.
+	Deprecated bool
 	// compiled is set by CompileType; a nil compiled schema accepts nothing.
 	compiled *compiledSchema
 }

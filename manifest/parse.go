@@ -26,7 +26,7 @@ var (
 	typeFields     = fieldSet("apiVersion", "kind", "metadata", "spec", "status")
 	metadataFields = fieldSet("name", "labels", "annotations")
 	typeSpecFields = fieldSet("group", "description", "action", "driftInterval", "versions")
-	versionFields  = fieldSet("name", "schema")
+	versionFields  = fieldSet("name", "schema", "deprecated")
 	refFields      = fieldSet("kind", "name")
 )
 
@@ -237,7 +237,16 @@ func parseType(d *Document) (*ResourceType, []Problem) {
 			errs.add(d.Problem(at+"/schema", "%v", err))
 			continue
 		}
-		t.Versions = append(t.Versions, TypeVersion{Name: name, Schema: canonical, compiled: compiled})
+		deprecated := false
+		if raw, present := v["deprecated"]; present {
+			b, isBool := raw.(bool)
+			if !isBool {
+				errs.add(d.Problem(at+"/deprecated", "must be true or false, not %s", describe(raw)))
+				continue
+			}
+			deprecated = b
+		}
+		t.Versions = append(t.Versions, TypeVersion{Name: name, Schema: canonical, Deprecated: deprecated, compiled: compiled})
 	}
 	if len(errs) > 0 {
 		return nil, errs

@@ -469,7 +469,7 @@ func (t *ResourceType) Fingerprint() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\x00%s\x00%s", t.Name, t.Group, t.Action)
 	for _, v := range t.Versions {
-		fmt.Fprintf(&b, "\x00%s\x00%s", v.Name, v.Schema)
+		fmt.Fprintf(&b, "\x00%s\x00%s\x00%t", v.Name, v.Schema, v.Deprecated)
 	}
 	t.fingerprint = HashJSON([]byte(b.String()))
 	return t.fingerprint

@@ -89,10 +89,12 @@ type ResourceType struct {
 	Action        string
 	DriftInterval time.Duration
 	// Schema is the OpenAPI v3 schema of the version's spec.
-	Schema    json.RawMessage
-	Source    SourceRef
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Schema json.RawMessage
+	// Deprecated versions still validate, but their use is warned of.
+	Deprecated bool
+	Source     SourceRef
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // Resource is a stored resource: its desired state (the embedded

@@ -27,6 +27,8 @@ type Written struct {
 	Outcome store.ApplyOutcome
 	// Revision is the pseudo-revision the write is recorded under.
 	Revision manifest.Revision
+	// Warnings are about what the write uses: a deprecated type version.
+	Warnings []string
 }
 
 // DocumentFunc builds the manifest document of an API write. It runs inside
@@ -95,6 +97,10 @@ func (s *Syncer) ApplyDocument(ctx context.Context, build DocumentFunc) (*Writte
 			if err := writeResource(ctx, tx, set.Resources[0], rev, p, out); err != nil {
 				return err
 			}
+			if p.Warnings, err = deprecations(ctx, tx, set); err != nil {
+				return err
+			}
+			out.Warnings = p.Warnings
 		default:
 			return fmt.Errorf("api write: %w: the document declares nothing", store.ErrInvalid)
 		}
@@ -128,7 +134,7 @@ func (s *Syncer) writeType(ctx context.Context, tx store.Store, ty *manifest.Res
 	}
 	for _, v := range ty.Versions {
 		row := &store.ResourceType{Name: ty.Name, Version: v.Name, Group: ty.Group, Description: ty.Description,
-			Action: ty.Action, DriftInterval: ty.DriftInterval, Schema: v.Schema,
+			Action: ty.Action, DriftInterval: ty.DriftInterval, Schema: v.Schema, Deprecated: v.Deprecated,
 			Source: store.SourceRef{Name: apiTarget.Name, Revision: rev}}
 		switch old := mine[v.Name]; {
 		case old == nil:

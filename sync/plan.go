@@ -80,6 +80,10 @@ type Plan struct {
 	removeTypes []TypeChange
 	deleteIDs   []int64
 	forgetIDs   []int64
+
+	// Warnings are about what the revision uses that it should not for
+	// long: deprecated type versions.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Changes counts the resources the plan creates, updates, deletes or forgets.
@@ -94,13 +98,65 @@ func (p *Plan) Summary() string {
 	if len(p.Types) > 0 {
 		s += fmt.Sprintf("; %d resource type version(s) changed", len(p.Types))
 	}
+	for _, w := range p.Warnings {
+		s += "; warning: " + w
+	}
 	return s
+}
+
+// deprecations returns a warning for each deprecated type version the
+// resources use, with how many use it: the versions are the set's own
+// types' and, for kinds the set does not declare, the store's.
+func deprecations(ctx context.Context, st store.Store, set *manifest.Set) ([]string, error) {
+	type key struct{ kind, version string }
+	used := map[key]int{}
+	for _, r := range set.Resources {
+		used[key{r.Kind, r.Version}]++
+	}
+	if len(used) == 0 {
+		return nil, nil
+	}
+	deprecated := map[key]bool{}
+	own := map[string]bool{}
+	for _, t := range set.Types {
+		own[t.Name] = true
+		for _, v := range t.Versions {
+			deprecated[key{t.Name, v.Name}] = v.Deprecated
+		}
+	}
+	for k := range used {
+		if !own[k.kind] {
+			rows, err := st.ListResourceTypes(ctx, store.TypeFilter{})
+			if err != nil {
+				return nil, fmt.Errorf("list resource types: %w", err)
+			}
+			for _, r := range rows {
+				if !own[r.Name] {
+					deprecated[key{r.Name, r.Version}] = r.Deprecated
+				}
+			}
+			break
+		}
+	}
+	var out []string
+	for k, n := range used {
+		if deprecated[k] {
+			out = append(out, fmt.Sprintf("resource type %s version %s is deprecated (used by %d resource(s)): move them to another version", k.kind, k.version, n))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // makePlan diffs the validated set against the store's state for the source,
 // and applies the guards: ownership, types still in use, prune limits.
 func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, preview bool) (*Plan, error) {
 	p := &Plan{Source: t.Name, Revision: snap.Revision}
+	warnings, err := deprecations(ctx, st, set)
+	if err != nil {
+		return nil, err
+	}
+	p.Warnings = warnings
 	owned, err := st.ListResourceDigests(ctx, t.Name)
 	if err != nil {
 		return nil, fmt.Errorf("list resources of %s: %w", t.Name, err)
@@ -263,7 +319,7 @@ func planTypes(ctx context.Context, st store.Store, t Target, snap *source.Snaps
 			k := key{ty.Name, v.Name}
 			declared[k] = true
 			row := &store.ResourceType{Name: ty.Name, Version: v.Name, Group: ty.Group, Description: ty.Description,
-				Action: ty.Action, DriftInterval: ty.DriftInterval, Schema: v.Schema,
+				Action: ty.Action, DriftInterval: ty.DriftInterval, Schema: v.Schema, Deprecated: v.Deprecated,
 				Source: store.SourceRef{Name: t.Name, Path: ty.Origin.File, Revision: snap.Revision}}
 			old := mine[k]
 			switch {
@@ -296,7 +352,8 @@ func planTypes(ctx context.Context, st store.Store, t Target, snap *source.Snaps
 
 func typeChanged(old, row *store.ResourceType) bool {
 	return old.Group != row.Group || old.Description != row.Description || old.Action != row.Action ||
-		old.DriftInterval != row.DriftInterval || !bytes.Equal(old.Schema, row.Schema) || old.Source.Path != row.Source.Path
+		old.DriftInterval != row.DriftInterval || !bytes.Equal(old.Schema, row.Schema) || old.Source.Path != row.Source.Path ||
+		old.Deprecated != row.Deprecated
 }
 
 // checkTypesInUse refuses to remove a type version that resources still use,

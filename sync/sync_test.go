@@ -519,3 +519,37 @@ func TestPlanChangesNothing(t *testing.T) {
 		t.Error("planning created a resource")
 	}
 }
+
+// TestSyncWarnsOfDeprecatedVersions syncs resources of a type version the
+// source marks deprecated: they are applied, and the sync says so, naming
+// the version and how many use it; another source's resources of that
+// version are warned of too.
+func TestSyncWarnsOfDeprecatedVersions(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	s := sync.New(st, nil)
+	deprecated := strings.Replace(widgetType, "    - name: v1\n", "    - name: v1\n      deprecated: true\n", 1)
+	res := mustSync(t, s, target("infra"), snapshot(map[string]string{"types.yaml": deprecated,
+		"w.yaml": widget("a", "{size: 1}") + widget("b", "{size: 2}")}))
+	want := "warning: resource type Widget version v1 is deprecated (used by 2 resource(s))"
+	if !strings.Contains(res.Plan.Summary(), want) || len(res.Plan.Creates) != 2 {
+		t.Errorf("plan %s; want two creates and %q", res.Plan.Summary(), want)
+	}
+	recs, err := st.ListSyncRecords(t.Context(), "infra", 1)
+	if err != nil || len(recs) != 1 || !strings.Contains(recs[0].Message, want) {
+		t.Errorf("sync record: %+v %v", recs, err)
+	}
+	if ty, err := st.GetResourceTypeByName(t.Context(), "Widget", "v1"); err != nil || !ty.Deprecated {
+		t.Errorf("stored type: %+v %v", ty, err)
+	}
+	other := mustSync(t, s, target("apps"), snapshot(map[string]string{"w.yaml": widget("c", "{size: 3}")}))
+	if !strings.Contains(other.Plan.Summary(), "Widget version v1 is deprecated (used by 1 resource(s))") {
+		t.Errorf("another source's plan: %s", other.Plan.Summary())
+	}
+	// A deprecated flag that is not a boolean is refused like any mistake.
+	bad := strings.Replace(widgetType, "    - name: v1\n", "    - name: v1\n      deprecated: soon\n", 1)
+	_, err = s.Sync(t.Context(), target("bad"), snapshot(map[string]string{"types.yaml": strings.Replace(bad, "Widget", "Gizmo", 1)}), false)
+	if err == nil || !strings.Contains(err.Error(), "deprecated: must be true or false") {
+		t.Errorf("a deprecated flag of soon: %v", err)
+	}
+}

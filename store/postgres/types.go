@@ -12,7 +12,7 @@ import (
 )
 
 const typeCols = `id, name, version, grp, description, action, drift_interval_ms, schema,
-	source_name, source_path, source_revision, created_at, updated_at`
+	source_name, source_path, source_revision, created_at, updated_at, deprecated`
 
 func scanType(row pgx.Row) (*store.ResourceType, error) {
 	var (
@@ -21,7 +21,7 @@ func scanType(row pgx.Row) (*store.ResourceType, error) {
 		schema []byte
 	)
 	err := row.Scan(&t.ID, &t.Name, &t.Version, &t.Group, &t.Description, &t.Action, &drift, &schema,
-		&t.Source.Name, &t.Source.Path, &t.Source.Revision, &t.CreatedAt, &t.UpdatedAt)
+		&t.Source.Name, &t.Source.Path, &t.Source.Revision, &t.CreatedAt, &t.UpdatedAt, &t.Deprecated)
 	if err != nil {
 		return nil, err
 	}
@@ -73,11 +73,12 @@ func (s *Store) PutResourceType(ctx context.Context, t *store.ResourceType) (*st
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			out, err = scanType(s.q.QueryRow(ctx, `INSERT INTO resource_types
-				(name, version, grp, description, action, drift_interval_ms, schema, source_name, source_path, source_revision)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+				(name, version, grp, description, action, drift_interval_ms, schema, source_name, source_path, source_revision,
+				deprecated)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 				RETURNING `+typeCols,
 				t.Name, t.Version, t.Group, t.Description, t.Action, millis(t.DriftInterval), jsonDoc(t.Schema),
-				t.Source.Name, t.Source.Path, string(t.Source.Revision)))
+				t.Source.Name, t.Source.Path, string(t.Source.Revision), t.Deprecated))
 			return err
 		case err != nil:
 			return err
@@ -86,11 +87,11 @@ func (s *Store) PutResourceType(ctx context.Context, t *store.ResourceType) (*st
 		}
 		out, err = scanType(s.q.QueryRow(ctx, `UPDATE resource_types SET
 				grp = $2, description = $3, action = $4, drift_interval_ms = $5, schema = $6,
-				source_path = $7, source_revision = $8, updated_at = now()
+				source_path = $7, source_revision = $8, deprecated = $9, updated_at = now()
 			WHERE id = $1
 			RETURNING `+typeCols,
 			id, t.Group, t.Description, t.Action, millis(t.DriftInterval), jsonDoc(t.Schema),
-			t.Source.Path, string(t.Source.Revision)))
+			t.Source.Path, string(t.Source.Revision), t.Deprecated))
 		return err
 	})
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 )
 
 const typeCols = `id, name, version, grp, description, action, drift_interval_ms, schema,
-	source_name, source_path, source_revision, created_at, updated_at`
+	source_name, source_path, source_revision, created_at, updated_at, deprecated`
 
 func scanType(row scanner) (*store.ResourceType, error) {
 	var (
@@ -21,7 +21,7 @@ func scanType(row scanner) (*store.ResourceType, error) {
 		created, updated int64
 	)
 	err := row.Scan(&t.ID, &t.Name, &t.Version, &t.Group, &t.Description, &t.Action, &drift, &schema,
-		&t.Source.Name, &t.Source.Path, &t.Source.Revision, &created, &updated)
+		&t.Source.Name, &t.Source.Path, &t.Source.Revision, &created, &updated, &t.Deprecated)
 	if err != nil {
 		return nil, err
 	}
@@ -75,11 +75,11 @@ func (s *Store) PutResourceType(ctx context.Context, t *store.ResourceType) (*st
 		case errors.Is(err, sql.ErrNoRows):
 			out, insertErr = scanType(s.queryRow(ctx, `INSERT INTO resource_types
 				(name, version, grp, description, action, drift_interval_ms, schema, source_name, source_path,
-				source_revision, created_at, updated_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
+				source_revision, created_at, updated_at, deprecated)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)
 				RETURNING `+typeCols,
 				t.Name, t.Version, t.Group, t.Description, t.Action, millis(t.DriftInterval), jsonDoc(t.Schema),
-				t.Source.Name, t.Source.Path, string(t.Source.Revision), now))
+				t.Source.Name, t.Source.Path, string(t.Source.Revision), now, t.Deprecated))
 			return insertErr
 		case err != nil:
 			return err
@@ -88,11 +88,11 @@ func (s *Store) PutResourceType(ctx context.Context, t *store.ResourceType) (*st
 		}
 		out, updateErr = scanType(s.queryRow(ctx, `UPDATE resource_types SET
 				grp = $2, description = $3, action = $4, drift_interval_ms = $5, schema = $6,
-				source_path = $7, source_revision = $8, updated_at = $9
+				source_path = $7, source_revision = $8, updated_at = $9, deprecated = $10
 			WHERE id = $1
 			RETURNING `+typeCols,
 			id, t.Group, t.Description, t.Action, millis(t.DriftInterval), jsonDoc(t.Schema),
-			t.Source.Path, string(t.Source.Revision), now))
+			t.Source.Path, string(t.Source.Revision), now, t.Deprecated))
 		return updateErr
 	})
 	if err != nil {
