@@ -60,6 +60,22 @@ type Resource struct {
 	Suspended   bool       `json:"suspended"`
 	SuspendedBy string     `json:"suspended_by"`
 	SuspendedAt *time.Time `json:"suspended_at"`
+	// Finalizers are what must happen before the resource is gone, as the
+	// predecessor lists them: FinalizerDestroy while its removal runs the
+	// action's Destroy (none when annotated no8s.io/prune: disabled, whose
+	// removal forgets it).
+	Finalizers []string `json:"finalizers"`
+}
+
+// FinalizerDestroy is the finalizer of resources whose removal destroys them.
+const FinalizerDestroy = "no8s.io/destroy"
+
+// finalizers returns the finalizers of r.
+func finalizers(r *store.Resource) []string {
+	if r.PruneDisabled() {
+		return []string{}
+	}
+	return []string{FinalizerDestroy}
 }
 
 // ResourceAction answers a request that starts work on a resource (a
@@ -108,7 +124,7 @@ func NewResource(r *store.Resource) Resource {
 		Source: sourceRef(r.Source), Labels: r.Labels, Annotations: r.Annotations, DependsOn: r.DependsOn,
 		RetryCount: r.RetryCount, NextReconcileTime: r.NextReconcileAt, DeletionRequestedAt: r.DeletionRequestedAt,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastReconcileTime: r.LastReconcileTime,
-		Suspended: r.Suspended(), SuspendedBy: r.SuspendedBy(), SuspendedAt: r.SuspendedAt,
+		Suspended: r.Suspended(), SuspendedBy: r.SuspendedBy(), SuspendedAt: r.SuspendedAt, Finalizers: finalizers(r),
 	}
 	if r.LeaseOwner != "" && r.LeaseExpiresAt != nil {
 		out.Lease = &Lease{Holder: r.LeaseOwner, Since: r.LeasedAt, ExpiresAt: *r.LeaseExpiresAt}
