@@ -278,14 +278,13 @@ type Instances struct {
 	byName map[string]Instance
 }
 
-// Get returns the instance called name. The empty name is not an alias for
-// anything: what a resource without an action means is the caller's choice.
+// Get returns the instance called name or, when there is none, the one
+// instance of the plugin called name (see Resolve). The empty name is not
+// an alias for anything: what a resource without an action means is the
+// caller's choice.
 func (in *Instances) Get(name string) (Instance, bool) {
-	if in == nil {
-		return Instance{}, false
-	}
-	i, ok := in.byName[name]
-	return i, ok
+	i, err := in.Resolve(name)
+	return i, err == nil
 }
 
 // ErrUnknownInstance is what Resolve answers for a name that is neither an
@@ -298,11 +297,13 @@ var ErrUnknownInstance = errors.New("unknown action instance")
 // can only mean that instance. Several instances of the plugin, or none,
 // fail with ErrUnknownInstance, naming the instances there are.
 func (in *Instances) Resolve(name string) (Instance, error) {
-	if i, ok := in.Get(name); ok {
-		return i, nil
+	if in != nil {
+		if i, ok := in.byName[name]; ok {
+			return i, nil
+		}
 	}
 	var of []string
-	if in != nil {
+	if in != nil && name != "" {
 		for _, i := range in.byName {
 			if i.Plugin == name {
 				of = append(of, i.Name)

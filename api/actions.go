@@ -35,20 +35,19 @@ func (s *Server) listActions(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// resolveAction turns the action a write names into the instance's name,
-// or a 400 on the field action_plugin.
-func (s *Server) resolveAction(name string) (string, error) {
+// checkAction refuses with a 400 on the field action_plugin a write that
+// names no action instance. The name is stored as given: the plugin of one
+// instance (the predecessor's github_actions) stays so, and stands for
+// that instance wherever instances are looked up.
+func (s *Server) checkAction(name string) error {
 	if s.opts.Actions == nil || name == "" {
-		return name, nil
+		return nil
 	}
-	inst, err := s.opts.Actions.Resolve(name)
+	_, err := s.opts.Actions.Resolve(name)
 	if errors.Is(err, action.ErrUnknownInstance) {
 		msg := "action_plugin: " + err.Error()
-		return "", &Error{Status: http.StatusBadRequest, Message: msg,
+		return &Error{Status: http.StatusBadRequest, Message: msg,
 			Details: []Detail{{Field: "action_plugin", Pointer: "/action_plugin", Message: msg}}}
 	}
-	if err != nil {
-		return "", err
-	}
-	return inst.Name, nil
+	return err
 }

@@ -48,7 +48,10 @@ func TestActionInstances(t *testing.T) {
 	byPlugin := strings.Replace(dbResource, `"provision-db"`, `"exec"`, 1)
 	var created api.Resource
 	e.must("POST", "/api/v1/resources", writeToken, byPlugin, http.StatusCreated, &created)
-	if created.ActionPlugin != "provision-db" {
-		t.Errorf("created with action_plugin exec: stored %q, want provision-db", created.ActionPlugin)
+	if created.ActionPlugin != "exec" {
+		t.Errorf("created with action_plugin exec: stored %q, want it as given", created.ActionPlugin)
+	}
+	if got, ok := instances.Get(created.ActionPlugin); !ok || got.Name != "provision-db" {
+		t.Errorf("the instance that exec stands for: %+v %v", got, ok)
 	}
 }

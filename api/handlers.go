@@ -387,11 +387,9 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 		return err
 	}
 	if req.ActionPlugin != nil {
-		name, err := s.resolveAction(*req.ActionPlugin)
-		if err != nil {
+		if err := s.checkAction(*req.ActionPlugin); err != nil {
 			return err
 		}
-		req.ActionPlugin = &name
 	}
 	written, err := s.syncer.ApplyDocument(r.Context(), func(ctx context.Context, tx store.Store) ([]byte, error) {
 		var d resourceDraft
