@@ -48,6 +48,22 @@ notifications:
 `, dbURL, repo, script, hook, secretEnv))
 }
 
+// notifyWork makes the test's folder with the job script and a source
+// folder holding the Job type, and returns the three. It writes the script
+// before the test goes parallel (see the harness).
+func notifyWork(t *testing.T) (work, script, repo string) {
+	t.Helper()
+	work = t.TempDir()
+	script = filepath.Join(work, "job.sh")
+	writeFile(t, script, notifyJobScript)
+	if err := os.Chmod(script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	repo = filepath.Join(work, "repo")
+	writeFile(t, filepath.Join(repo, "types.yaml"), jobType)
+	return work, script, repo
+}
+
 // openNotices opens the store the agents share, to read its notices.
 func openNotices(t *testing.T, dbURL string) *postgres.Store {
 	t.Helper()
@@ -113,16 +129,9 @@ func checkDeliveredOnce(t *testing.T, st *postgres.Store, hook *notifytest.Recei
 // while an agent tries to deliver, kills that agent, starts another and
 // brings the receiver back: every event is delivered, each exactly once.
 func TestNotificationsThroughDownReceiverAndCrash(t *testing.T) {
-	work := t.TempDir()
-	script := filepath.Join(work, "job.sh")
-	writeFile(t, script, notifyJobScript)
-	if err := os.Chmod(script, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	work, script, repo := notifyWork(t)
 	t.Parallel()
 	dbURL := pgtest.URL(t)
-	repo := filepath.Join(work, "repo")
-	writeFile(t, filepath.Join(repo, "types.yaml"), jobType)
 	writeFile(t, filepath.Join(repo, "bad.yaml"), notifyJob("bad", 13))
 	writeFile(t, filepath.Join(repo, "good.yaml"), notifyJob("good", 1))
 	const secret = "hook-secret-0b7e52"
@@ -154,16 +163,9 @@ func TestNotificationsThroughDownReceiverAndCrash(t *testing.T) {
 // TestNotificationsTwoAgents runs two agents on one database: each event
 // is delivered once, by one of them, in one attempt.
 func TestNotificationsTwoAgents(t *testing.T) {
-	work := t.TempDir()
-	script := filepath.Join(work, "job.sh")
-	writeFile(t, script, notifyJobScript)
-	if err := os.Chmod(script, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	work, script, repo := notifyWork(t)
 	t.Parallel()
 	dbURL := pgtest.URL(t)
-	repo := filepath.Join(work, "repo")
-	writeFile(t, filepath.Join(repo, "types.yaml"), jobType)
 	for i := range 5 {
 		writeFile(t, filepath.Join(repo, fmt.Sprintf("bad-%d.yaml", i)), notifyJob(fmt.Sprintf("bad-%d", i), 13))
 	}
