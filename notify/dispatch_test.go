@@ -92,3 +92,54 @@ func TestDispatcherRateLimit(t *testing.T) {
 		t.Errorf("the receiver got %d deliveries, want the burst of 10", got)
 	}
 }
+
+// blocking is a provider that blocks until its call is cancelled.
+type blocking struct{ called chan struct{} }
+
+func (b *blocking) Deliver(ctx context.Context, _ *store.Notice, _ store.Delivery) (bool, time.Duration, error) {
+	close(b.called)
+	<-ctx.Done()
+	return false, 0, ctx.Err()
+}
+
+// TestDispatcherStopsMidNotice stops the dispatcher while a notice's second
+// provider is being called: the first provider's delivery is recorded, so
+// it is not sent again, and the second stays pending.
+func TestDispatcherStopsMidNotice(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "no8s.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	failures(t, st, 1)
+	hook := notifytest.NewReceiver(t, "stop-secret-1")
+	slow := &blocking{called: make(chan struct{})}
+	d := notify.New(st, notify.Options{Owner: "a1", Poll: 50 * time.Millisecond,
+		Providers: map[string]notify.Provider{"a-hook": &notify.Webhook{URL: hook.URL, Secret: "stop-secret-1"}, "b-slow": slow},
+		Alerts:    []notify.Alert{{Providers: []string{"a-hook", "b-slow"}}}})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-slow.called:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second provider was never called")
+	}
+	cancel()
+	<-done
+	ns, err := st.ListNotices(t.Context(), "", 10)
+	if err != nil || len(ns) != 1 {
+		t.Fatalf("notices: %+v %v", ns, err)
+	}
+	n := ns[0]
+	if n.Results["a-hook"].Result != store.DeliveryDelivered || len(n.Pending) != 1 || n.Pending[0] != "b-slow" || n.DoneAt != nil {
+		t.Errorf("after the stop: results %+v, pending %v", n.Results, n.Pending)
+	}
+	if got := len(hook.Accepted()); got != 1 {
+		t.Errorf("the hook got %d deliveries, want 1", got)
+	}
+}

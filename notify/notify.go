@@ -280,11 +280,16 @@ func (d *Dispatcher) round(ctx context.Context) {
 func (d *Dispatcher) deliver(ctx context.Context, n *store.Notice) {
 	c := store.NoticeCompletion{Results: map[string]store.Delivery{}}
 	var again time.Duration
-	for _, name := range n.Pending {
+	for i, name := range n.Pending {
 		prev := n.Results[name]
 		res, wait := d.deliverTo(ctx, n, name, prev)
 		if ctx.Err() != nil {
-			return // the lease runs out; another agent, or the next start, delivers it
+			// The agent stops: what was delivered is recorded, so that it
+			// is not sent again; this provider and the rest stay pending
+			// for the next agent, at once.
+			c.Pending = append(c.Pending, n.Pending[i:]...)
+			again = 0
+			break
 		}
 		res.Error = d.opts.Mask(res.Error)
 		c.Results[name] = res
@@ -311,8 +316,13 @@ func (d *Dispatcher) deliverTo(ctx context.Context, n *store.Notice, name string
 	res := store.Delivery{Attempts: prev.Attempts + 1, At: time.Now().UTC()}
 	p, ok := d.opts.Providers[name]
 	if !ok {
-		res.Result, res.Error = store.DeliveryGaveUp, "no provider "+strconv.Quote(name)+" in this agent's configuration"
-		return res, 0
+		// Another agent sharing the store may have it: left for a later
+		// try, here or there, until the notice is given up.
+		res.Result, res.Error = store.DeliveryFailed, "no provider "+strconv.Quote(name)+" in this agent's configuration"
+		if time.Since(n.CreatedAt) > d.opts.GiveUpAfter {
+			res.Result = store.DeliveryGaveUp
+		}
+		return res, d.backoff(res.Attempts)
 	}
 	if err := d.limiters[name].wait(ctx); err != nil {
 		res.Result, res.Error = store.DeliveryFailed, "rate limited"
