@@ -11,8 +11,8 @@ import (
 const alertsDir = "../examples/prometheus"
 
 // promtool returns the promtool the tests run: the one NO8S_PROMTOOL
-// names (make test builds it into .tools), or the one on PATH. Without it
-// the test fails: `make promtool` builds it.
+// names, else the one make promtool built into .tools, else the one on
+// PATH. Without any the test fails: `make promtool` builds it.
 func promtool(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("NO8S_PROMTOOL"); p != "" {
@@ -20,6 +20,9 @@ func promtool(t *testing.T) string {
 			t.Fatalf("NO8S_PROMTOOL=%s: %v (make promtool builds it)", p, err)
 		}
 		return p
+	}
+	if built, _ := filepath.Glob("../.tools/promtool-*/promtool"); len(built) > 0 {
+		return built[len(built)-1]
 	}
 	p, err := exec.LookPath("promtool")
 	if err != nil {
