@@ -22,7 +22,12 @@ func promtool(t *testing.T) string {
 		return p
 	}
 	if built, _ := filepath.Glob("../.tools/promtool-*/promtool"); len(built) > 0 {
-		return built[len(built)-1]
+		// Absolute: the tests run promtool in the rules' folder.
+		abs, err := filepath.Abs(built[len(built)-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
 	}
 	p, err := exec.LookPath("promtool")
 	if err != nil {
