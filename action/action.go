@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -147,6 +148,11 @@ type Resource struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// Spec is the spec with defaults applied, as canonical JSON.
 	Spec json.RawMessage `json:"spec"`
+	// PluginConfig is the resource's own settings for its action (a JSON
+	// object, not secret), as its manifest's pluginConfig or the API's
+	// plugin_config gives them; nil when none. A plugin that reads it
+	// implements PluginConfigTaker.
+	PluginConfig json.RawMessage `json:"pluginConfig,omitempty"`
 	// Generation is the generation being reconciled.
 	Generation int64 `json:"generation"`
 	// Outputs are the outputs of the last successful operation; nil when none.
@@ -159,6 +165,29 @@ type Resource struct {
 
 // Ref returns the resource's kind and name.
 func (r Resource) Ref() manifest.ObjectRef { return manifest.ObjectRef{Kind: r.Kind, Name: r.Name} }
+
+// PluginConfigTaker is implemented by actions that read
+// Resource.PluginConfig. A resource that gives plugin configuration to an
+// action that would ignore it is refused before it is stored.
+type PluginConfigTaker interface {
+	// TakesPluginConfig says how the action uses it, in one line for
+	// people.
+	TakesPluginConfig() string
+}
+
+// CheckPluginConfig refuses plugin configuration for an instance whose
+// action would ignore it: a setting that silently does nothing is a
+// mistake nobody would see.
+func CheckPluginConfig(inst Instance, pluginConfig json.RawMessage) error {
+	if len(pluginConfig) == 0 {
+		return nil
+	}
+	if _, ok := inst.Action.(PluginConfigTaker); !ok {
+		return fmt.Errorf("action %s (plugin %s) takes no plugin configuration: remove it, or use an action whose plugin reads it (exec, http, github_actions)",
+			inst.Name, inst.Plugin)
+	}
+	return nil
+}
 
 // Reporter lets a running operation publish its progress. Calls are cheap
 // and may be frequent: the reconciler keeps the latest values and writes

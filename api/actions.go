@@ -1,10 +1,12 @@
 package api
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/store"
 )
 
 // Actions are the action instances API writes may name.
@@ -50,4 +52,28 @@ func (s *Server) checkAction(name string) error {
 			Details: []Detail{{Field: "action_plugin", Pointer: "/action_plugin", Message: msg}}}
 	}
 	return err
+}
+
+// checkPluginConfig refuses plugin configuration that the resource's
+// action (its own or its type's default) would ignore.
+func (s *Server) checkPluginConfig(d resourceDraft, t *store.ResourceType) error {
+	if len(d.pluginConfig) == 0 || s.opts.Actions == nil {
+		return nil
+	}
+	name := cmp.Or(d.action, t.Action, action.Noop)
+	inst, err := s.opts.Actions.Resolve(name)
+	switch {
+	case errors.Is(err, action.ErrUnknownInstance):
+		// Only a type's default can be unknown here (checkAction refused
+		// the request's own); its resources fail saying so.
+		return nil
+	case err != nil:
+		return err
+	}
+	if err := action.CheckPluginConfig(inst, d.pluginConfig); err != nil {
+		msg := "plugin_config: " + err.Error()
+		return &Error{Status: http.StatusBadRequest, Message: msg,
+			Details: []Detail{{Field: "plugin_config", Pointer: "/plugin_config", Message: msg}}}
+	}
+	return nil
 }

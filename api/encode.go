@@ -117,7 +117,10 @@ func appendResource(b []byte, r *store.Resource) []byte {
 	if !r.PruneDisabled() { // as finalizers(r) says, without its slice
 		b = appendJSONString(b, FinalizerDestroy)
 	}
-	b = append(b, ']')
+	b = append(b, `],"plugin_config":`...)
+	b = appendRaw(b, r.PluginConfig, "null")
+	b = append(b, `,"metadata":`...)
+	b = appendStringMap(b, r.Annotations)
 	return append(b, '}')
 }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -278,11 +279,13 @@ func (s *Server) serveResourceEvents(w http.ResponseWriter, r *http.Request) {
 // away or the server stops. ?kind= and ?source= filter them.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if err := may(r.Context(), VerbList, q.Get("kind"), q.Get("source")); err != nil {
+	// resource_type is the predecessor's name for the filter.
+	kind := cmp.Or(q.Get("kind"), q.Get("resource_type"))
+	if err := may(r.Context(), VerbList, kind, q.Get("source")); err != nil {
 		s.writeError(w, r, err, nil)
 		return
 	}
-	s.streamEvents(w, r, q.Get("kind"), q.Get("source"), 0)
+	s.streamEvents(w, r, kind, q.Get("source"), 0)
 }
 
 // streamEvents streams the events the filters let through.

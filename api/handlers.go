@@ -65,17 +65,28 @@ func listLimit(r *http.Request, def int) (int, error) {
 // --- resource types ---
 
 func (s *Server) listTypes(w http.ResponseWriter, r *http.Request) error {
-	f := store.TypeFilter{Name: r.URL.Query().Get("name"), Source: r.URL.Query().Get("source")}
+	q := r.URL.Query()
+	f := store.TypeFilter{Name: q.Get("name"), Source: q.Get("source")}
 	if err := may(r.Context(), VerbList, f.Name, f.Source); err != nil {
+		return err
+	}
+	status := q.Get("status")
+	if status != "" && status != TypeActive && status != TypeDeprecated {
+		return errorf(http.StatusBadRequest, "status: %q is not active or deprecated", status)
+	}
+	limit, err := listLimit(r, MaxLimit)
+	if err != nil {
 		return err
 	}
 	rows, err := s.store.ListResourceTypes(r.Context(), f)
 	if err != nil {
 		return err
 	}
-	out := make([]ResourceType, len(rows))
-	for i, t := range rows {
-		out[i] = NewResourceType(t)
+	out := make([]ResourceType, 0, min(len(rows), limit))
+	for _, t := range rows {
+		if v := NewResourceType(t); (status == "" || v.Status == status) && len(out) < limit {
+			out = append(out, v)
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -138,6 +149,9 @@ func (s *Server) applyType(w http.ResponseWriter, r *http.Request, req *Resource
 			req.Group = cmp.Or(req.Group, v.Group)
 			req.Description = cmp.Or(req.Description, v.Description)
 			req.Action = cmp.Or(req.Action, v.Action)
+			if req.Metadata == nil {
+				req.Metadata = v.Annotations
+			}
 			if req.DriftInterval == "" && v.DriftInterval > 0 {
 				req.DriftInterval = v.DriftInterval.String()
 			}
@@ -170,6 +184,8 @@ type TypeUpdate struct {
 	DriftInterval *string         `json:"drift_interval"`
 	Schema        json.RawMessage `json:"schema"`
 	Status        *string         `json:"status"`
+	// Metadata replaces the type's annotations when given.
+	Metadata *map[string]string `json:"metadata"`
 }
 
 // updateType replaces fields of a type version the API declared.
@@ -203,7 +219,10 @@ func (s *Server) updateType(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	req := ResourceTypeRequest{Name: cur.Name, Version: cur.Version, Group: cur.Group, Description: cur.Description,
-		Action: cur.Action, Schema: cur.Schema, Status: TypeActive}
+		Action: cur.Action, Schema: cur.Schema, Status: TypeActive, Metadata: cur.Annotations}
+	if up.Metadata != nil {
+		req.Metadata = *up.Metadata
+	}
 	if cur.Deprecated {
 		req.Status = TypeDeprecated
 	}
@@ -235,7 +254,7 @@ func (s *Server) deleteType(w http.ResponseWriter, r *http.Request) error {
 	if err := may(r.Context(), VerbDelete, cur.Name, cur.Source.Name); err != nil {
 		return err
 	}
-	t, err := s.syncer.DeleteType(r.Context(), id)
+	_, err = s.syncer.DeleteType(r.Context(), id)
 	var owned *store.OwnerConflictError
 	switch {
 	case errors.As(err, &owned):
@@ -245,8 +264,8 @@ func (s *Server) deleteType(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"message": "Resource type deleted", "resource_type_id": t.ID,
-		"name": t.Name, "version": t.Version})
+	// 204, as the predecessor answers: the type is gone, nothing to show.
+	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
@@ -379,6 +398,9 @@ func (s *Server) updateResource(w http.ResponseWriter, r *http.Request) error {
 // resource: the request's fields over the stored ones, read under the API
 // source's lock so that concurrent updates each see the other's result.
 func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *ResourceRequest, id int64) error {
+	if err := req.metadataAnnotations(); err != nil {
+		return err
+	}
 	if id == 0 {
 		if err := may(r.Context(), VerbCreate, *req.ResourceTypeName, store.APISource); err != nil {
 			return err
@@ -405,13 +427,16 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 				return nil, err
 			}
 			d = resourceDraft{kind: cur.Kind, name: cur.Name, version: cur.Version, action: cur.Action, spec: cur.Spec,
-				labels: cur.Labels, annotations: cur.Annotations, dependsOn: cur.DependsOn}
+				labels: cur.Labels, annotations: cur.Annotations, dependsOn: cur.DependsOn, pluginConfig: cur.PluginConfig}
 		} else {
 			d.kind, d.name = *req.ResourceTypeName, *req.Name
 		}
 		d.apply(req)
 		t, err := resourceType(ctx, tx, d.kind, d.version)
 		if err != nil {
+			return nil, err
+		}
+		if err := s.checkPluginConfig(d, t); err != nil {
 			return nil, err
 		}
 		return resourceDocument(t.Group, t.Version, d)

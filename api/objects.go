@@ -65,6 +65,12 @@ type Resource struct {
 	// action's Destroy (none when annotated no8s.io/prune: disabled, whose
 	// removal forgets it).
 	Finalizers []string `json:"finalizers"`
+	// PluginConfig is the resource's own settings for its action; null
+	// when none.
+	PluginConfig json.RawMessage `json:"plugin_config"`
+	// Metadata is the predecessor's name for free key-value pairs: the
+	// annotations again.
+	Metadata map[string]string `json:"metadata"`
 }
 
 // FinalizerDestroy is the finalizer of resources whose removal destroys them.
@@ -139,6 +145,11 @@ func NewResource(r *store.Resource) Resource {
 	if out.Annotations == nil {
 		out.Annotations = map[string]string{}
 	}
+	out.Metadata = out.Annotations
+	out.PluginConfig = r.PluginConfig
+	if len(out.PluginConfig) == 0 {
+		out.PluginConfig = json.RawMessage("null")
+	}
 	if out.DependsOn == nil {
 		out.DependsOn = []manifest.ObjectRef{}
 	}
@@ -163,10 +174,12 @@ type ResourceType struct {
 	Schema        json.RawMessage `json:"schema"`
 	// Status is active or deprecated: a deprecated version still
 	// validates, and its use is warned of.
-	Status    string    `json:"status"`
-	Source    SourceRef `json:"source"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Status string `json:"status"`
+	// Metadata are the type's annotations: free key-value pairs.
+	Metadata  map[string]string `json:"metadata"`
+	Source    SourceRef         `json:"source"`
+	CreatedAt time.Time         `json:"created_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
 }
 
 // Type statuses.
@@ -179,7 +192,10 @@ const (
 func NewResourceType(t *store.ResourceType) ResourceType {
 	out := ResourceType{ID: t.ID, Name: t.Name, Version: t.Version, Group: t.Group, Description: t.Description,
 		Action: t.Action, Schema: t.Schema, Source: sourceRef(t.Source), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-		Status: TypeActive}
+		Status: TypeActive, Metadata: t.Annotations}
+	if out.Metadata == nil {
+		out.Metadata = map[string]string{}
+	}
 	if t.Deprecated {
 		out.Status = TypeDeprecated
 	}

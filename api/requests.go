@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,6 +28,57 @@ type ResourceRequest struct {
 	Labels              *map[string]string    `json:"labels"`
 	Annotations         *map[string]string    `json:"annotations"`
 	DependsOn           *[]manifest.ObjectRef `json:"depends_on"`
+	// Metadata is the predecessor's name for annotations: an object of
+	// strings. A request gives one or the other.
+	Metadata *map[string]any `json:"metadata"`
+	// PluginConfig is the resource's own settings for its action: an
+	// object, or null to remove them. Not secret: the API shows it.
+	PluginConfig json.RawMessage `json:"plugin_config"`
+}
+
+// metadataAnnotations checks the request's metadata and returns it as the
+// annotations it stands for.
+func (req *ResourceRequest) metadataAnnotations() error {
+	if req.Metadata == nil {
+		return nil
+	}
+	out := make(map[string]string, len(*req.Metadata))
+	for _, k := range slices.Sorted(maps.Keys(*req.Metadata)) {
+		v, ok := (*req.Metadata)[k].(string)
+		if !ok {
+			field := "metadata." + k
+			msg := fmt.Sprintf("%s: must be a string, not %s (metadata are stored as annotations, whose values are strings)",
+				field, jsonKind((*req.Metadata)[k]))
+			return &Error{Status: http.StatusBadRequest, Message: msg,
+				Details: []Detail{{Field: field, Pointer: pointerOf([]string{"metadata", k}), Message: msg}}}
+		}
+		out[k] = v
+	}
+	// An object read from the API carries both, alike; written back, it
+	// is taken. Different, it says two things.
+	if req.Annotations != nil && !maps.Equal(*req.Annotations, out) {
+		return &Error{Status: http.StatusBadRequest, Message: "metadata and annotations are one thing under two names, and they differ here: give one of them",
+			Details: []Detail{{Field: "metadata", Pointer: "/metadata", Message: "differs from annotations"}}}
+	}
+	req.Annotations = &out
+	return nil
+}
+
+// jsonKind names the JSON type of a decoded value.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64, json.Number:
+		return "a number"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 // ResourceTypeRequest is the body of POST /api/v1/resource-types: one
@@ -40,13 +93,16 @@ type ResourceTypeRequest struct {
 	Schema        json.RawMessage `json:"schema"`
 	// Status is active (the default) or deprecated.
 	Status string `json:"status"`
+	// Metadata are the type's annotations: an object of strings.
+	Metadata map[string]string `json:"metadata"`
 }
 
 // readOnlyResourceFields are fields of the Resource object a client may send
 // back (read, modify, write) and that a write ignores.
 var readOnlyResourceFields = []string{"id", "kind", "api_version", "spec_hash", "status", "status_message",
 	"generation", "observed_generation", "conditions", "outputs", "source", "retry_count",
-	"next_reconcile_time", "deletion_requested_at", "created_at", "updated_at", "last_reconcile_time"}
+	"next_reconcile_time", "deletion_requested_at", "created_at", "updated_at", "last_reconcile_time",
+	"lease", "suspended", "suspended_by", "suspended_at", "finalizers"}
 
 var readOnlyTypeFields = []string{"id", "source", "created_at", "updated_at"}
 
@@ -187,7 +243,7 @@ func jsonProblem(data []byte, err error) string {
 // resourceDraft is a resource as a write will declare it.
 type resourceDraft struct {
 	kind, name, version, action string
-	spec                        json.RawMessage
+	spec, pluginConfig          json.RawMessage
 	labels, annotations         map[string]string
 	dependsOn                   []manifest.ObjectRef
 }
@@ -212,6 +268,12 @@ func (d *resourceDraft) apply(req *ResourceRequest) {
 	if req.DependsOn != nil {
 		d.dependsOn = *req.DependsOn
 	}
+	if req.PluginConfig != nil {
+		d.pluginConfig = req.PluginConfig
+		if string(bytes.TrimSpace(req.PluginConfig)) == "null" {
+			d.pluginConfig = nil
+		}
+	}
 }
 
 // resourceDocument is the manifest a draft stands for.
@@ -233,6 +295,9 @@ func resourceDocument(group, version string, d resourceDraft) ([]byte, error) {
 	if len(d.dependsOn) > 0 {
 		doc["dependsOn"] = d.dependsOn
 	}
+	if len(d.pluginConfig) > 0 {
+		doc["pluginConfig"] = d.pluginConfig
+	}
 	return json.Marshal(doc)
 }
 
@@ -242,6 +307,7 @@ func resourceFields(pointer string) string {
 		{"/metadata/name", "/name"},
 		{"/metadata/labels", "/labels"},
 		{"/metadata/annotations", "/annotations"},
+		{"/pluginConfig", "/plugin_config"},
 		{"/apiVersion", "/resource_type_version"},
 		{"/kind", "/resource_type_name"},
 		{"/action", "/action_plugin"},
@@ -276,14 +342,19 @@ func typeDocument(req *ResourceTypeRequest) ([]byte, error) {
 	if len(req.Schema) == 0 {
 		delete(version, "schema")
 	}
+	meta := map[string]any{"name": req.Name}
+	if len(req.Metadata) > 0 {
+		meta["annotations"] = req.Metadata
+	}
 	return json.Marshal(map[string]any{"apiVersion": manifest.APIVersion, "kind": "ResourceType",
-		"metadata": map[string]any{"name": req.Name}, "spec": spec})
+		"metadata": meta, "spec": spec})
 }
 
 // typeFields maps the pointers of a type manifest to the request's fields.
 func typeFields(pointer string) string {
 	return mapPointer(pointer, []pointerRule{
 		{"/metadata/name", "/name"},
+		{"/metadata/annotations", "/metadata"},
 		{"/spec/versions/0/schema", "/schema"},
 		{"/spec/versions/0/name", "/version"},
 		{"/spec/versions", "/version"},

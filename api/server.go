@@ -227,7 +227,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // 400, so that a misspelt or unsupported filter (?action=) is not silently
 // ignored, answering everything. Routes not listed take none.
 var queryParams = map[string][]string{
-	"GET /api/v1/resource-types":          {"name", "source"},
+	"GET /api/v1/resource-types":          {"name", "source", "status", "limit"},
 	"GET /api/v1/resources":               {"kind", "status", "source", "label", "action_plugin", "limit", "after", "continue"},
 	"GET /api/v1/resources/{id}/history":  {"limit"},
 	"GET /api/v1/sources/{name}/history":  {"limit"},

@@ -44,7 +44,7 @@ func TestTypeUpdateAndDelete(t *testing.T) {
 		{"update missing", "PUT", "/api/v1/resource-types/999999", `{"description": "x"}`, 404, ``},
 		{"delete in use", "DELETE", "/api/v1/resource-types/" + itoa(db.ID), ``, 409, `DatabaseCluster/v1 is in use`},
 		{"delete a Git type", "DELETE", "/api/v1/resource-types/" + itoa(gitType[0].ID), ``, 409, `declared in types/network.yaml`},
-		{"delete", "DELETE", "/api/v1/resource-types/" + itoa(widget.ID), ``, 200, `"message":"Resource type deleted"`},
+		{"delete", "DELETE", "/api/v1/resource-types/" + itoa(widget.ID), ``, 204, ``},
 		{"gone", "GET", "/api/v1/resource-types/" + itoa(widget.ID), ``, 404, ``},
 		{"delete again", "DELETE", "/api/v1/resource-types/" + itoa(widget.ID), ``, 404, ``},
 	}

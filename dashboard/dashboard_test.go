@@ -294,6 +294,7 @@ func TestEscaping(t *testing.T) {
 		Kind: "Widget", Group: "example.com", Version: "v1", Name: "hostile",
 		Labels: map[string]string{"note": label}, Annotations: map[string]string{"a": `"><script>x</script>`},
 		Spec: spec, SpecHash: manifest.HashJSON(spec), Action: `<i>act</i>`,
+		PluginConfig: json.RawMessage(`{"ref":"<script>alert(\"plugin\")</script>"}`),
 	}, store.SourceRef{Name: store.APISource})
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +334,7 @@ func TestEscaping(t *testing.T) {
 		{"/", []string{reason, message, problem, commit, "a<b>.yaml:3"}},
 		{fmt.Sprintf("/resources/%d", res.ID), []string{label, status, reason, message, hist, "<u>agent</u>",
 			`"html": "<script>alert(\"outputs\")</script>"`, `"endpoint": "db.example.com"`, `"port": 5432`,
-			`</pre><script>alert(\"spec\")</script>`, "<i>act</i>"}},
+			`</pre><script>alert(\"spec\")</script>`, "<i>act</i>", `{"ref":"<script>alert(\"plugin\")</script>"}`}},
 		{"/sources/examples", []string{problem, commit, "a<b>.yaml:3", "/spec/<x>"}},
 		{"/sources/api", []string{reason, message, "Widget/hostile"}},
 	}

@@ -91,6 +91,9 @@ type ResourceType struct {
 	Group string
 	// Description is free text for people.
 	Description string
+	// Annotations are free key-value pairs for people and tools; the agent
+	// does not read them.
+	Annotations map[string]string
 	// Action is the default action instance of its resources.
 	Action string
 	// DriftInterval is how often drift is checked for its resources; zero is off.
@@ -221,12 +224,18 @@ type Resource struct {
 	Annotations map[string]string
 	// Spec is the spec with schema defaults applied, as canonical JSON.
 	Spec json.RawMessage
-	// SpecHash is "sha256:<hex>" of Spec.
+	// SpecHash is "sha256:<hex>" of Spec, followed by a zero byte and
+	// PluginConfig when there is one: of what the action is given to act
+	// on, so that a change of either is a new generation.
 	SpecHash string
 	// Action is the action instance that reconciles the resource: the
 	// manifest's choice, else its type's default (empty when neither names
 	// one). Changing it is a new generation.
 	Action string
+	// PluginConfig is the resource's own settings for its action, as
+	// canonical JSON (an object); nil when none. Actions that take it say
+	// what they do with it. It is not secret: the API shows it.
+	PluginConfig json.RawMessage
 	// DependsOn lists resources that must be Ready before this one is reconciled.
 	DependsOn []ObjectRef
 	// Origin is where the resource was declared.

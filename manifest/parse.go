@@ -22,7 +22,7 @@ var (
 // is a mistake (often a typo, such as dependOn), reported like kubectl's
 // strict validation does.
 var (
-	resourceFields = fieldSet("apiVersion", "kind", "metadata", "spec", "status", "action", "dependsOn")
+	resourceFields = fieldSet("apiVersion", "kind", "metadata", "spec", "status", "action", "pluginConfig", "dependsOn")
 	typeFields     = fieldSet("apiVersion", "kind", "metadata", "spec", "status")
 	metadataFields = fieldSet("name", "labels", "annotations")
 	typeSpecFields = fieldSet("group", "description", "action", "driftInterval", "versions")
@@ -162,7 +162,7 @@ func parseType(d *Document) (*ResourceType, []Problem) {
 	if !ValidKindName(h.name) || h.name == KindResourceType {
 		errs.add(d.Problem("/metadata/name", "invalid resource type name %q: it is the kind its resources use, so it starts with an upper-case letter followed by at most 62 letters and digits (e.g. DatabaseCluster), and is not ResourceType", h.name))
 	}
-	t := &ResourceType{Name: h.name, Group: DefaultGroup, Origin: d.Origin()}
+	t := &ResourceType{Name: h.name, Group: DefaultGroup, Annotations: h.annotations, Origin: d.Origin()}
 	spec, isMap := d.Object["spec"].(map[string]any)
 	if !isMap {
 		errs.add(d.Problem("/spec", "%s", missingOr(d.Object, "spec", "an object with versions")))
@@ -283,6 +283,10 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error))
 		errs.add(d.Problem("/action", "invalid action instance name %q: lower-case letters, digits, '-' and '_'", r.Action))
 	}
 	r.DependsOn = parseDependsOn(d, r.Ref(), &errs)
+	pluginConfig, hasPluginConfig := d.Object["pluginConfig"].(map[string]any)
+	if v, present := d.Object["pluginConfig"]; present && v != nil && !hasPluginConfig {
+		errs.add(d.Problem("/pluginConfig", "must be an object of the action's per-resource settings, not %s", describe(v)))
+	}
 
 	t, err := lookup(h.kind)
 	if err != nil {
@@ -331,6 +335,14 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error))
 	}
 	r.Spec = canonical
 	r.SpecHash = HashJSON(canonical)
+	if len(pluginConfig) > 0 {
+		if r.PluginConfig, err = CanonicalJSON(pluginConfig); err != nil {
+			errs.add(d.Problem("/pluginConfig", "%v", err))
+			return nil, errs
+		}
+		// The action acts on both, so a change of either is a new generation.
+		r.SpecHash = HashJSON(slices.Concat(canonical, []byte{0}, r.PluginConfig))
+	}
 	// Decoded strings may share memory with their whole file (see
 	// fastDecode), which a kept resource must not pin.
 	r.Kind, r.Name, r.Action = strings.Clone(r.Kind), strings.Clone(r.Name), strings.Clone(r.Action)

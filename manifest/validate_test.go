@@ -247,6 +247,7 @@ func TestValidateResourceProblems(t *testing.T) {
 		{"dependsOn not a list", "apiVersion: infra.example.com/v1\nkind: DatabaseCluster\nmetadata: {name: a}\n" + ok + "dependsOn: {kind: Network}\n", "dependsOn: must be a list"},
 		{"dependsOn bad kind", "apiVersion: infra.example.com/v1\nkind: DatabaseCluster\nmetadata: {name: a}\n" + ok + "dependsOn: [{kind: network, name: x}]\n", "dependsOn[0].kind: invalid kind"},
 		{"dependsOn itself", "apiVersion: infra.example.com/v1\nkind: DatabaseCluster\nmetadata: {name: a}\n" + ok + "dependsOn: [{kind: DatabaseCluster, name: a}]\n", "cannot depend on itself"},
+		{"pluginConfig not an object", "apiVersion: infra.example.com/v1\nkind: DatabaseCluster\nmetadata: {name: a}\n" + ok + "pluginConfig: [main]\n", "pluginConfig: must be an object of the action's per-resource settings, not a list"},
 		{"dependsOn twice", "apiVersion: infra.example.com/v1\nkind: DatabaseCluster\nmetadata: {name: a}\n" + ok + "dependsOn: [{kind: Network, name: x}, {kind: Network, name: x}]\n", "duplicate dependency Network/x"},
 	}
 	for _, tt := range tests {
@@ -496,4 +497,38 @@ func at(s []string, i int) string {
 		return s[i]
 	}
 	return "(none)"
+}
+
+// TestPluginConfig: a resource's plugin configuration is kept as canonical
+// JSON, and a change of it, like a change of spec, changes the hash that
+// decides a new generation; a type's annotations are kept.
+func TestPluginConfig(t *testing.T) {
+	t.Parallel()
+	spec := "  engine: postgres\n  storage_gb: 20\n"
+	typ := strings.Replace(dbType, "metadata:\n  name: DatabaseCluster\n", "metadata:\n  name: DatabaseCluster\n  annotations: {owner: dba}\n", 1)
+	hash := func(extra string) (*Resource, string) {
+		t.Helper()
+		set, ps := validateYAML(t, map[string]string{"t.yaml": typ, "r.yaml": dbResource("a", spec) + extra}, nil)
+		if len(ps) > 0 {
+			t.Fatalf("problems: %v", ps)
+		}
+		if got := set.Types[0].Annotations["owner"]; got != "dba" {
+			t.Errorf("type annotations: %v", set.Types[0].Annotations)
+		}
+		return set.Resources[0], set.Resources[0].SpecHash
+	}
+	plain, h0 := hash("")
+	withCfg, h1 := hash("pluginConfig: {region: eu, ref: main}\n")
+	_, h2 := hash("pluginConfig: {ref: main, region: eu}\n")
+	_, h3 := hash("pluginConfig: {ref: release, region: eu}\n")
+	_, h4 := hash("pluginConfig: {}\n")
+	if plain.PluginConfig != nil || h4 != h0 {
+		t.Errorf("no or empty pluginConfig: %q, hash %s vs %s", plain.PluginConfig, h4, h0)
+	}
+	if string(withCfg.PluginConfig) != `{"ref":"main","region":"eu"}` {
+		t.Errorf("pluginConfig kept as %s", withCfg.PluginConfig)
+	}
+	if h1 == h0 || h1 != h2 || h3 == h1 {
+		t.Errorf("hashes: none %s, cfg %s, reordered %s, changed %s", h0, h1, h2, h3)
+	}
 }

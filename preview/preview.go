@@ -416,7 +416,8 @@ func (p *Previewer) actionPlans(ctx context.Context, src *Source, snap *source.S
 		planCtx, cancel := context.WithTimeout(ctx, planTimeout)
 		res, err := planner.Plan(planCtx, &action.Request{Operation: action.OperationPlan, Instance: name, Trigger: "preview",
 			Reporter: action.NoopReporter{}, Resource: action.Resource{ID: c.ID, Kind: c.Kind, Name: c.Name, Labels: c.Labels,
-				Spec: c.After, Generation: c.Generation, Source: src.Target.Name, Revision: string(snap.Revision)}})
+				Spec: c.After, PluginConfig: c.PluginConfig, Generation: c.Generation, Source: src.Target.Name,
+				Revision: string(snap.Revision)}})
 		cancel()
 		if err != nil {
 			ap.Error = err.Error()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	gosync "sync"
 	"testing"
 	"time"
 
@@ -171,6 +172,50 @@ func TestUnknownActionFails(t *testing.T) {
 	if c.Reason != reconcile.ReasonActionNotFound || !strings.Contains(c.Message, `"wigdets"`) ||
 		!strings.Contains(c.Message, "noop, widgets") {
 		t.Fatalf("Ready = %+v", c)
+	}
+}
+
+// configTaker is a scripted action that reads plugin configuration.
+type configTaker struct {
+	*scripted
+	mu   gosync.Mutex
+	seen []string
+}
+
+func (c *configTaker) TakesPluginConfig() string { return "in the request" }
+
+func (c *configTaker) Apply(ctx context.Context, req *action.Request) (*action.Result, error) {
+	c.mu.Lock()
+	c.seen = append(c.seen, string(req.Resource.PluginConfig))
+	c.mu.Unlock()
+	return c.scripted.Apply(ctx, req)
+}
+
+// TestPluginConfig: an action that reads plugin configuration gets the
+// resource's; one that would ignore it is never called, and the resource
+// fails saying why.
+func TestPluginConfig(t *testing.T) {
+	t.Parallel()
+	st, _ := openStore(t)
+	ignorer, taker := &scripted{}, &configTaker{scripted: &scripted{}}
+	start(t, st, actionSet{"noop": &scripted{}, "ignorer": ignorer, "taker": taker}, options("agent-a"))
+	for _, name := range []string{"ignorer", "taker"} {
+		r := widget(name, `{}`, name)
+		r.PluginConfig = json.RawMessage(`{"ref":"main"}`)
+		apply(t, st, r)
+	}
+	failed := waitPhase(t, st, "ignorer", manifest.PhaseFailed, 0)
+	if c := condition(t, failed, manifest.ConditionReady); !strings.Contains(c.Message, "action ignorer (plugin test) takes no plugin configuration") {
+		t.Errorf("Ready = %+v", c)
+	}
+	waitPhase(t, st, "taker", manifest.PhaseReady, 1)
+	taker.mu.Lock()
+	defer taker.mu.Unlock()
+	if len(taker.seen) != 1 || taker.seen[0] != `{"ref":"main"}` {
+		t.Errorf("the taker saw plugin configuration %q", taker.seen)
+	}
+	if n := len(ignorer.callsOf("ignorer")); n != 0 {
+		t.Errorf("the action that ignores plugin configuration was called %d times", n)
 	}
 }
 

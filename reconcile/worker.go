@@ -167,6 +167,9 @@ func (a *attempt) run(ctx context.Context, k *keeper) outcome {
 			return o
 		}
 	}
+	if err := action.CheckPluginConfig(inst, a.cl.PluginConfig); err != nil {
+		return a.failed(ReasonActionNotFound, err)
+	}
 	req := a.request(inst, action.OperationApply, k)
 	if a.trigger == store.TriggerDrift {
 		if planner, ok := inst.Action.(action.Planner); ok {
@@ -213,7 +216,7 @@ func (a *attempt) request(inst action.Instance, op action.Operation, k *keeper) 
 		FencingToken: cl.Lease.Token,
 		Resource: action.Resource{
 			ID: cl.ID, Kind: cl.Kind, APIVersion: cl.APIVersion(), Name: cl.Name,
-			Labels: cl.Labels, Annotations: cl.Annotations, Spec: cl.Spec, Generation: cl.Generation,
+			Labels: cl.Labels, Annotations: cl.Annotations, Spec: cl.Spec, PluginConfig: cl.PluginConfig, Generation: cl.Generation,
 			Outputs: cl.Outputs, Source: cl.Source.Name, Revision: string(cl.Source.Revision),
 		},
 	}

@@ -92,9 +92,11 @@ type ResourceType struct {
 	Schema json.RawMessage
 	// Deprecated versions still validate, but their use is warned of.
 	Deprecated bool
-	Source     SourceRef
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// Annotations are free key-value pairs the agent does not read.
+	Annotations map[string]string
+	Source      SourceRef
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // Resource is a stored resource: its desired state (the embedded

@@ -133,7 +133,7 @@ func (s *Syncer) writeType(ctx context.Context, tx store.Store, ty *manifest.Res
 		mine[r.Version] = r
 	}
 	for _, v := range ty.Versions {
-		row := &store.ResourceType{Name: ty.Name, Version: v.Name, Group: ty.Group, Description: ty.Description,
+		row := &store.ResourceType{Name: ty.Name, Version: v.Name, Group: ty.Group, Description: ty.Description, Annotations: ty.Annotations,
 			Action: ty.Action, DriftInterval: ty.DriftInterval, Schema: v.Schema, Deprecated: v.Deprecated,
 			Source: store.SourceRef{Name: apiTarget.Name, Revision: rev}}
 		switch old := mine[v.Name]; {
@@ -161,7 +161,8 @@ func writeResource(ctx context.Context, tx store.Store, r *manifest.Resource, re
 	if err != nil {
 		return err
 	}
-	c := Change{Kind: r.Kind, Name: r.Name, ID: row.ID, After: r.Spec, Labels: r.Labels, Generation: row.Generation}
+	c := Change{Kind: r.Kind, Name: r.Name, ID: row.ID, After: r.Spec, Labels: r.Labels, Generation: row.Generation,
+		PluginConfig: r.PluginConfig}
 	switch outcome {
 	case store.Created:
 		c.Action = Create

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -43,6 +44,8 @@ type Change struct {
 	// Instance is the action instance the resource is bound to (creates
 	// and updates), which a preview asks for a plan.
 	Instance string `json:"instance,omitempty"`
+	// PluginConfig is the resource's plugin configuration after the change.
+	PluginConfig json.RawMessage `json:"pluginConfig,omitempty"`
 }
 
 // Ref returns the resource the change is about.
@@ -199,11 +202,12 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 				continue
 			}
 			p.Creates = append(p.Creates, Change{Action: Create, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
-				Line: r.Origin.Line, After: r.Spec, Labels: r.Labels, Generation: 1, Instance: r.Action})
+				Line: r.Origin.Line, After: r.Spec, Labels: r.Labels, Generation: 1, Instance: r.Action, PluginConfig: r.PluginConfig})
 			p.writes = append(p.writes, r)
 		case o.SpecHash != r.SpecHash || o.Action != r.Action || o.Deleting:
 			p.Updates = append(p.Updates, Change{Action: Update, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
-				Line: r.Origin.Line, ID: o.ID, After: r.Spec, Labels: r.Labels, Generation: o.Generation + 1, Instance: r.Action})
+				Line: r.Origin.Line, ID: o.ID, After: r.Spec, Labels: r.Labels, Generation: o.Generation + 1, Instance: r.Action,
+				PluginConfig: r.PluginConfig})
 			p.writes = append(p.writes, r)
 		default:
 			p.Unchanged++
@@ -318,7 +322,7 @@ func planTypes(ctx context.Context, st store.Store, t Target, snap *source.Snaps
 		for _, v := range ty.Versions {
 			k := key{ty.Name, v.Name}
 			declared[k] = true
-			row := &store.ResourceType{Name: ty.Name, Version: v.Name, Group: ty.Group, Description: ty.Description,
+			row := &store.ResourceType{Name: ty.Name, Version: v.Name, Group: ty.Group, Description: ty.Description, Annotations: ty.Annotations,
 				Action: ty.Action, DriftInterval: ty.DriftInterval, Schema: v.Schema, Deprecated: v.Deprecated,
 				Source: store.SourceRef{Name: t.Name, Path: ty.Origin.File, Revision: snap.Revision}}
 			old := mine[k]
@@ -353,7 +357,7 @@ func planTypes(ctx context.Context, st store.Store, t Target, snap *source.Snaps
 func typeChanged(old, row *store.ResourceType) bool {
 	return old.Group != row.Group || old.Description != row.Description || old.Action != row.Action ||
 		old.DriftInterval != row.DriftInterval || !bytes.Equal(old.Schema, row.Schema) || old.Source.Path != row.Source.Path ||
-		old.Deprecated != row.Deprecated
+		old.Deprecated != row.Deprecated || !maps.Equal(old.Annotations, row.Annotations)
 }
 
 // checkTypesInUse refuses to remove a type version that resources still use,

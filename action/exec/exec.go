@@ -112,7 +112,7 @@ var reservedEnv = []string{
 	"NO8S_RESOURCE_ID", "NO8S_RESOURCE_KIND", "NO8S_RESOURCE_NAME",
 	"NO8S_RESOURCE_API_VERSION", "NO8S_RESOURCE_GENERATION",
 	"NO8S_RESOURCE_SOURCE", "NO8S_RESOURCE_REVISION",
-	"NO8S_RESOURCE_SPEC", "NO8S_RESOURCE_SPEC_OMITTED", "NO8S_FENCING_TOKEN",
+	"NO8S_RESOURCE_SPEC", "NO8S_RESOURCE_SPEC_OMITTED", "NO8S_RESOURCE_PLUGIN_CONFIG", "NO8S_FENCING_TOKEN",
 	supervisorEnv,
 }
 
@@ -244,6 +244,11 @@ func resolve(program, dir string) (string, error) {
 
 // Timeout implements action.Timeouter.
 func (a *runner) Timeout() time.Duration { return a.timeout }
+
+// TakesPluginConfig implements action.PluginConfigTaker.
+func (a *runner) TakesPluginConfig() string {
+	return "in the request on stdin (resource.pluginConfig) and in NO8S_RESOURCE_PLUGIN_CONFIG"
+}
 
 // Secrets returns the values of the passEnv variables: passEnv is how
 // secrets reach a command, and a command may print them.
@@ -496,6 +501,11 @@ func requestEnv(r *action.Request) []string {
 	spec := string(res.Spec)
 	if spec == "" {
 		spec = "null" // what stdin says for a missing spec
+	}
+	// The plugin configuration is small settings; the spec's bound keeps
+	// both well within what one variable may hold.
+	if len(res.PluginConfig) > 0 && len(res.PluginConfig) <= maxSpecEnv {
+		env = append(env, "NO8S_RESOURCE_PLUGIN_CONFIG="+string(res.PluginConfig))
 	}
 	if len(spec) > maxSpecEnv {
 		return append(env, "NO8S_RESOURCE_SPEC_OMITTED=1")

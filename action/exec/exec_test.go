@@ -384,6 +384,7 @@ func TestEnvironment(t *testing.T) {
 			}, getenv)
 			req := request()
 			req.Resource.Spec = tt.spec
+			req.Resource.PluginConfig = json.RawMessage(`{"tier":"gold"}`)
 			var err error
 			if tt.op == action.OperationDestroy {
 				_, err = a.Destroy(t.Context(), req)
@@ -395,22 +396,23 @@ func TestEnvironment(t *testing.T) {
 			}
 			env := readEnv(t, filepath.Join(out, "env"))
 			want := map[string]string{
-				"PATH":                      os.Getenv("PATH"),
-				"HOME":                      "/home/agent",
-				"OUT":                       out,
-				"REGION":                    "eu west",
-				"CLOUD_TOKEN":               "s3cret",
-				"NO8S_OPERATION":            string(tt.op),
-				"NO8S_ACTION":               "deploy",
-				"NO8S_TRIGGER":              "create",
-				"NO8S_FENCING_TOKEN":        "9007199254740993",
-				"NO8S_RESOURCE_ID":          "42",
-				"NO8S_RESOURCE_KIND":        "Database",
-				"NO8S_RESOURCE_NAME":        "orders",
-				"NO8S_RESOURCE_API_VERSION": "example.com/v1",
-				"NO8S_RESOURCE_GENERATION":  "7",
-				"NO8S_RESOURCE_SOURCE":      "infra",
-				"NO8S_RESOURCE_REVISION":    "main@sha1:abc",
+				"PATH":                        os.Getenv("PATH"),
+				"HOME":                        "/home/agent",
+				"OUT":                         out,
+				"REGION":                      "eu west",
+				"CLOUD_TOKEN":                 "s3cret",
+				"NO8S_OPERATION":              string(tt.op),
+				"NO8S_ACTION":                 "deploy",
+				"NO8S_TRIGGER":                "create",
+				"NO8S_FENCING_TOKEN":          "9007199254740993",
+				"NO8S_RESOURCE_ID":            "42",
+				"NO8S_RESOURCE_KIND":          "Database",
+				"NO8S_RESOURCE_NAME":          "orders",
+				"NO8S_RESOURCE_API_VERSION":   "example.com/v1",
+				"NO8S_RESOURCE_GENERATION":    "7",
+				"NO8S_RESOURCE_SOURCE":        "infra",
+				"NO8S_RESOURCE_REVISION":      "main@sha1:abc",
+				"NO8S_RESOURCE_PLUGIN_CONFIG": `{"tier":"gold"}`,
 			}
 			if len(tt.spec) > 32<<10 {
 				want["NO8S_RESOURCE_SPEC_OMITTED"] = "1"
@@ -437,6 +439,9 @@ func TestEnvironment(t *testing.T) {
 			}
 			if string(got.Resource.Spec) != string(tt.spec) {
 				t.Errorf("stdin spec is %d bytes, want the full %d", len(got.Resource.Spec), len(tt.spec))
+			}
+			if string(got.Resource.PluginConfig) != `{"tier":"gold"}` {
+				t.Errorf("stdin pluginConfig = %s", got.Resource.PluginConfig)
 			}
 			if got.FencingToken != 9007199254740993 {
 				t.Errorf("stdin fencingToken = %d, want 9007199254740993", got.FencingToken)

@@ -85,10 +85,14 @@ const (
 	InputGeneration    = "generation"
 	InputSpec          = "spec"
 	InputCorrelationID = "correlation_id"
+	// InputPluginConfig is the resource's plugin configuration as JSON. It
+	// is sent only when the resource has one, so workflows that do not
+	// declare it keep working.
+	InputPluginConfig = "plugin_config"
 )
 
 // standardInputs lists the inputs in the order they are documented.
-var standardInputs = []string{InputOperation, InputKind, InputName, InputGeneration, InputSpec, InputCorrelationID}
+var standardInputs = []string{InputOperation, InputKind, InputName, InputGeneration, InputSpec, InputCorrelationID, InputPluginConfig}
 
 // settings are the plugin's settings in the agent configuration.
 type settings struct {
@@ -273,6 +277,11 @@ func New(s action.Settings) (action.Action, error) {
 // Timeout implements action.Timeouter: one operation may take the
 // configured timeout, plus a minute to find the run and cancel it.
 func (r *runner) Timeout() time.Duration { return r.timeout + time.Minute }
+
+// TakesPluginConfig implements action.PluginConfigTaker.
+func (r *runner) TakesPluginConfig() string {
+	return "as the workflow input " + InputPluginConfig + " (JSON), sent only when the resource has one"
+}
 
 // Secrets returns the token: a workflow's logs, outputs or errors may show
 // it.

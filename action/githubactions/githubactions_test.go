@@ -113,6 +113,9 @@ func TestApplySucceeds(t *testing.T) {
 		ds[0].Ref != "main" {
 		t.Errorf("dispatch = %+v", ds[0])
 	}
+	if v, sent := in["plugin_config"]; sent {
+		t.Errorf("plugin_config %q sent for a resource without one: workflows that do not declare it would refuse the dispatch", v)
+	}
 	out := decodeOutputs(t, res)
 	run, _ := srv.Run(ds[0].RunID)
 	if out["endpoint"] != "production-pg.db.example.com" || out["conclusion"] != "success" || out["run_id"] != float64(ds[0].RunID) ||
@@ -337,11 +340,14 @@ func TestCancelledRunIsCancelled(t *testing.T) {
 func TestDestroyFromScratch(t *testing.T) {
 	t.Parallel()
 	srv := githubtest.New(t, githubtest.Options{Token: token, ReturnRunDetails: true})
-	if _, err := newAction(t, srv, `, "inputs": {"operation": "op"}`).Destroy(t.Context(), request("old-pg", 4, &reporter{})); err != nil {
+	req := request("old-pg", 4, &reporter{})
+	req.Resource.PluginConfig = json.RawMessage(`{"ref":"release"}`)
+	if _, err := newAction(t, srv, `, "inputs": {"operation": "op"}`).Destroy(t.Context(), req); err != nil {
 		t.Fatalf("Destroy: %v", err)
 	}
 	in := srv.Dispatches()[0].Inputs
-	if in["op"] != "destroy" || in["name"] != "old-pg" || in["generation"] != "4" || in["operation"] != "" {
+	if in["op"] != "destroy" || in["name"] != "old-pg" || in["generation"] != "4" || in["operation"] != "" ||
+		in["plugin_config"] != `{"ref":"release"}` {
 		t.Errorf("inputs = %v", in)
 	}
 }

@@ -295,6 +295,9 @@ func (r *runner) inputsFor(op action.Operation, req *action.Request, correlation
 		InputSpec:          spec,
 		InputCorrelationID: correlation,
 	}
+	if len(req.Resource.PluginConfig) > 0 {
+		values[InputPluginConfig] = string(req.Resource.PluginConfig)
+	}
 	out := make(map[string]any, len(values))
 	for std, v := range values {
 		if name := r.inputs[std]; name != "" {

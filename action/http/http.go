@@ -247,6 +247,11 @@ func validHeaderValue(v string) bool {
 // Timeout implements action.Timeouter.
 func (p *poster) Timeout() time.Duration { return p.timeout }
 
+// TakesPluginConfig implements action.PluginConfigTaker.
+func (p *poster) TakesPluginConfig() string {
+	return "in the request body (resource.pluginConfig)"
+}
+
 // Secrets returns the signing secret and the bearer token, those set: a
 // receiver may echo either in its answer.
 func (p *poster) Secrets() []string {

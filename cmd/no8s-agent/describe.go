@@ -98,6 +98,9 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, kind, 
 	}
 	field("Source", orDash(src))
 	field("Action", orDash(r.ActionPlugin))
+	if len(r.PluginConfig) > 0 && string(r.PluginConfig) != "null" {
+		field("Plugin config", oneLine(string(r.PluginConfig)))
+	}
 	field("Status", string(r.Status))
 	if r.Suspended {
 		field("Suspended", suspendedBy(r.SuspendedBy, r.SuspendedAt))

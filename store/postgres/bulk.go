@@ -37,6 +37,8 @@ type bulkRow struct {
 	Line        int                  `json:"origin_line"`
 	Path        string               `json:"source_path"`
 	MetaHash    string               `json:"meta_hash"`
+	// PluginConfig is omitted when nil, so that json_to_recordset reads NULL.
+	PluginConfig json.RawMessage `json:"plugin_config,omitempty"`
 }
 
 // ApplyResources upserts many resources in one statement: rows are read
@@ -75,7 +77,7 @@ func (s *Store) ApplyResources(ctx context.Context, rs []*manifest.Resource, src
 		}
 		rows[i] = bulkRow{Kind: r.Kind, Grp: r.Group, Version: r.Version, Name: r.Name, Labels: labels,
 			Annotations: annotations, Spec: spec, SpecHash: r.SpecHash, Action: r.Action, DependsOn: deps,
-			Document: r.Origin.Document, Line: r.Origin.Line, Path: path, MetaHash: r.MetaHash()}
+			Document: r.Origin.Document, Line: r.Origin.Line, Path: path, MetaHash: r.MetaHash(), PluginConfig: r.PluginConfig}
 	}
 	input, err := json.Marshal(rows)
 	if err != nil {
@@ -125,12 +127,12 @@ func (s *Store) ApplyResources(ctx context.Context, rs []*manifest.Resource, src
 WITH input AS (
 	SELECT * FROM json_to_recordset($1::json) AS x(kind text, grp text, type_version text, name text,
 		labels jsonb, annotations jsonb, spec json, spec_hash text, action text, depends_on jsonb,
-		origin_document int, origin_line int, source_path text, meta_hash text)
+		origin_document int, origin_line int, source_path text, meta_hash text, plugin_config json)
 )
 INSERT INTO resources (kind, grp, type_version, name, labels, annotations, spec, spec_hash, action,
-	depends_on, origin_document, origin_line, source_name, source_path, source_revision, meta_hash)
+	depends_on, origin_document, origin_line, source_name, source_path, source_revision, meta_hash, plugin_config)
 SELECT kind, grp, type_version, name, labels, annotations, spec, spec_hash, action,
-	depends_on, origin_document, origin_line, $2, source_path, $3, meta_hash
+	depends_on, origin_document, origin_line, $2, source_path, $3, meta_hash, plugin_config
 FROM input ORDER BY kind, name
 ON CONFLICT (kind, name) DO UPDATE SET
 	grp = EXCLUDED.grp, type_version = EXCLUDED.type_version, labels = EXCLUDED.labels,
@@ -138,6 +140,7 @@ ON CONFLICT (kind, name) DO UPDATE SET
 	action = EXCLUDED.action, depends_on = EXCLUDED.depends_on,
 	origin_document = EXCLUDED.origin_document, origin_line = EXCLUDED.origin_line,
 	source_path = EXCLUDED.source_path, source_revision = EXCLUDED.source_revision, meta_hash = EXCLUDED.meta_hash,
+	plugin_config = EXCLUDED.plugin_config,
 	generation = resources.generation + CASE WHEN resources.spec_hash <> EXCLUDED.spec_hash
 		OR resources.action <> EXCLUDED.action OR resources.deletion_requested_at IS NOT NULL THEN 1 ELSE 0 END,
 	-- A new generation is pending until reconciled, unless a worker holds

@@ -19,20 +19,20 @@ const resourceCols = `id, kind, grp, type_version, name, labels, annotations, sp
 	origin_document, origin_line, source_name, source_path, source_revision, generation, observed_generation,
 	phase, status_message, conditions, outputs, retry_count, next_reconcile_at, deletion_requested_at,
 	reconcile_requested_at, last_reconcile_time, lease_owner, lease_expires_at, lease_token, created_at, updated_at,
-	leased_at, suspended_at`
+	leased_at, suspended_at, plugin_config`
 
 // scanResource scans the resourceCols of row, followed by extra columns
 // into extra.
 func scanResource(row pgx.Row, extra ...any) (*store.Resource, error) {
 	var (
-		r                                           store.Resource
-		labels, annotations, spec, deps, conds, out []byte
+		r                                                         store.Resource
+		labels, annotations, spec, deps, conds, out, pluginConfig []byte
 	)
 	dest := []any{&r.ID, &r.Kind, &r.Group, &r.Version, &r.Name, &labels, &annotations, &spec, &r.SpecHash,
 		&r.Action, &deps, &r.Origin.Document, &r.Origin.Line, &r.Source.Name, &r.Source.Path, &r.Source.Revision,
 		&r.Generation, &r.ObservedGeneration, &r.Phase, &r.StatusMessage, &conds, &out, &r.RetryCount,
 		&r.NextReconcileAt, &r.DeletionRequestedAt, &r.ReconcileRequestedAt, &r.LastReconcileTime,
-		&r.LeaseOwner, &r.LeaseExpiresAt, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt, &r.LeasedAt, &r.SuspendedAt}
+		&r.LeaseOwner, &r.LeaseExpiresAt, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt, &r.LeasedAt, &r.SuspendedAt, &pluginConfig}
 	err := row.Scan(append(dest, extra...)...)
 	if err != nil {
 		return nil, err
@@ -54,6 +54,7 @@ func scanResource(row pgx.Row, extra ...any) (*store.Resource, error) {
 	}
 	r.Spec = rawDoc(spec)
 	r.Outputs = rawDoc(out)
+	r.PluginConfig = rawDoc(pluginConfig)
 	r.Origin.File = r.Source.Path
 	r.NextReconcileAt = utcPtr(r.NextReconcileAt)
 	r.DeletionRequestedAt = utcPtr(r.DeletionRequestedAt)
@@ -115,14 +116,14 @@ func resourceWhat(kind, name string) string { return "resource " + kind + "/" + 
 // yields pgx.ErrNoRows instead of a unique violation.
 func (s *Store) insertResource(ctx context.Context, r *manifest.Resource, src store.SourceRef, d *desired, onConflictNothing bool) (*store.Resource, error) {
 	sql := `INSERT INTO resources (kind, grp, type_version, name, labels, annotations, spec, spec_hash, action,
-			depends_on, origin_document, origin_line, source_name, source_path, source_revision, meta_hash)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+			depends_on, origin_document, origin_line, source_name, source_path, source_revision, meta_hash, plugin_config)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
 	if onConflictNothing {
 		sql += ` ON CONFLICT (kind, name) DO NOTHING`
 	}
 	return scanResource(s.q.QueryRow(ctx, sql+` RETURNING `+resourceCols,
 		r.Kind, r.Group, r.Version, r.Name, d.labels, d.annotations, jsonDoc(r.Spec), r.SpecHash, r.Action,
-		d.deps, r.Origin.Document, r.Origin.Line, src.Name, d.path, string(src.Revision), r.MetaHash()))
+		d.deps, r.Origin.Document, r.Origin.Line, src.Name, d.path, string(src.Revision), r.MetaHash(), jsonDoc(r.PluginConfig)))
 }
 
 // CreateResource inserts r at generation 1, phase pending, owned by src;
@@ -215,12 +216,12 @@ func (s *Store) ApplyResource(ctx context.Context, r *manifest.Resource, src sto
 					next_reconcile_at = CASE WHEN $14 THEN NULL
 						WHEN waiting AND meta_hash <> $16 THEN now() ELSE next_reconcile_at END,
 					retry_count = CASE WHEN $14 THEN 0 ELSE retry_count END,
-					meta_hash = $16, updated_at = now()
+					meta_hash = $16, plugin_config = $17, updated_at = now()
 				WHERE id = $1
 				RETURNING `+resourceCols,
 				id, r.Group, r.Version, d.labels, d.annotations, jsonDoc(r.Spec), r.SpecHash,
 				r.Action, d.deps, r.Origin.Document, r.Origin.Line, d.path, string(src.Revision),
-				bump, deleting, r.MetaHash()))
+				bump, deleting, r.MetaHash(), jsonDoc(r.PluginConfig)))
 			if err != nil {
 				return err
 			}

@@ -12,17 +12,20 @@ import (
 )
 
 const typeCols = `id, name, version, grp, description, action, drift_interval_ms, schema,
-	source_name, source_path, source_revision, created_at, updated_at, deprecated`
+	source_name, source_path, source_revision, created_at, updated_at, deprecated, annotations`
 
 func scanType(row pgx.Row) (*store.ResourceType, error) {
 	var (
-		t      store.ResourceType
-		drift  int64
-		schema []byte
+		t                   store.ResourceType
+		drift               int64
+		schema, annotations []byte
 	)
 	err := row.Scan(&t.ID, &t.Name, &t.Version, &t.Group, &t.Description, &t.Action, &drift, &schema,
-		&t.Source.Name, &t.Source.Path, &t.Source.Revision, &t.CreatedAt, &t.UpdatedAt, &t.Deprecated)
+		&t.Source.Name, &t.Source.Path, &t.Source.Revision, &t.CreatedAt, &t.UpdatedAt, &t.Deprecated, &annotations)
 	if err != nil {
+		return nil, err
+	}
+	if t.Annotations, err = decodeMap(annotations, "annotations"); err != nil {
 		return nil, err
 	}
 	t.DriftInterval = fromMillis(drift)
@@ -44,8 +47,12 @@ func (s *Store) PutResourceType(ctx context.Context, t *store.ResourceType) (*st
 		return nil, invalid("put %s: negative drift interval", typeWhat(t.Name, t.Version))
 	}
 	what := typeWhat(t.Name, t.Version)
+	annotations, err := jsonValue(t.Annotations, len(t.Annotations) == 0, "{}")
+	if err != nil {
+		return nil, err
+	}
 	var out *store.ResourceType
-	err := s.withTx(ctx, func(s *Store) error {
+	err = s.withTx(ctx, func(s *Store) error {
 		// Serializes writers of one type name, so the group check below cannot
 		// race with a concurrent write of another version.
 		if _, err := s.q.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", lockClassTypeKey, t.Name); err != nil {
@@ -74,11 +81,11 @@ func (s *Store) PutResourceType(ctx context.Context, t *store.ResourceType) (*st
 		case errors.Is(err, pgx.ErrNoRows):
 			out, err = scanType(s.q.QueryRow(ctx, `INSERT INTO resource_types
 				(name, version, grp, description, action, drift_interval_ms, schema, source_name, source_path, source_revision,
-				deprecated)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+				deprecated, annotations)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 				RETURNING `+typeCols,
 				t.Name, t.Version, t.Group, t.Description, t.Action, millis(t.DriftInterval), jsonDoc(t.Schema),
-				t.Source.Name, t.Source.Path, string(t.Source.Revision), t.Deprecated))
+				t.Source.Name, t.Source.Path, string(t.Source.Revision), t.Deprecated, annotations))
 			return err
 		case err != nil:
 			return err
@@ -87,11 +94,11 @@ func (s *Store) PutResourceType(ctx context.Context, t *store.ResourceType) (*st
 		}
 		out, err = scanType(s.q.QueryRow(ctx, `UPDATE resource_types SET
 				grp = $2, description = $3, action = $4, drift_interval_ms = $5, schema = $6,
-				source_path = $7, source_revision = $8, deprecated = $9, updated_at = now()
+				source_path = $7, source_revision = $8, deprecated = $9, annotations = $10, updated_at = now()
 			WHERE id = $1
 			RETURNING `+typeCols,
 			id, t.Group, t.Description, t.Action, millis(t.DriftInterval), jsonDoc(t.Schema),
-			t.Source.Path, string(t.Source.Revision), t.Deprecated))
+			t.Source.Path, string(t.Source.Revision), t.Deprecated, annotations))
 		return err
 	})
 	if err != nil {

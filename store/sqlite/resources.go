@@ -15,7 +15,7 @@ const resourceCols = `id, kind, grp, type_version, name, labels, annotations, sp
 	origin_document, origin_line, source_name, source_path, source_revision, generation, observed_generation,
 	phase, status_message, conditions, outputs, retry_count, next_reconcile_at, deletion_requested_at,
 	reconcile_requested_at, last_reconcile_time, lease_owner, lease_expires_at, lease_token, created_at, updated_at,
-	leased_at, suspended_at`
+	leased_at, suspended_at, plugin_config`
 
 // scanResource scans the resourceCols of row, followed by extra columns
 // into extra.
@@ -23,7 +23,7 @@ func scanResource(row scanner, extra ...any) (*store.Resource, error) {
 	var (
 		r                                    store.Resource
 		labels, annotations, deps, conds     string
-		spec, out                            []byte
+		spec, out, pluginConfig              []byte
 		next, deletion, request, last, lease sql.NullInt64
 		leased, suspended                    sql.NullInt64
 		created, updated                     int64
@@ -31,7 +31,7 @@ func scanResource(row scanner, extra ...any) (*store.Resource, error) {
 	dest := []any{&r.ID, &r.Kind, &r.Group, &r.Version, &r.Name, &labels, &annotations, &spec, &r.SpecHash,
 		&r.Action, &deps, &r.Origin.Document, &r.Origin.Line, &r.Source.Name, &r.Source.Path, &r.Source.Revision,
 		&r.Generation, &r.ObservedGeneration, &r.Phase, &r.StatusMessage, &conds, &out, &r.RetryCount,
-		&next, &deletion, &request, &last, &r.LeaseOwner, &lease, &r.LeaseToken, &created, &updated, &leased, &suspended}
+		&next, &deletion, &request, &last, &r.LeaseOwner, &lease, &r.LeaseToken, &created, &updated, &leased, &suspended, &pluginConfig}
 	err := row.Scan(append(dest, extra...)...)
 	if err != nil {
 		return nil, err
@@ -53,6 +53,7 @@ func scanResource(row scanner, extra ...any) (*store.Resource, error) {
 	}
 	r.Spec = rawDoc(spec)
 	r.Outputs = rawDoc(out)
+	r.PluginConfig = rawDoc(pluginConfig)
 	r.Origin.File = r.Source.Path
 	r.NextReconcileAt = fromNullMs(next)
 	r.DeletionRequestedAt = fromNullMs(deletion)
@@ -68,7 +69,7 @@ func scanResource(row scanner, extra ...any) (*store.Resource, error) {
 // desired holds the encoded desired-state columns of a resource.
 type desired struct {
 	labels, annotations, deps string
-	spec                      any
+	spec, pluginConfig        any
 	path                      string
 }
 
@@ -80,7 +81,7 @@ func encodeDesired(r *manifest.Resource, src store.SourceRef) (*desired, error) 
 		return nil, err
 	}
 	var (
-		d   = desired{spec: jsonDoc(r.Spec)}
+		d   = desired{spec: jsonDoc(r.Spec), pluginConfig: jsonDoc(r.PluginConfig)}
 		err error
 	)
 	if d.labels, err = jsonValue(r.Labels, len(r.Labels) == 0, "{}"); err != nil {
@@ -103,13 +104,13 @@ func resourceWhat(kind, name string) string { return "resource " + kind + "/" + 
 
 const insertResourceSQL = `INSERT INTO resources (kind, grp, type_version, name, labels, annotations, spec, spec_hash,
 	action, depends_on, origin_document, origin_line, source_name, source_path, source_revision, meta_hash,
-	created_at, updated_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17)`
+	created_at, updated_at, plugin_config)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17, $18)`
 
 // insertArgs are the arguments of insertResourceSQL.
 func insertArgs(r *manifest.Resource, src store.SourceRef, d *desired, now int64) []any {
 	return []any{r.Kind, r.Group, r.Version, r.Name, d.labels, d.annotations, d.spec, r.SpecHash, r.Action,
-		d.deps, r.Origin.Document, r.Origin.Line, src.Name, d.path, string(src.Revision), r.MetaHash(), now}
+		d.deps, r.Origin.Document, r.Origin.Line, src.Name, d.path, string(src.Revision), r.MetaHash(), now, d.pluginConfig}
 }
 
 // CreateResource inserts r at generation 1, phase pending, owned by src;
@@ -160,7 +161,7 @@ FROM resources WHERE kind = $1 AND name = $2`
 // says whether the generation goes up, $15 whether a deletion request is
 // undone, $18 whether the new generation is pending (no worker holds it:
 // a worker's completion makes it pending), with the message $19; $20 are
-// the conditions of a new generation.
+// the conditions of a new generation; $21 the plugin configuration.
 const applyUpdateSQL = `UPDATE resources SET
 	grp = $2, type_version = $3, labels = $4, annotations = $5, spec = $6, spec_hash = $7,
 	action = $8, depends_on = $9, origin_document = $10, origin_line = $11,
@@ -175,7 +176,7 @@ const applyUpdateSQL = `UPDATE resources SET
 	next_reconcile_at = CASE WHEN $14 THEN NULL
 		WHEN waiting AND meta_hash <> $16 THEN $17 ELSE next_reconcile_at END,
 	retry_count = CASE WHEN $14 THEN 0 ELSE retry_count END,
-	meta_hash = $16, updated_at = $17
+	meta_hash = $16, updated_at = $17, plugin_config = $21
 WHERE id = $1`
 
 // returning is what the applier's writes return.
@@ -239,7 +240,7 @@ func (a *applier) apply(ctx context.Context, r *manifest.Resource, d *desired) (
 	}
 	res, err := a.scan(a.s.queryRow(ctx, applyUpdateSQL+a.returning(), id, r.Group, r.Version, d.labels,
 		d.annotations, d.spec, r.SpecHash, r.Action, d.deps, r.Origin.Document, r.Origin.Line, d.path,
-		string(a.src.Revision), bump, deleting, r.MetaHash(), a.now, bump && !leased, store.PendingMessage(gen+1), conds))
+		string(a.src.Revision), bump, deleting, r.MetaHash(), a.now, bump && !leased, store.PendingMessage(gen+1), conds, d.pluginConfig))
 	res.outcome = store.Unchanged
 	if bump {
 		res.outcome = store.Updated

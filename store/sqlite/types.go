@@ -11,18 +11,22 @@ import (
 )
 
 const typeCols = `id, name, version, grp, description, action, drift_interval_ms, schema,
-	source_name, source_path, source_revision, created_at, updated_at, deprecated`
+	source_name, source_path, source_revision, created_at, updated_at, deprecated, annotations`
 
 func scanType(row scanner) (*store.ResourceType, error) {
 	var (
 		t                store.ResourceType
 		drift            int64
 		schema           []byte
+		annotations      string
 		created, updated int64
 	)
 	err := row.Scan(&t.ID, &t.Name, &t.Version, &t.Group, &t.Description, &t.Action, &drift, &schema,
-		&t.Source.Name, &t.Source.Path, &t.Source.Revision, &created, &updated, &t.Deprecated)
+		&t.Source.Name, &t.Source.Path, &t.Source.Revision, &created, &updated, &t.Deprecated, &annotations)
 	if err != nil {
+		return nil, err
+	}
+	if t.Annotations, err = decodeMap(annotations, "annotations"); err != nil {
 		return nil, err
 	}
 	t.DriftInterval = fromMillis(drift)
@@ -49,8 +53,12 @@ func (s *Store) PutResourceType(ctx context.Context, t *store.ResourceType) (*st
 	if err := validDoc(t.Schema, "put "+what+": schema"); err != nil {
 		return nil, err
 	}
+	annotations, err := jsonValue(t.Annotations, len(t.Annotations) == 0, "{}")
+	if err != nil {
+		return nil, err
+	}
 	var out *store.ResourceType
-	err := s.withTx(ctx, func(s *Store) error {
+	err = s.withTx(ctx, func(s *Store) error {
 		now := ms(clock())
 		var otherGroup string
 		err := s.queryRow(ctx,
@@ -75,11 +83,11 @@ func (s *Store) PutResourceType(ctx context.Context, t *store.ResourceType) (*st
 		case errors.Is(err, sql.ErrNoRows):
 			out, insertErr = scanType(s.queryRow(ctx, `INSERT INTO resource_types
 				(name, version, grp, description, action, drift_interval_ms, schema, source_name, source_path,
-				source_revision, created_at, updated_at, deprecated)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)
+				source_revision, created_at, updated_at, deprecated, annotations)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13)
 				RETURNING `+typeCols,
 				t.Name, t.Version, t.Group, t.Description, t.Action, millis(t.DriftInterval), jsonDoc(t.Schema),
-				t.Source.Name, t.Source.Path, string(t.Source.Revision), now, t.Deprecated))
+				t.Source.Name, t.Source.Path, string(t.Source.Revision), now, t.Deprecated, annotations))
 			return insertErr
 		case err != nil:
 			return err
@@ -88,11 +96,11 @@ func (s *Store) PutResourceType(ctx context.Context, t *store.ResourceType) (*st
 		}
 		out, updateErr = scanType(s.queryRow(ctx, `UPDATE resource_types SET
 				grp = $2, description = $3, action = $4, drift_interval_ms = $5, schema = $6,
-				source_path = $7, source_revision = $8, updated_at = $9, deprecated = $10
+				source_path = $7, source_revision = $8, updated_at = $9, deprecated = $10, annotations = $11
 			WHERE id = $1
 			RETURNING `+typeCols,
 			id, t.Group, t.Description, t.Action, millis(t.DriftInterval), jsonDoc(t.Schema),
-			t.Source.Path, string(t.Source.Revision), now, t.Deprecated))
+			t.Source.Path, string(t.Source.Revision), now, t.Deprecated, annotations))
 		return updateErr
 	})
 	if err != nil {

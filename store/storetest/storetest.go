@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PutResourceTypeOwnerConflict", testPutResourceTypeOwnerConflict},
 		{"PutResourceTypeGroupConflict", testPutResourceTypeGroupConflict},
 		{"DeleteResourceType", testDeleteResourceType},
+		{"PluginConfigAndTypeAnnotations", testPluginConfigAndTypeAnnotations},
 		{"CreateResource", testCreateResource},
 		{"GetResourceNotFound", testGetResourceNotFound},
 		{"ListResourcesFilters", testListResourcesFilters},
