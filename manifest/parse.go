@@ -50,6 +50,11 @@ type header struct {
 // readHeader reads apiVersion, kind and metadata; it reports missing or
 // malformed fields and returns ok=false when the document cannot be placed.
 func readHeader(d *Document, errs *problems) (h header, ok bool) {
+	return readHeaderWith(d, errs, metadataFields)
+}
+
+// readHeaderWith is readHeader with the metadata fields a kind allows.
+func readHeaderWith(d *Document, errs *problems, allowedMeta map[string]bool) (h header, ok bool) {
 	ok = true
 	var isStr bool
 	if h.apiVersion, isStr = d.Object["apiVersion"].(string); !isStr || h.apiVersion == "" {
@@ -65,7 +70,7 @@ func readHeader(d *Document, errs *problems) (h header, ok bool) {
 		errs.add(d.Problem("/metadata", "%s", missingOr(d.Object, "metadata", "an object with a name")))
 		return h, false
 	}
-	unknownFields(d, "/metadata", meta, metadataFields, errs)
+	unknownFields(d, "/metadata", meta, allowedMeta, errs)
 	if h.name, isStr = meta["name"].(string); !isStr || h.name == "" {
 		errs.add(d.Problem("/metadata/name", "%s", missingOr(meta, "name", "a string")))
 		ok = false

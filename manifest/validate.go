@@ -156,7 +156,8 @@ func (v *Validator) ValidateFiles(files []File, known TypeResolver) (*Set, error
 // document's kind is written out in it, unless escaped in a double-quoted
 // string.
 func mayDeclareTypes(data []byte) bool {
-	return bytes.Contains(data, []byte(KindResourceType)) || bytes.IndexByte(data, '\\') >= 0
+	return bytes.Contains(data, []byte(KindResourceType)) || bytes.Contains(data, []byte(KindCRD)) ||
+		bytes.IndexByte(data, '\\') >= 0
 }
 
 // decode decodes e's data into its documents, or its problems.
@@ -182,11 +183,11 @@ func (e *fileEntry) parseTypes() {
 	}
 	e.typesParsed = true
 	for _, d := range e.docs {
-		if kind, _ := d.Object["kind"].(string); kind != KindResourceType {
+		if !IsTypeDocument(d.Object) {
 			continue
 		}
-		name, _ := nestedString(d.Object, "metadata", "name")
-		t, ps := parseType(d)
+		name := typeDocumentName(d.Object)
+		t, ps := parseTypeDocument(d)
 		e.types = append(e.types, parsedType{origin: d.Origin(), name: strings.Clone(name), t: t, problems: ps})
 	}
 }
@@ -325,7 +326,7 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 		e.used = e.used[:0]
 		for _, d := range e.docs {
 			kind, _ := d.Object["kind"].(string)
-			if kind == KindResourceType || slicesContainsKind(e.used, kind) || slices.Contains(missing, kind) {
+			if IsTypeDocument(d.Object) || slicesContainsKind(e.used, kind) || slices.Contains(missing, kind) {
 				continue
 			}
 			r, ok := resolved[kind]
@@ -410,8 +411,7 @@ func slicesContainsKind(used []typeUse, kind string) bool {
 func (e *fileEntry) parseResources(lookup func(kind string) (*ResourceType, error)) {
 	e.resources, e.resProblems = nil, nil
 	for _, d := range e.docs {
-		kind, _ := d.Object["kind"].(string)
-		if kind == KindResourceType {
+		if IsTypeDocument(d.Object) {
 			continue
 		}
 		r, ps := parseResource(d, lookup)
