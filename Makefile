@@ -11,7 +11,7 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 BUILDDATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS   ?= -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILDDATE)
 
-.PHONY: all build test lint bench bench-e2e fuzz faults postgres chromium tofu promtool clean
+.PHONY: all build test lint bench bench-e2e fuzz faults postgres chromium signing tofu promtool clean
 
 all: lint test build
 
@@ -19,7 +19,7 @@ all: lint test build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/no8s-agent
 
-test: postgres chromium tofu promtool
+test: postgres chromium signing tofu promtool
 	NO8S_TOFU="$${NO8S_TOFU:-$(CURDIR)/$(TOFU_BIN)}" NO8S_PROMTOOL="$${NO8S_PROMTOOL:-$(CURDIR)/$(PROMTOOL_BIN)}" \
 	  $(GO) test $(TESTFLAGS) ./...
 
@@ -78,6 +78,21 @@ chromium:
 	  else \
 	    echo "Chromium not found: the dashboard's browser test needs it. Install it (Debian: apt-get install chromium)" >&2; \
 	    echo "or set NO8S_CHROMIUM to a Chrome or Chromium binary." >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+
+# The commit signature tests make keys and sign commits with gpg and
+# ssh-keygen. Install them when missing and we may (root on Debian);
+# otherwise say how.
+signing:
+	@if ! command -v gpg >/dev/null 2>&1 || ! command -v gpg-agent >/dev/null 2>&1 \
+	    || ! command -v gpgconf >/dev/null 2>&1 || ! command -v ssh-keygen >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing gpg and ssh-keygen for the commit signature tests (Debian packages gnupg, openssh-client)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnupg gpg-agent openssh-client >/dev/null; \
+	  else \
+	    echo "gpg, gpg-agent, gpgconf and ssh-keygen are needed by the commit signature tests: install them (Debian: apt-get install gnupg openssh-client)" >&2; \
 	    exit 1; \
 	  fi; \
 	fi

@@ -83,6 +83,10 @@ var syncStatuses = map[string]int{
 	sync.ReasonConflict:         http.StatusConflict,
 	sync.ReasonTypeInUse:        http.StatusConflict,
 	sync.ReasonNotApprovable:    http.StatusConflict,
+	// As Kubernetes answers a refusal by an admission webhook; a hook that
+	// could not answer is a failed upstream.
+	sync.ReasonAdmissionDenied: http.StatusForbidden,
+	sync.ReasonAdmissionFailed: http.StatusBadGateway,
 }
 
 // statusOf classifies err. Unknown errors are 500s, whose message is not

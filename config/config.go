@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/no8s/no8s-agent/admission"
 )
 
 // Defaults applied to settings that the file leaves out.
@@ -72,10 +74,16 @@ type Config struct {
 	API API `json:"api"`
 	// Webhooks configures the incoming webhooks.
 	Webhooks Webhooks `json:"webhooks"`
+	// Admission are the hooks every change passes before it is accepted,
+	// in order.
+	Admission []admission.Hook `json:"admission,omitempty"`
 	// LogFormat is "text" or "json".
 	LogFormat string `json:"logFormat"`
 	// LogLevel is "debug", "info", "warn" or "error".
 	LogLevel string `json:"logLevel"`
+
+	// admissionSecrets are the hooks' signing keys, by hook.
+	admissionSecrets []*secret
 }
 
 // Source is one place manifests come from: exactly one of Git and Dir is set.
@@ -135,6 +143,30 @@ type GitSource struct {
 	Timeout Duration `json:"timeout"`
 	// Auth selects the credentials, if any.
 	Auth GitAuth `json:"auth"`
+	// Verify, when set, requires commits to carry a good signature by a
+	// trusted key before they are applied.
+	Verify *GitVerify `json:"verify,omitempty"`
+}
+
+// Signature verification modes.
+const (
+	// VerifyHead checks the commit to apply.
+	VerifyHead = "head"
+	// VerifyAll checks every commit since the last one applied.
+	VerifyAll = "all"
+)
+
+// GitVerify names the trusted keys of a Git source's commits. The files are
+// read again whenever they change, so keys rotate without a restart.
+type GitVerify struct {
+	// Mode is head (the default) or all.
+	Mode string `json:"mode,omitempty"`
+	// OpenPGPKeysFile holds trusted OpenPGP public keys, armored
+	// (gpg --export --armor).
+	OpenPGPKeysFile string `json:"openpgpKeysFile,omitempty"`
+	// SSHAllowedSignersFile lists trusted SSH keys in the allowed-signers
+	// format of git and ssh-keygen.
+	SSHAllowedSignersFile string `json:"sshAllowedSignersFile,omitempty"`
 }
 
 // GitAuth names where the credentials of a Git remote come from: a token,
@@ -509,6 +541,13 @@ func (c *Config) resolve(getenv func(string) (string, bool), ps *problems) {
 	}
 	c.Webhooks.githubSecret = get("webhooks.githubSecretEnv", c.Webhooks.GitHubSecretEnv)
 	c.Notifications.resolve(get)
+	c.admissionSecrets = nil
+	for i, h := range c.Admission {
+		if i == 0 {
+			c.admissionSecrets = make([]*secret, len(c.Admission))
+		}
+		c.admissionSecrets[i] = get(fmt.Sprintf("admission[%d].secretEnv", i), h.SecretEnv)
+	}
 }
 
 // Secret is one secret value the configuration names: the agent masks
@@ -572,5 +611,10 @@ func (c *Config) Secrets() []Secret {
 	}
 	add("webhooks.githubSecretEnv", c.Webhooks.GitHubSecretEnv, c.Webhooks.githubSecret)
 	c.Notifications.secrets(add)
+	for i, h := range c.Admission {
+		if i < len(c.admissionSecrets) {
+			add(fmt.Sprintf("admission[%d].secretEnv", i), h.SecretEnv, c.admissionSecrets[i])
+		}
+	}
 	return out
 }

@@ -2,15 +2,19 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/no8s/no8s-agent/admission"
 )
 
 var (
@@ -156,6 +160,9 @@ func (c *Config) validate(ps *problems) {
 			}
 		}
 	}
+	for _, p := range admission.CheckHooks(c.Admission) {
+		ps.add(p.Key, "%s", p.Message)
+	}
 	if c.Metrics.ResourceSeriesLimit < 0 {
 		ps.add("metrics.resourceSeriesLimit", "must be 0 (no per-resource series) or more, not %d", c.Metrics.ResourceSeriesLimit)
 	}
@@ -232,6 +239,26 @@ func validateSource(key string, s *Source, ps *problems) {
 		}
 	}
 	validateAuth(key+".auth", g, ssh, ps)
+	if v := g.Verify; v != nil {
+		switch v.Mode {
+		case "":
+			v.Mode = VerifyHead
+		case VerifyHead, VerifyAll:
+		default:
+			ps.add(key+".verify.mode", "must be %s or %s, not %q", VerifyHead, VerifyAll, v.Mode)
+		}
+		if v.OpenPGPKeysFile == "" && v.SSHAllowedSignersFile == "" {
+			ps.add(key+".verify", "name the trusted keys: openpgpKeysFile, sshAllowedSignersFile or both")
+		}
+		for _, f := range []struct{ name, path string }{{"openpgpKeysFile", v.OpenPGPKeysFile}, {"sshAllowedSignersFile", v.SSHAllowedSignersFile}} {
+			if f.path == "" {
+				continue
+			}
+			if _, err := os.Stat(f.path); err != nil {
+				ps.add(key+".verify."+f.name, "cannot read %s: %v", f.path, errors.Unwrap(err))
+			}
+		}
+	}
 }
 
 // validateAuth allows one way to authenticate, suited to the URL's scheme.

@@ -94,12 +94,17 @@ func (s *Syncer) ApplyDocument(ctx context.Context, build DocumentFunc) (*Writte
 				return err
 			}
 		case len(set.Resources) == 1:
-			if err := writeResource(ctx, tx, set.Resources[0], rev, p, out); err != nil {
+			r, admitted, err := s.admitWrite(ctx, tx, set, rev)
+			if err != nil {
+				return err
+			}
+			if err := writeResource(ctx, tx, r, rev, p, out); err != nil {
 				return err
 			}
 			if p.Warnings, err = deprecations(ctx, tx, set); err != nil {
 				return err
 			}
+			p.Warnings = append(p.Warnings, admitted...)
 			out.Warnings = p.Warnings
 		default:
 			return fmt.Errorf("api write: %w: the document declares nothing", store.ErrInvalid)

@@ -1,7 +1,9 @@
 package sync_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +12,8 @@ import (
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source"
 	"github.com/no8s/no8s-agent/source/git"
+	"github.com/no8s/no8s-agent/source/git/commitsig"
+	"github.com/no8s/no8s-agent/source/git/commitsig/sigtest"
 	"github.com/no8s/no8s-agent/source/git/gittest"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
@@ -203,5 +207,126 @@ func TestSyncFromGitFaults(t *testing.T) {
 	}
 	if a := get(t, st, "Widget", "a"); a.DeletionRequestedAt != nil {
 		t.Error("an emptied repository deleted resources")
+	}
+}
+
+// TestSignedCommits: with a signature policy, only commits signed by a
+// trusted key (OpenPGP or SSH, keys made here with gpg and ssh-keygen) are
+// applied; an unsigned or untrusted head is refused, naming the commit and
+// the key, and nothing changes; trusting the key in the file lets it
+// through without a restart. In mode all a good head on top of an unsigned
+// commit is refused; in mode head it is applied.
+func TestSignedCommits(t *testing.T) {
+	t.Parallel()
+	keys := sigtest.New(t)
+	alice, bob, mallory := keys.OpenPGP("Alice"), keys.SSH("bob"), keys.SSH("mallory")
+	dir := t.TempDir()
+	keyring, signers := filepath.Join(dir, "keyring.asc"), filepath.Join(dir, "allowed_signers")
+	keys.WriteKeyring(keyring, alice)
+	keys.WriteAllowedSigners(signers, bob)
+	verifier, err := commitsig.New(commitsig.Config{OpenPGPKeysFile: keyring, SSHAllowedSignersFile: signers})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	repo := gittest.NewRepo(t)
+	type step struct {
+		name  string
+		size  int
+		sign  []string
+		apply bool
+		want  string // in the refusal
+	}
+	var commits []string
+	setup := func(st store.Store, mode string) (func() (*sync.Result, error), sync.Target) {
+		tg := sync.Target{Name: "infra", Kind: store.SourceGit, URL: repo.URL(), Prune: sync.Prune{Enabled: true}}
+		src, err := git.New(git.Config{Name: "infra", URL: repo.URL(), Ref: git.Ref{Branch: "main"},
+			CacheDir: filepath.Join(t.TempDir(), "cache"), Timeout: 20 * time.Second,
+			Verify: &git.Verify{Mode: mode, Verifier: verifier, Applied: func(ctx context.Context) (manifest.Revision, error) {
+				s, err := st.GetSource(ctx, "infra")
+				if errors.Is(err, store.ErrNotFound) {
+					return "", nil
+				}
+				if err != nil {
+					return "", err
+				}
+				return s.LastAppliedRevision, nil
+			}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := sync.New(st, nil)
+		return func() (*sync.Result, error) {
+			snap, err := src.Fetch(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s.Sync(t.Context(), tg, snap, false)
+		}, tg
+	}
+	st, _ := newStore(t)
+	syncOnce, _ := setup(st, git.VerifyHead)
+	for _, s := range []step{
+		{"OpenPGP-signed by a trusted key", 1, sigtest.SignWithOpenPGP(alice), true, ""},
+		{"SSH-signed by a trusted key", 2, sigtest.SignWithSSH(bob), true, ""},
+		{"unsigned", 3, nil, false, "not signed"},
+		{"SSH-signed by an untrusted key", 4, sigtest.SignWithSSH(mallory), false, mallory.Fingerprint + " which is not trusted"},
+	} {
+		repo.Write(map[string]string{"types.yaml": widgetType, "w.yaml": widget("a", fmt.Sprintf("{size: %d}", s.size))})
+		var head string
+		if s.sign == nil {
+			head = repo.Commit(s.name)
+		} else {
+			head = repo.CommitSigned(s.name, keys.Env(), s.sign...)
+		}
+		commits = append(commits, head)
+		res, err := syncOnce()
+		a := get(t, st, "Widget", "a")
+		switch {
+		case s.apply && (err != nil || res.Revision != manifest.Revision("main@sha1:"+head) || !strings.Contains(string(a.Spec), fmt.Sprintf(`"size":%d`, s.size))):
+			t.Fatalf("%s: not applied: %v; a is %s", s.name, err, a.Spec)
+		case !s.apply:
+			var serr *sync.Error
+			if !errors.As(err, &serr) || !strings.Contains(err.Error(), "commit "+head[:8]) || !strings.Contains(err.Error(), s.want) {
+				t.Fatalf("%s: want a refusal naming the commit and %q, got %v", s.name, s.want, err)
+			}
+			if strings.Contains(string(a.Spec), fmt.Sprintf(`"size":%d`, s.size)) {
+				t.Fatalf("%s: applied all the same: %s", s.name, a.Spec)
+			}
+			src, _ := st.GetSource(t.Context(), "infra")
+			if src.LastAppliedRevision != manifest.Revision("main@sha1:"+commits[1]) || !strings.Contains(src.Message, s.want) {
+				t.Errorf("%s: source %s: %s", s.name, src.LastAppliedRevision, src.Message)
+			}
+		}
+	}
+	// Trusting mallory's key in the file lets the same head through, with
+	// no new commit and no restart.
+	keys.WriteAllowedSigners(signers, bob, mallory)
+	if res, err := syncOnce(); err != nil || res.Revision != manifest.Revision("main@sha1:"+commits[3]) {
+		t.Fatalf("after trusting the key: %v", err)
+	}
+
+	// An unsigned commit, then a good head on top of it.
+	repo.Write(map[string]string{"w.yaml": widget("a", "{size: 5}")})
+	unsigned := repo.Commit("unsigned in the middle")
+	repo.Write(map[string]string{"w.yaml": widget("a", "{size: 6}")})
+	good := repo.CommitSigned("good head", keys.Env(), sigtest.SignWithOpenPGP(alice)...)
+
+	// Mode all, on a store where commits[3] was applied: refused.
+	stAll, _ := newStore(t)
+	syncAll, _ := setup(stAll, git.VerifyAll)
+	repo.Git("reset", "-q", "--hard", commits[3])
+	if _, err := syncAll(); err != nil {
+		t.Fatalf("mode all, first sync: %v", err)
+	}
+	repo.Git("reset", "-q", "--hard", good)
+	_, err = syncAll()
+	var serr *sync.Error
+	if !errors.As(err, &serr) || !strings.Contains(err.Error(), "commit "+unsigned[:8]+": not signed") || strings.Contains(err.Error(), good[:8]) {
+		t.Fatalf("mode all with an unsigned commit below a good head: %v", err)
+	}
+	// Mode head lets the same head through.
+	if res, err := syncOnce(); err != nil || res.Revision != manifest.Revision("main@sha1:"+good) {
+		t.Fatalf("mode head with a good head: %v", err)
 	}
 }

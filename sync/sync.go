@@ -19,6 +19,7 @@ import (
 	gosync "sync"
 	"time"
 
+	"github.com/no8s/no8s-agent/admission"
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source"
 	"github.com/no8s/no8s-agent/store"
@@ -151,6 +152,8 @@ type Syncer struct {
 	mu         gosync.Mutex
 	validators map[string]*manifest.Validator
 	compiled   map[string]*manifest.ResourceType
+	// admission reviews changes before they are accepted; nil admits all.
+	admission *admission.Chain
 	// refusals are the last refusal of each source, with what it was
 	// judged against, so that a refused revision is judged again only
 	// when something that could change the outcome changed.
@@ -204,6 +207,11 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 	if err != nil {
 		return nil, err
 	}
+	// What the source found wrong with the snapshot (an untrusted commit
+	// signature, say) is judged too: rotated keys may clear it.
+	for _, p := range snap.Problems {
+		against += "\nsnapshot " + p.String()
+	}
 	if !force && s.refusedAlready(t.Name, snap.Revision, cur, against) {
 		res.Skipped, res.Refused = true, true
 		return res, nil
@@ -223,7 +231,7 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 		if !force && alreadyApplied(cur, snap.Revision) {
 			return errSkip
 		}
-		plan, err := makePlan(ctx, tx, t, snap, set, cur, false)
+		plan, err := s.planAdmitted(ctx, tx, t, snap, set, cur, false)
 		if err != nil {
 			return err
 		}
@@ -274,7 +282,7 @@ func (s *Syncer) Plan(ctx context.Context, t Target, snap *source.Snapshot) (*Pl
 	if err != nil {
 		return nil, err
 	}
-	return makePlan(ctx, s.store, t, snap, set, cur, true)
+	return s.planAdmitted(ctx, s.store, t, snap, set, cur, true)
 }
 
 // Approve lets a revision refused by the prune guard through on its next
@@ -599,9 +607,13 @@ func (s *Syncer) fail(ctx context.Context, t Target, snap *source.Snapshot, star
 	if err != nil {
 		return fmt.Errorf("record failed sync of %s: %w (the sync failed: %v)", t.Name, err, serr)
 	}
-	s.mu.Lock()
-	s.refusals[t.Name] = refusal{revision: snap.Revision, message: serr.Error(), against: against}
-	s.mu.Unlock()
+	// Admission hooks answer for themselves each time: their policy, or
+	// their health, may have changed without anything here changing.
+	if serr.Reason != ReasonAdmissionDenied && serr.Reason != ReasonAdmissionFailed {
+		s.mu.Lock()
+		s.refusals[t.Name] = refusal{revision: snap.Revision, message: serr.Error(), against: against}
+		s.mu.Unlock()
+	}
 	if repeated {
 		s.log.Debug("sync refused again, as before", "source", t.Name, "revision", string(snap.Revision), "reason", serr.Reason)
 		return serr

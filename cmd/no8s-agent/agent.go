@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,9 +12,11 @@ import (
 	"strings"
 
 	"github.com/no8s/no8s-agent/config"
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source"
 	"github.com/no8s/no8s-agent/source/dir"
 	"github.com/no8s/no8s-agent/source/git"
+	"github.com/no8s/no8s-agent/source/git/commitsig"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
 )
@@ -100,18 +103,59 @@ func pruneRules(p config.Prune) sync.Prune {
 
 // newSource builds the source a configuration describes. Git clones live in
 // cacheDir/<name>.
-func newSource(s config.Source, cacheDir string, log *slog.Logger) (source.Source, error) {
+func newSource(s config.Source, cacheDir string, applied appliedFunc, log *slog.Logger) (source.Source, error) {
 	if s.Git == nil {
 		return dir.New(dir.Config{Name: s.Name, Path: s.Dir, Logger: log})
 	}
 	g := s.Git
+	verify, err := gitVerify(s.Name, g.Verify, applied)
+	if err != nil {
+		return nil, err
+	}
 	return git.New(git.Config{
 		Name: s.Name, URL: g.URL, Path: g.Path, Timeout: g.Timeout.Duration, Logger: log,
 		Ref:      git.Ref{Branch: g.Branch, Tag: g.Tag, SemVer: g.SemVer, Commit: g.Commit},
 		CacheDir: filepath.Join(cacheDir, s.Name),
 		Auth: git.Auth{Username: g.Auth.Username(), Password: g.Auth.Password(), Token: g.Auth.Token(),
 			SSHKeyFile: g.Auth.SSHKeyFile, KnownHostsFile: g.Auth.KnownHostsFile, SSHKeyPassphrase: g.Auth.SSHKeyPassphrase()},
+		Verify: verify,
 	})
+}
+
+// appliedFunc returns the revision last applied from a source.
+type appliedFunc func(ctx context.Context, source string) (manifest.Revision, error)
+
+// appliedRevision reads the last applied revision from the store that
+// opened returns.
+func appliedRevision(opened func() store.Store) appliedFunc {
+	return func(ctx context.Context, name string) (manifest.Revision, error) {
+		st := opened()
+		if st == nil {
+			return "", errors.New("the store is not open yet")
+		}
+		src, err := st.GetSource(ctx, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		return src.LastAppliedRevision, nil
+	}
+}
+
+// gitVerify builds a source's signature policy; nil when it has none.
+func gitVerify(name string, v *config.GitVerify, applied appliedFunc) (*git.Verify, error) {
+	if v == nil {
+		return nil, nil
+	}
+	verifier, err := commitsig.New(commitsig.Config{OpenPGPKeysFile: v.OpenPGPKeysFile, SSHAllowedSignersFile: v.SSHAllowedSignersFile})
+	if err != nil {
+		return nil, fmt.Errorf("git.verify: %w", err)
+	}
+	return &git.Verify{Mode: v.Mode, Verifier: verifier, Applied: func(ctx context.Context) (manifest.Revision, error) {
+		return applied(ctx, name)
+	}}, nil
 }
 
 // repeated is a flag that may be given several times.

@@ -19,7 +19,7 @@ import (
 // previewSources lists the Git sources with pull-request previews on, each
 // with a GitHub client and a way to fetch a pull request's head. Clones of
 // pull requests live in cacheDir/<name>-pulls, apart from the source's own.
-func previewSources(cfg *config.Config, jobs []sync.Job, cacheDir string, log *slog.Logger) ([]*preview.Source, error) {
+func previewSources(cfg *config.Config, jobs []sync.Job, cacheDir string, applied appliedFunc, log *slog.Logger) ([]*preview.Source, error) {
 	targets := map[string]sync.Target{}
 	for _, j := range jobs {
 		targets[j.Target.Name] = j.Target
@@ -43,6 +43,12 @@ func previewSources(cfg *config.Config, jobs []sync.Job, cacheDir string, log *s
 			branch = git.DefaultBranch
 		}
 		g, name := s.Git, s.Name
+		// Pull requests are held to the branch's signature policy: a preview
+		// says what merging would be refused for.
+		verify, err := gitVerify(name, g.Verify, applied)
+		if err != nil {
+			return nil, fmt.Errorf("sources %s: %w", name, err)
+		}
 		out = append(out, &preview.Source{
 			Target: targets[name], Branch: branch, Owner: parts[1], Repo: parts[2], Client: client,
 			Interval: s.PullRequests.Interval.Duration,
@@ -53,6 +59,7 @@ func previewSources(cfg *config.Config, jobs []sync.Job, cacheDir string, log *s
 					CacheDir: filepath.Join(cacheDir, name+"-pulls"),
 					Auth: git.Auth{Username: g.Auth.Username(), Password: g.Auth.Password(), Token: g.Auth.Token(),
 						SSHKeyFile: g.Auth.SSHKeyFile, KnownHostsFile: g.Auth.KnownHostsFile, SSHKeyPassphrase: g.Auth.SSHKeyPassphrase()},
+					Verify: verify,
 				})
 				if err != nil {
 					return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/action/builtin"
+	"github.com/no8s/no8s-agent/admission"
 	"github.com/no8s/no8s-agent/config"
 	"github.com/no8s/no8s-agent/metrics"
 	"github.com/no8s/no8s-agent/preview"
@@ -60,8 +61,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	addActionSecrets(masker, instances, log)
 	var jobs []sync.Job
+	// The store is opened after the sources are built; signature policies
+	// ask it for the last applied revision when they fetch.
+	var opened store.Store
+	applied := appliedRevision(func() store.Store { return opened })
 	for _, s := range cfg.Sources {
-		src, err := newSource(s, *cacheDir, log)
+		src, err := newSource(s, *cacheDir, applied, log)
 		if err != nil {
 			return fail(stderr, "run", fmt.Errorf("source %s: %w", s.Name, err))
 		}
@@ -73,6 +78,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	st = maskStore(st, masker)
 	defer st.Close()
+	opened = st
 	logStore(log, cfg.Database)
 	if err := st.Migrate(ctx); err != nil {
 		return fail(stderr, "run", err)
@@ -103,6 +109,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		},
 	})
 	syncer := sync.New(st, log)
+	hooks, err := admission.New(cfg.Admission, os.LookupEnv, log, nil)
+	if err != nil {
+		return fail(stderr, "run", err)
+	}
+	if len(cfg.Admission) > 0 {
+		syncer.UseAdmission(hooks)
+	}
 	// Before the first syncs, so that a source renamed in the configuration
 	// is told that its resources belong to an orphan it may forget.
 	configured := make([]string, len(cfg.Sources))
@@ -116,7 +129,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	runner.OnSync = func(source string, res *sync.Result, err error, took time.Duration) {
 		m.ObserveSync(source, syncResult(res, err), took)
 	}
-	previewSrcs, err := previewSources(cfg, jobs, *cacheDir, log)
+	previewSrcs, err := previewSources(cfg, jobs, *cacheDir, applied, log)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}

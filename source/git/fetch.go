@@ -89,6 +89,7 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 		snap, err := s.fromIndex(s.last)
 		if err == nil {
 			s.log.Debug("unchanged", "revision", snap.Revision)
+			s.checkSignatures(snap, s.verifyLast)
 			return snap, nil
 		}
 		// The clone lost what the index names (emptied behind the agent's
@@ -114,7 +115,7 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 			return nil, err
 		}
 		s.log.Debug("unchanged since a previous run", "revision", snap.Revision)
-		return snap, nil
+		return snap, s.verify(ctx, repo, commit, snap)
 	}
 
 	var how string
@@ -140,7 +141,25 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 	}
 	s.log.Info("fetched", "url", s.location, "revision", snap.Revision, "with", how,
 		"files", len(snap.Files), "duration", time.Since(start).Round(time.Millisecond))
-	return snap, nil
+	return snap, s.verify(ctx, repo, commit, snap)
+}
+
+// verify checks the signatures the source's policy asks for, when it has
+// one, and keeps what to check again while the head stays.
+func (s *Source) verify(ctx context.Context, repo *gogit.Repository, head *object.Commit, snap *source.Snapshot) error {
+	s.verifyLast = nil
+	if s.cfg.Verify == nil {
+		return nil
+	}
+	v, err := s.collect(ctx, repo, head)
+	if err != nil {
+		// The snapshot is kept but not used: the next fetch lists again.
+		s.last = nil
+		return err
+	}
+	s.verifyLast = v
+	s.checkSignatures(snap, v)
+	return nil
 }
 
 // listRefs is ls-remote: one round trip that says whether anything changed.
@@ -406,7 +425,7 @@ func (s *Source) fetchTarget(ctx context.Context, t *target, st *filesystem.Stor
 	}
 	reset := false
 	switch {
-	case s.strategy == byCommit && len(shallow) > 0:
+	case (s.strategy == byCommit || s.fullHistory()) && len(shallow) > 0:
 		// A shallow clone cannot be deepened reliably; start over instead.
 		s.log.Info("replacing shallow clone by a full one", "dir", s.cfg.CacheDir)
 		reset = true
@@ -427,7 +446,7 @@ func (s *Source) fetchTarget(ctx context.Context, t *target, st *filesystem.Stor
 		}
 	}
 	depth := 1
-	if s.strategy == byCommit {
+	if s.strategy == byCommit || s.fullHistory() {
 		depth = 0
 	}
 	useGit := s.engine == engineGit

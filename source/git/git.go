@@ -111,6 +111,9 @@ type Config struct {
 	Load manifest.LoadOptions
 	// Logger receives debug and info records; nil discards them.
 	Logger *slog.Logger
+	// Verify, when set, refuses commits without a good signature by a
+	// trusted key: their snapshot carries a problem for each.
+	Verify *Verify
 }
 
 // strategy is the kind of reference followed, after precedence.
@@ -150,6 +153,14 @@ type Source struct {
 	// came from, so that an unchanged remote costs one ls-remote and a new
 	// commit costs what it changed.
 	last *index
+	// verifyLast is what the signature policy checks of last's commit.
+	verifyLast *verifying
+}
+
+// fullHistory reports whether the clone must hold the whole history: to
+// list the commits since the last applied one.
+func (s *Source) fullHistory() bool {
+	return s.cfg.Verify != nil && s.cfg.Verify.Mode == VerifyAll
 }
 
 var _ source.Source = (*Source)(nil)
@@ -194,6 +205,18 @@ func New(cfg Config) (*Source, error) {
 	}
 	if err := s.buildAuth(); err != nil {
 		return nil, fmt.Errorf("git source %s: %w", cfg.Name, err)
+	}
+	if cfg.Verify != nil {
+		v := *cfg.Verify
+		s.cfg.Verify = &v
+		switch {
+		case v.Verifier == nil:
+			return nil, fmt.Errorf("git source %s: verify: no trusted keys", cfg.Name)
+		case v.Mode == "":
+			s.cfg.Verify.Mode = VerifyHead
+		case v.Mode != VerifyHead && v.Mode != VerifyAll:
+			return nil, fmt.Errorf("git source %s: verify: mode %q is not %s or %s", cfg.Name, v.Mode, VerifyHead, VerifyAll)
+		}
 	}
 	s.chooseEngine()
 	return s, nil

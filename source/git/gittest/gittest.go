@@ -91,6 +91,18 @@ func (r *Repo) Commit(msg string) string {
 	return r.Head()
 }
 
+// CommitSigned is Commit with a signature: gitArgs are the options that
+// choose the key (see package sigtest), env what git needs to sign.
+func (r *Repo) CommitSigned(msg string, env []string, gitArgs ...string) string {
+	r.t.Helper()
+	r.date = r.date.Add(time.Minute)
+	d := r.date.Format(time.RFC3339)
+	r.Git("add", "-A")
+	args := append(append([]string{}, gitArgs...), "commit", "-q", "-S", "--allow-empty", "-m", msg)
+	r.GitEnv(append([]string{"GIT_AUTHOR_DATE=" + d, "GIT_COMMITTER_DATE=" + d}, env...), args...)
+	return r.Head()
+}
+
 // Head returns the commit checked out.
 func (r *Repo) Head() string { return r.Git("rev-parse", "HEAD") }
 

@@ -1,0 +1,55 @@
+package manifest
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Object returns r as the document that declares it, with its spec as
+// stored (defaults applied): what admission hooks are shown.
+func (r *Resource) Object() (json.RawMessage, error) {
+	meta := map[string]any{"name": r.Name}
+	if len(r.Labels) > 0 {
+		meta["labels"] = r.Labels
+	}
+	if len(r.Annotations) > 0 {
+		meta["annotations"] = r.Annotations
+	}
+	doc := map[string]any{"apiVersion": r.APIVersion(), "kind": r.Kind, "metadata": meta}
+	if len(r.Spec) > 0 {
+		doc["spec"] = r.Spec
+	}
+	if r.Action != "" {
+		doc["action"] = r.Action
+	}
+	if len(r.PluginConfig) > 0 {
+		doc["pluginConfig"] = r.PluginConfig
+	}
+	if len(r.DependsOn) > 0 {
+		doc["dependsOn"] = r.DependsOn
+	}
+	return json.Marshal(doc)
+}
+
+// ParseResourceObject validates obj, a resource document as JSON, as if it
+// were declared at origin: a document that a program changed, such as a
+// mutating admission hook. Problems point at origin's document, whose
+// lines obj no longer matches. lookup resolves kinds.
+func ParseResourceObject(obj json.RawMessage, origin Origin, lookup func(kind string) (*ResourceType, error)) (*Resource, []Problem) {
+	docs, ps := DecodeFile(origin.File, obj, DecodeOptions{})
+	if len(ps) == 0 && len(docs) != 1 {
+		ps = []Problem{{Message: fmt.Sprintf("one document expected, not %d", len(docs))}}
+	}
+	if len(ps) > 0 {
+		for i := range ps {
+			ps[i].File, ps[i].Line, ps[i].Document = origin.File, origin.Line, origin.Document
+		}
+		return nil, ps
+	}
+	d := docs[0]
+	d.File, d.Index, d.Line, d.root, d.lazy = origin.File, origin.Document, origin.Line, nil, nil
+	if IsTypeDocument(d.Object) {
+		return nil, []Problem{d.Problem("/kind", "a resource cannot become a type")}
+	}
+	return parseResource(d, lookup)
+}

@@ -1,0 +1,240 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/no8s/no8s-agent/admission"
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/source"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// Reasons of admission refusals.
+const (
+	// ReasonAdmissionDenied: an admission hook refused a change, or the
+	// object a mutating hook returned is invalid.
+	ReasonAdmissionDenied = "AdmissionDenied"
+	// ReasonAdmissionFailed: a hook whose failurePolicy is Fail could not
+	// give an answer (unreachable, timed out, answered nonsense).
+	ReasonAdmissionFailed = "AdmissionFailed"
+)
+
+// UseAdmission makes every sync, preview and API write pass its changes
+// to the hooks of chain before they are accepted. Call it before the first
+// sync; a nil chain admits everything.
+func (s *Syncer) UseAdmission(chain *admission.Chain) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.admission = chain
+}
+
+func (s *Syncer) admissionChain() *admission.Chain {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.admission
+}
+
+// planAdmitted plans set against the store and puts the plan's changes to
+// the admission hooks: the resources mutating hooks patch are validated
+// again and planned anew; a denial refuses the whole revision. dryRun tells
+// the hooks that nothing will be applied (a preview).
+func (s *Syncer) planAdmitted(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, dryRun bool) (*Plan, error) {
+	p, err := makePlan(ctx, st, t, snap, set, cur, dryRun)
+	chain := s.admissionChain()
+	if err != nil || chain == nil || p.Changes() == 0 {
+		return p, err
+	}
+	patched, warnings, err := s.admit(ctx, st, chain, t, snap, set, p, dryRun)
+	if err != nil {
+		return p, err
+	}
+	if patched != nil {
+		if p, err = makePlan(ctx, st, t, snap, patched, cur, dryRun); err != nil {
+			return p, err
+		}
+	}
+	p.Warnings = append(p.Warnings, warnings...)
+	return p, nil
+}
+
+// admit reviews each create, update and delete of p. It returns the set
+// with the patched resources in place of the declared ones, or nil when no
+// hook patched anything.
+func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Chain, t Target, snap *source.Snapshot, set *manifest.Set, p *Plan, dryRun bool) (*manifest.Set, []string, error) {
+	declared := make(map[manifest.ObjectRef]int, len(set.Resources))
+	for i, r := range set.Resources {
+		declared[r.Ref()] = i
+	}
+	var (
+		problems []manifest.Problem
+		denied   bool
+		warnings []string
+		patched  map[int]*manifest.Resource
+		lookup   func(kind string) (*manifest.ResourceType, error)
+	)
+	review := func(c Change, op admission.Operation, r *manifest.Resource) error {
+		if !chain.Matches(c.Kind, op) {
+			return nil
+		}
+		req := admission.Request{Kind: c.Kind, Name: c.Name, Operation: op, Source: t.Name,
+			Revision: string(snap.Revision), DryRun: dryRun}
+		var err error
+		if r != nil {
+			if req.Object, err = r.Object(); err != nil {
+				return err
+			}
+		}
+		if op != admission.Create {
+			old, err := st.GetResource(ctx, c.ID)
+			if err != nil {
+				return fmt.Errorf("read %s/%s for admission: %w", c.Kind, c.Name, err)
+			}
+			if req.OldObject, err = old.Resource.Object(); err != nil {
+				return err
+			}
+		}
+		res, err := chain.Review(ctx, req)
+		if err != nil {
+			return err
+		}
+		for _, w := range res.Warnings {
+			warnings = append(warnings, fmt.Sprintf("%s/%s: %s", c.Kind, c.Name, w))
+		}
+		at := manifest.Origin{File: c.File, Line: c.Line}
+		if r != nil {
+			at = r.Origin
+		}
+		if !res.Allowed {
+			denied = denied || !res.Denial.Failed
+			problems = append(problems, manifest.Problem{File: at.File, Line: at.Line, Document: at.Document,
+				Message: fmt.Sprintf("%s %s/%s: %s", op, c.Kind, c.Name, res.Denial.Error())})
+			return nil
+		}
+		if !res.Patched || r == nil {
+			return nil
+		}
+		if lookup == nil {
+			if lookup, err = s.kindLookup(ctx, st, t, set); err != nil {
+				return err
+			}
+		}
+		mutated, ps := manifest.ParseResourceObject(res.Object, r.Origin, lookup)
+		denied = denied || len(ps) > 0
+		for _, pr := range ps {
+			pr.Message = fmt.Sprintf("%s/%s as admission hooks patched it: %s", c.Kind, c.Name, pr.Message)
+			problems = append(problems, pr)
+		}
+		switch {
+		case len(ps) > 0:
+		case mutated.Ref() != r.Ref():
+			denied = true
+			problems = append(problems, manifest.Problem{File: at.File, Line: at.Line, Document: at.Document,
+				Message: fmt.Sprintf("%s/%s: admission hooks may not rename it (to %s)", c.Kind, c.Name, mutated.Ref())})
+		default:
+			if patched == nil {
+				patched = map[int]*manifest.Resource{}
+			}
+			patched[declared[r.Ref()]] = mutated
+		}
+		return nil
+	}
+	for _, group := range []struct {
+		changes []Change
+		op      admission.Operation
+	}{{p.Creates, admission.Create}, {p.Updates, admission.Update}, {p.Deletes, admission.Delete}} {
+		for _, c := range group.changes {
+			var r *manifest.Resource
+			if i, ok := declared[c.Ref()]; ok && group.op != admission.Delete {
+				r = set.Resources[i]
+			}
+			if err := review(c, group.op, r); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if len(problems) > 0 {
+		manifest.SortProblems(problems)
+		reason := ReasonAdmissionFailed
+		if denied {
+			reason = ReasonAdmissionDenied
+		}
+		return nil, nil, &Error{Reason: reason, Problems: problems,
+			Message: fmt.Sprintf("%d change(s) refused at admission; first: %s", len(problems), problems[0])}
+	}
+	if patched == nil {
+		return nil, warnings, nil
+	}
+	// The validated set may be shared with the validator's cache: the
+	// patched resources go into a copy.
+	out := &manifest.Set{Types: set.Types, Resources: slices.Clone(set.Resources)}
+	for i, r := range patched {
+		out.Resources[i] = r
+	}
+	return out, warnings, nil
+}
+
+// kindLookup resolves kinds as the validation of t's snapshot did: the
+// types set declares, then those of other sources.
+func (s *Syncer) kindLookup(ctx context.Context, st store.Store, t Target, set *manifest.Set) (func(string) (*manifest.ResourceType, error), error) {
+	self := t.Name
+	if self == apiTarget.Name {
+		// API writes validate against every stored type, the API's too.
+		self = ""
+	}
+	known, err := s.otherTypes(ctx, st, self)
+	if err != nil {
+		return nil, err
+	}
+	return func(kind string) (*manifest.ResourceType, error) {
+		for _, ty := range set.Types {
+			if ty.Name == kind {
+				return ty, nil
+			}
+		}
+		if ty := known(kind); ty != nil {
+			return ty, nil
+		}
+		return nil, fmt.Errorf("unknown kind %q", kind)
+	}, nil
+}
+
+// admitWrite puts the one resource of an API write to the admission hooks
+// as a create or an update of what the store holds, and returns it as the
+// hooks left it.
+func (s *Syncer) admitWrite(ctx context.Context, tx store.Store, set *manifest.Set, rev manifest.Revision) (*manifest.Resource, []string, error) {
+	r := set.Resources[0]
+	chain := s.admissionChain()
+	if chain == nil {
+		return r, nil, nil
+	}
+	p := &Plan{Source: apiTarget.Name, Revision: rev}
+	c := Change{Kind: r.Kind, Name: r.Name, File: r.Origin.File, Line: r.Origin.Line}
+	old, err := tx.GetResourceByName(ctx, r.Kind, r.Name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		c.Action = Create
+		p.Creates = append(p.Creates, c)
+	case err != nil:
+		return nil, nil, err
+	case old.Source.Name != apiTarget.Name:
+		// The write is refused as another source's object; no hook need see it.
+		return r, nil, nil
+	case old.SpecHash == r.SpecHash && old.Action == r.Action && old.DeletionRequestedAt == nil:
+		// Nothing the action acts on changes.
+		return r, nil, nil
+	default:
+		c.Action, c.ID = Update, old.ID
+		p.Updates = append(p.Updates, c)
+	}
+	patched, warnings, err := s.admit(ctx, tx, chain, apiTarget, apiSnapshot(ctx, rev), set, p, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	if patched != nil {
+		r = patched.Resources[0]
+	}
+	return r, warnings, nil
+}
