@@ -99,6 +99,10 @@ func TestCRDProblems(t *testing.T) {
 		{"no schema", "    schema:\n      openAPIV3Schema:\n        description", "    x:\n      openAPIV3Schema:\n        description", "spec.versions[1].x: unknown field"},
 		{"bad schema", "size: {type: integer, minimum: 1}", "size: {type: integer, minimum: one}", "spec.versions[1].schema.openAPIV3Schema.properties.spec.properties.size.minimum"},
 		{"bad default", "colour: {type: string, default: blue}", "colour: {type: string, default: 7}", "default is invalid"},
+		{"CEL syntax error", "size: {type: integer, minimum: 1}", "size: {type: integer, minimum: 1, x-kubernetes-validations: [{rule: 'self >', message: m}]}",
+			"properties.size.x-kubernetes-validations[0].rule"},
+		{"transition rule on a list item", "name: {type: string}", "name: {type: string, x-kubernetes-validations: [{rule: 'self == oldSelf'}]}",
+			"oldSelf"},
 		{"bad action annotation", "no8s.io/action: make-widget", "no8s.io/action: Make Widget", "invalid action instance name"},
 		{"resource at an unserved version", "", "", `has no version "v1alpha1"`},
 	}
@@ -183,6 +187,92 @@ func TestRealCRDs(t *testing.T) {
 			}
 			_, ps = validateYAML(t, map[string]string{"crd.yaml": string(data), "r.yaml": tt.invalid}, nil)
 			assertProblem(t, ps, "r.yaml", tt.problem)
+		})
+	}
+}
+
+// TestRealCRDRules: the CEL rules of real CRDs refuse what they refuse in a
+// cluster, with the rule's message, the file, the line and the field; the
+// transition rules compare with the spec last accepted.
+func TestRealCRDRules(t *testing.T) {
+	t.Parallel()
+	read := func(file string) string {
+		data, err := os.ReadFile(filepath.Join("testdata", "crds", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	for _, tt := range []struct {
+		name, crd, resource, want string
+		line                      int
+	}{
+		{"Usage without by or reason", "crossplane-usages.yaml",
+			"apiVersion: protection.crossplane.io/v1beta1\nkind: Usage\nmetadata: {name: keep-cm}\nspec:\n  of: {apiVersion: v1, kind: ConfigMap, resourceRef: {name: cm}}\n",
+			`spec: either "spec.by" or "spec.reason" must be specified.`, 4},
+		{"Usage of nothing", "crossplane-usages.yaml",
+			"apiVersion: protection.crossplane.io/v1beta1\nkind: Usage\nmetadata: {name: keep-cm}\nspec:\n  reason: protected\n  of: {apiVersion: v1, kind: ConfigMap}\n",
+			"spec.of: either a resource reference or a resource selector should be set.", 6},
+		{"CronOperation with name and matchLabels", "crossplane-cronoperations.yaml",
+			"apiVersion: ops.crossplane.io/v1alpha1\nkind: CronOperation\nmetadata: {name: nightly}\nspec:\n  schedule: \"*/5 * * * *\"\n  operationTemplate:\n    spec:\n      pipeline:\n      - step: s1\n        functionRef: {name: fn}\n        requirements:\n          requiredResources:\n          - {requirementName: r, apiVersion: v1, kind: ConfigMap, name: cm, matchLabels: {app: x}}\n",
+			"spec.operationTemplate.spec.pipeline[0].requirements.requiredResources[0]: name and matchLabels are mutually exclusive", 13},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, ps := validateYAML(t, map[string]string{"crd.yaml": read(tt.crd), "r.yaml": tt.resource}, nil)
+			assertProblem(t, ps, "r.yaml", tt.want)
+			if len(ps) != 1 || ps[0].Line != tt.line {
+				t.Errorf("problems %v, want one on line %d", ps, tt.line)
+			}
+		})
+	}
+
+	// Transition rules: immutable fields of GatewayClass and of Crossplane's
+	// CompositeResourceDefinition.
+	for _, tt := range []struct {
+		name, crd, old, new, want string
+	}{
+		{"GatewayClass controllerName", "gateway-api-gatewayclasses.yaml",
+			"apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: gc}\nspec: {controllerName: example.net/gateway-controller}\n",
+			"apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: gc}\nspec: {controllerName: example.net/other-controller}\n",
+			"spec.controllerName: Value is immutable"},
+		{"GatewayClass description only", "gateway-api-gatewayclasses.yaml",
+			"apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: gc}\nspec: {controllerName: example.net/gateway-controller}\n",
+			"apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: gc}\nspec: {controllerName: example.net/gateway-controller, description: fast}\n",
+			""},
+		{"XRD group", "crossplane-compositeresourcedefinitions.yaml",
+			"apiVersion: apiextensions.crossplane.io/v1\nkind: CompositeResourceDefinition\nmetadata: {name: xdatabases}\nspec:\n  group: example.org\n  names: {kind: XDatabase, plural: xdatabases}\n  versions: [{name: v1alpha1, served: true, referenceable: true}]\n",
+			"apiVersion: apiextensions.crossplane.io/v1\nkind: CompositeResourceDefinition\nmetadata: {name: xdatabases}\nspec:\n  group: example.com\n  names: {kind: XDatabase, plural: xdatabases}\n  versions: [{name: v1alpha1, served: true, referenceable: true}]\n",
+			"spec.group: Value is immutable"},
+		{"XRD claimNames added", "crossplane-compositeresourcedefinitions.yaml",
+			"apiVersion: apiextensions.crossplane.io/v1\nkind: CompositeResourceDefinition\nmetadata: {name: xdatabases}\nspec:\n  group: example.org\n  names: {kind: XDatabase, plural: xdatabases}\n  versions: [{name: v1alpha1, served: true, referenceable: true}]\n",
+			"apiVersion: apiextensions.crossplane.io/v1\nkind: CompositeResourceDefinition\nmetadata: {name: xdatabases}\nspec:\n  group: example.org\n  names: {kind: XDatabase, plural: xdatabases}\n  claimNames: {kind: Database, plural: databases}\n  versions: [{name: v1alpha1, served: true, referenceable: true}]\n",
+			""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			old, ps := validateYAML(t, map[string]string{"crd.yaml": read(tt.crd), "r.yaml": tt.old}, nil)
+			if len(ps) > 0 {
+				t.Fatal(ps)
+			}
+			cur, ps := validateYAML(t, map[string]string{"crd.yaml": read(tt.crd), "r.yaml": tt.new}, nil)
+			if len(ps) > 0 {
+				t.Fatalf("the new spec alone is valid: %v", ps)
+			}
+			typ, r, prev := cur.Types[0], cur.Resources[0], old.Resources[0]
+			if !typ.HasRules(r.Version) {
+				t.Fatal("the CRD's rules were not compiled")
+			}
+			ps = typ.CheckTransition(r, prev.Version, prev.Spec)
+			switch {
+			case tt.want == "" && len(ps) > 0:
+				t.Errorf("refused: %v", ps)
+			case tt.want != "":
+				assertProblem(t, ps, "r.yaml", tt.want)
+			}
+			if ps := typ.CheckTransition(r, "v0", prev.Spec); len(ps) > 0 {
+				t.Errorf("checked across versions: %v", ps)
+			}
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -52,4 +53,42 @@ func ParseResourceObject(obj json.RawMessage, origin Origin, lookup func(kind st
 		return nil, []Problem{d.Problem("/kind", "a resource cannot become a type")}
 	}
 	return parseResource(d, lookup)
+}
+
+// HasRules reports whether the type's version carries CEL rules
+// (x-kubernetes-validations): only then can a change of a resource break
+// one of them.
+func (t *ResourceType) HasRules(version string) bool {
+	v := t.Version(version)
+	return v != nil && v.compiled != nil && v.compiled.rules != nil
+}
+
+// CheckTransition evaluates the CEL rules of r's type version on r's spec
+// with old, the spec last accepted for r (canonical JSON), as oldSelf: the
+// transition rules (immutability, allowed state changes) hold across
+// changes. Problems are placed at r's document. A resource that moved to
+// another version is not checked: its old spec follows another schema,
+// and nothing converts it.
+func (t *ResourceType) CheckTransition(r *Resource, oldVersion string, old json.RawMessage) []Problem {
+	if oldVersion != r.Version || !t.HasRules(r.Version) || len(old) == 0 {
+		return nil
+	}
+	decode := func(raw json.RawMessage) (any, error) {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var v any
+		return v, dec.Decode(&v)
+	}
+	spec, err := decode(r.Spec)
+	if err == nil {
+		var prev any
+		if prev, err = decode(old); err == nil {
+			var out []Problem
+			for _, is := range t.Version(r.Version).compiled.checkRules(spec, prev) {
+				out = append(out, problemAt(r.Origin, r.Origin.Line, "/spec"+is.pointer, is.msg))
+			}
+			return out
+		}
+	}
+	return []Problem{problemAt(r.Origin, r.Origin.Line, "/spec", "cannot check the transition rules: "+err.Error())}
 }

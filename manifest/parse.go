@@ -333,6 +333,13 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error))
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	// CEL rules run on a spec the schema accepts, as Kubernetes runs them.
+	for _, is := range tv.compiled.checkRules(spec, nil) {
+		errs.add(d.Problem("/spec"+is.pointer, "%s", is.msg))
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
 	canonical, err := CanonicalJSON(spec)
 	if err != nil {
 		errs.add(d.Problem("/spec", "%v", err))

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/no8s/no8s-agent/manifest/celrules"
 )
 
 // schemaURL is the name a version's schema is compiled under; nothing is
@@ -26,6 +29,9 @@ type compiledSchema struct {
 	// validator is the compiled schema, with OpenAPI's nullable rewritten
 	// into JSON Schema.
 	validator *jsonschema.Schema
+	// rules are the schema's x-kubernetes-validations, compiled; nil when
+	// it has none.
+	rules *celrules.Rules
 }
 
 // schemaIssue is one problem with a schema or with a value against it; the
@@ -73,10 +79,38 @@ func compileSchema(raw any) (*compiledSchema, []schemaIssue) {
 			}
 		}
 	}
+	rules, err := celrules.Compile(src)
+	var cerr *celrules.CompileError
+	switch {
+	case errors.As(err, &cerr):
+		for _, p := range cerr.Problems {
+			issues = append(issues, schemaIssue{p.Pointer, p.Message})
+		}
+	case err != nil:
+		issues = append(issues, schemaIssue{"", err.Error()})
+	}
 	if len(issues) > 0 {
 		return nil, issues
 	}
-	return &compiledSchema{source: src, validator: validator}, nil
+	if rules.Len() == 0 {
+		rules = nil
+	}
+	return &compiledSchema{source: src, validator: validator, rules: rules}, nil
+}
+
+// checkRules evaluates the schema's CEL rules on spec, and with old (the
+// spec last accepted) also its transition rules; nil old is a creation,
+// where Kubernetes leaves transition rules out. Pointers are relative to
+// the spec.
+func (c *compiledSchema) checkRules(spec, old any) []schemaIssue {
+	if c == nil || c.rules == nil {
+		return nil
+	}
+	var issues []schemaIssue
+	for _, v := range c.rules.Validate(context.Background(), spec, old) {
+		issues = append(issues, schemaIssue{v.Path, v.Message})
+	}
+	return issues
 }
 
 func newCompiler() *jsonschema.Compiler {

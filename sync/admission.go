@@ -37,27 +37,81 @@ func (s *Syncer) admissionChain() *admission.Chain {
 	return s.admission
 }
 
-// planAdmitted plans set against the store and puts the plan's changes to
-// the admission hooks: the resources mutating hooks patch are validated
-// again and planned anew; a denial refuses the whole revision. dryRun tells
-// the hooks that nothing will be applied (a preview).
-func (s *Syncer) planAdmitted(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, dryRun bool) (*Plan, error) {
+// planChecked plans set against the store, puts the plan's changes to the
+// admission hooks and checks the updates against the transition rules of
+// their types. The resources mutating hooks patch are validated again and
+// planned anew; a denial or a broken rule refuses the whole revision.
+// dryRun tells the hooks that nothing will be applied (a preview).
+func (s *Syncer) planChecked(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, dryRun bool) (*Plan, error) {
 	p, err := makePlan(ctx, st, t, snap, set, cur, dryRun)
-	chain := s.admissionChain()
-	if err != nil || chain == nil || p.Changes() == 0 {
+	if err != nil || p.Changes() == 0 {
 		return p, err
 	}
-	patched, warnings, err := s.admit(ctx, st, chain, t, snap, set, p, dryRun)
-	if err != nil {
-		return p, err
-	}
-	if patched != nil {
-		if p, err = makePlan(ctx, st, t, snap, patched, cur, dryRun); err != nil {
+	var warnings []string
+	if chain := s.admissionChain(); chain != nil {
+		var patched *manifest.Set
+		patched, warnings, err = s.admit(ctx, st, chain, t, snap, set, p, dryRun)
+		if err != nil {
 			return p, err
 		}
+		if patched != nil {
+			set = patched
+			if p, err = makePlan(ctx, st, t, snap, set, cur, dryRun); err != nil {
+				return p, err
+			}
+		}
+	}
+	if err := s.checkTransitions(ctx, st, t, set, p.Updates); err != nil {
+		return p, err
 	}
 	p.Warnings = append(p.Warnings, warnings...)
 	return p, nil
+}
+
+// checkTransitions evaluates the CEL rules of the updated resources' types
+// with their stored specs, the last accepted generation, as oldSelf.
+func (s *Syncer) checkTransitions(ctx context.Context, st store.Store, t Target, set *manifest.Set, updates []Change) error {
+	if len(updates) == 0 {
+		return nil
+	}
+	lookup, err := s.kindLookup(ctx, st, t, set)
+	if err != nil {
+		return err
+	}
+	declared := make(map[manifest.ObjectRef]*manifest.Resource, len(set.Resources))
+	for _, r := range set.Resources {
+		declared[r.Ref()] = r
+	}
+	types := map[int64]*manifest.ResourceType{}
+	var ids []int64
+	for _, c := range updates {
+		r := declared[c.Ref()]
+		if r == nil {
+			continue
+		}
+		if ty, err := lookup(r.Kind); err == nil && ty.HasRules(r.Version) {
+			types[c.ID] = ty
+			ids = append(ids, c.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	stored, err := st.ListResources(ctx, store.ResourceFilter{IDs: ids})
+	if err != nil {
+		return fmt.Errorf("read the specs the transition rules compare with: %w", err)
+	}
+	var problems []manifest.Problem
+	for _, old := range stored {
+		r := declared[old.Ref()]
+		problems = append(problems, types[old.ID].CheckTransition(r, old.Version, old.Spec)...)
+	}
+	if len(problems) > 0 {
+		manifest.SortProblems(problems)
+		return &Error{Reason: ReasonValidationFailed, Problems: problems,
+			Message: fmt.Sprintf("%d change(s) break a transition rule; first: %s", len(problems), problems[0])}
+	}
+	return nil
 }
 
 // admit reviews each create, update and delete of p. It returns the set

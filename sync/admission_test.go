@@ -260,4 +260,3 @@ func TestAdmissionHookTimeout(t *testing.T) {
 		})
 	}
 }
-

@@ -98,6 +98,14 @@ func (s *Syncer) ApplyDocument(ctx context.Context, build DocumentFunc) (*Writte
 			if err != nil {
 				return err
 			}
+			if old, err := tx.GetResourceByName(ctx, r.Kind, r.Name); err == nil && old.Source.Name == apiTarget.Name {
+				written := &manifest.Set{Types: set.Types, Resources: []*manifest.Resource{r}}
+				if err := s.checkTransitions(ctx, tx, apiTarget, written, []Change{{Kind: r.Kind, Name: r.Name, ID: old.ID}}); err != nil {
+					return err
+				}
+			} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
 			if err := writeResource(ctx, tx, r, rev, p, out); err != nil {
 				return err
 			}

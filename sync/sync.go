@@ -231,7 +231,7 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 		if !force && alreadyApplied(cur, snap.Revision) {
 			return errSkip
 		}
-		plan, err := s.planAdmitted(ctx, tx, t, snap, set, cur, false)
+		plan, err := s.planChecked(ctx, tx, t, snap, set, cur, false)
 		if err != nil {
 			return err
 		}
@@ -282,7 +282,7 @@ func (s *Syncer) Plan(ctx context.Context, t Target, snap *source.Snapshot) (*Pl
 	if err != nil {
 		return nil, err
 	}
-	return s.planAdmitted(ctx, s.store, t, snap, set, cur, true)
+	return s.planChecked(ctx, s.store, t, snap, set, cur, true)
 }
 
 // Approve lets a revision refused by the prune guard through on its next

@@ -15,9 +15,10 @@ import (
 )
 
 func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("validate", "validate [flags] [PATH]\n\nChecks every manifest under PATH (a folder or one file, default .) without a database.\nExit status: 0 valid, 1 invalid or error.", stdout, stderr)
+	fs := newFlags("validate", "validate [flags] [PATH]\n\nChecks every manifest under PATH (a folder or one file, default .) without a database.\nWith --base, the transition rules of CEL (oldSelf) compare each resource with the one of the\nsame kind and name in the base folder (a checkout of the base branch).\nExit status: 0 valid, 1 invalid or error.", stdout, stderr)
 	output := fs.String("o", "text", "output format: text or json")
 	maxSize := fs.Int64("max-file-size", manifest.DefaultMaxFileSize, "largest manifest file in bytes")
+	base := fs.String("base", "", "a folder with the manifests as they were: transition rules compare with them")
 	rest, code := parseFlags(ctx, fs, args)
 	if code >= 0 {
 		return code
@@ -45,6 +46,18 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		fmt.Fprintf(stderr, "validate: %v\n", err)
 		return exitError
+	}
+	if *base != "" && len(problems) == 0 {
+		old, baseProblems, err := validatePath(*base, manifest.LoadOptions{MaxFileSize: *maxSize})
+		switch {
+		case err != nil:
+			fmt.Fprintf(stderr, "validate: --base: %v\n", err)
+			return exitError
+		case len(baseProblems) > 0:
+			fmt.Fprintf(stderr, "validate: --base %s is not valid itself; first: %s\n", *base, baseProblems[0])
+			return exitError
+		}
+		problems = transitionProblems(set, old, path)
 	}
 	if *output == "json" {
 		if problems == nil {
@@ -116,4 +129,35 @@ func validatePath(path string, opts manifest.LoadOptions) (*manifest.Set, []mani
 		}
 	}
 	return set, problems, nil
+}
+
+// transitionProblems checks the transition rules of each resource of set
+// against the resource of the same kind and name in base, as a sync checks
+// them against the store. Problems name files as validatePath does.
+func transitionProblems(set, base *manifest.Set, path string) []manifest.Problem {
+	types := make(map[string]*manifest.ResourceType, len(set.Types))
+	for _, t := range set.Types {
+		types[t.Name] = t
+	}
+	before := make(map[manifest.ObjectRef]*manifest.Resource, len(base.Resources))
+	for _, r := range base.Resources {
+		before[r.Ref()] = r
+	}
+	dir := path
+	if info, err := os.Stat(path); err == nil && !info.IsDir() {
+		dir = filepath.Dir(path)
+	}
+	var problems []manifest.Problem
+	for _, r := range set.Resources {
+		old, t := before[r.Ref()], types[r.Kind]
+		if old == nil || t == nil {
+			continue
+		}
+		for _, p := range t.CheckTransition(r, old.Version, old.Spec) {
+			p.File = filepath.ToSlash(filepath.Join(dir, p.File))
+			problems = append(problems, p)
+		}
+	}
+	manifest.SortProblems(problems)
+	return problems
 }

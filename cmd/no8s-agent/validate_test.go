@@ -165,3 +165,40 @@ func TestDiffAgainstBase(t *testing.T) {
 		t.Errorf("an invalid base: exit %d, %s", code, errOut)
 	}
 }
+
+// TestTransitionRulesOffline: validate --base and diff --base hold a CRD's
+// transition rules against the base folder, with no store.
+func TestTransitionRulesOffline(t *testing.T) {
+	t.Parallel()
+	crd, err := os.ReadFile("../../manifest/testdata/crds/gateway-api-gatewayclasses.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := func(controller string) string {
+		dir := t.TempDir()
+		for name, data := range map[string]string{
+			"crd.yaml": string(crd),
+			"gc.yaml":  "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: internet}\nspec:\n  controllerName: " + controller + "\n",
+		} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	base, same, changed := tree("example.net/gateway"), tree("example.net/gateway"), tree("example.net/other")
+	if code, out, errOut := runCLI(t, "validate", "--base", base, same); code != 0 {
+		t.Errorf("unchanged: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ := runCLI(t, "validate", changed); code != 0 {
+		t.Errorf("without a base the change is valid: exit %d\n%s", code, out)
+	}
+	code, out, _ := runCLI(t, "validate", "--base", base, changed)
+	if want := filepath.ToSlash(filepath.Join(changed, "gc.yaml")) + ":1: spec.controllerName: Value is immutable"; code != 1 || !strings.Contains(out, want) {
+		t.Errorf("validate --base: exit %d, want %q in\n%s", code, want, out)
+	}
+	code, out, errOut := runCLI(t, "diff", changed, "--source", "local", "--base", base)
+	if code != 1 || !strings.Contains(out, "gc.yaml:1: spec.controllerName: Value is immutable") {
+		t.Errorf("diff --base: exit %d\n%s\n%s", code, errOut, out)
+	}
+}
