@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/no8s/no8s-agent/admission"
@@ -44,7 +45,7 @@ func (s *Syncer) admissionChain() *admission.Chain {
 // dryRun tells the hooks that nothing will be applied (a preview).
 func (s *Syncer) planChecked(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, dryRun bool) (*Plan, error) {
 	p, err := makePlan(ctx, st, t, snap, set, cur, dryRun)
-	if err != nil || p.Changes() == 0 {
+	if err != nil || (p.Changes() == 0 && len(p.writes) == 0) {
 		return p, err
 	}
 	var warnings []string
@@ -142,7 +143,12 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 			}
 		}
 		if op != admission.Create {
-			old, err := st.GetResource(ctx, c.ID)
+			var old *store.Resource
+			if c.ID != 0 {
+				old, err = st.GetResource(ctx, c.ID)
+			} else {
+				old, err = st.GetResourceByName(ctx, c.Kind, c.Name)
+			}
 			if err != nil {
 				return fmt.Errorf("read %s/%s for admission: %w", c.Kind, c.Name, err)
 			}
@@ -195,10 +201,22 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 		}
 		return nil
 	}
+	// A change of labels or annotations alone is an update too: a policy
+	// on them must not be passed by leaving the spec alone.
+	var metadataOnly []Change
+	changed := map[manifest.ObjectRef]bool{}
+	for _, c := range slices.Concat(p.Creates, p.Updates) {
+		changed[c.Ref()] = true
+	}
+	for _, r := range p.writes {
+		if !changed[r.Ref()] {
+			metadataOnly = append(metadataOnly, Change{Action: Update, Kind: r.Kind, Name: r.Name, File: r.Origin.File, Line: r.Origin.Line})
+		}
+	}
 	for _, group := range []struct {
 		changes []Change
 		op      admission.Operation
-	}{{p.Creates, admission.Create}, {p.Updates, admission.Update}, {p.Deletes, admission.Delete}} {
+	}{{p.Creates, admission.Create}, {p.Updates, admission.Update}, {metadataOnly, admission.Update}, {p.Deletes, admission.Delete}} {
 		for _, c := range group.changes {
 			var r *manifest.Resource
 			if i, ok := declared[c.Ref()]; ok && group.op != admission.Delete {
@@ -276,8 +294,9 @@ func (s *Syncer) admitWrite(ctx context.Context, tx store.Store, set *manifest.S
 	case old.Source.Name != apiTarget.Name:
 		// The write is refused as another source's object; no hook need see it.
 		return r, nil, nil
-	case old.SpecHash == r.SpecHash && old.Action == r.Action && old.DeletionRequestedAt == nil:
-		// Nothing the action acts on changes.
+	case old.SpecHash == r.SpecHash && old.Action == r.Action && old.DeletionRequestedAt == nil &&
+		maps.Equal(old.Labels, r.Labels) && maps.Equal(old.Annotations, r.Annotations):
+		// Nothing a hook could judge changes.
 		return r, nil, nil
 	default:
 		c.Action, c.ID = Update, old.ID

@@ -123,6 +123,8 @@ func TestAdmissionHooks(t *testing.T) {
 		}
 		json.Unmarshal(r.Object, &obj)
 		switch {
+		case strings.Contains(string(r.Object), `"tier":"forbidden"`):
+			return map[string]any{"allowed": false, "status": map[string]any{"message": "tier forbidden is not allowed"}}
 		case r.Operation == "delete" && r.Name == "keep":
 			return map[string]any{"allowed": false, "status": map[string]any{"message": "keep is protected"}}
 		case obj.Spec.Size > 5:
@@ -210,14 +212,27 @@ func TestAdmissionHooks(t *testing.T) {
 		t.Fatalf("an invalid patch: %v", err)
 	}
 
+	// A change of annotations alone is put to the hooks too.
+	labelled := snapshot(map[string]string{"types.yaml": widgetType, "w.yaml": widget("a", "{size: 2, color: paint}") +
+		strings.Replace(widget("keep", "{size: 1}"), "name: keep", "name: keep\n  annotations: {tier: forbidden}", 1)})
+	if _, err := s.Sync(ctx, tg, labelled, false); !errors.As(err, &serr) || !strings.Contains(err.Error(), "tier forbidden is not allowed") {
+		t.Fatalf("an annotation-only change: %v", err)
+	}
+
 	// Previews are dry runs.
 	n := len(validating.requests())
 	if _, err := s.Plan(ctx, tg, snapshot(map[string]string{"types.yaml": widgetType,
 		"w.yaml": widget("a", "{size: 3}") + widget("keep", "{size: 1}")})); err != nil {
 		t.Fatal(err)
 	}
-	if rs := validating.requests(); len(rs) != n+1 || !rs[n].DryRun {
-		t.Errorf("the preview's review: %+v", rs[n:])
+	rs := validating.requests()[n:]
+	if len(rs) == 0 || rs[0].Name != "a" {
+		t.Errorf("the preview put no change to the hooks: %+v", rs)
+	}
+	for _, r := range rs {
+		if !r.DryRun {
+			t.Errorf("a preview's review is not a dry run: %+v", r)
+		}
 	}
 }
 
