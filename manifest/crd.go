@@ -128,22 +128,10 @@ func parseCRD(d *Document) (*ResourceType, []Problem) {
 	seen := map[string]int{}
 	for i, raw := range versions {
 		at := fmt.Sprintf("/spec/versions/%d", i)
-		v, isMap := raw.(map[string]any)
-		if !isMap {
-			errs.add(d.Problem(at, "must be an object with name, served, storage and schema, not %s", describe(raw)))
+		v, name, ok := readVersion(d, at, i, raw, "name, served, storage and schema", crdVersionFields, seen, &errs)
+		if !ok {
 			continue
 		}
-		unknownFields(d, at, v, crdVersionFields, &errs)
-		name, _ := v["name"].(string)
-		if !ValidVersion(name) {
-			errs.add(d.Problem(at+"/name", "invalid version name %v: use v1, v2beta1, v1alpha1 ...", v["name"]))
-			continue
-		}
-		if first, dup := seen[name]; dup {
-			errs.add(d.Problem(at+"/name", "duplicate version %q (also at versions[%d])", name, first))
-			continue
-		}
-		seen[name] = i
 		flags := map[string]bool{}
 		for _, f := range []string{"served", "storage", "deprecated"} {
 			if raw, present := v[f]; present {

@@ -209,22 +209,10 @@ func parseType(d *Document) (*ResourceType, []Problem) {
 	seen := map[string]int{}
 	for i, raw := range versions {
 		at := fmt.Sprintf("/spec/versions/%d", i)
-		v, isMap := raw.(map[string]any)
-		if !isMap {
-			errs.add(d.Problem(at, "must be an object with name and schema, not %s", describe(raw)))
+		v, name, ok := readVersion(d, at, i, raw, "name and schema", versionFields, seen, &errs)
+		if !ok {
 			continue
 		}
-		unknownFields(d, at, v, versionFields, &errs)
-		name, _ := v["name"].(string)
-		if !ValidVersion(name) {
-			errs.add(d.Problem(at+"/name", "invalid version name %v: use v1, v2beta1, v1alpha1 ...", v["name"]))
-			continue
-		}
-		if first, dup := seen[name]; dup {
-			errs.add(d.Problem(at+"/name", "duplicate version %q (also at versions[%d])", name, first))
-			continue
-		}
-		seen[name] = i
 		rawSchema, present := v["schema"]
 		if !present {
 			errs.add(d.Problem(at+"/schema", "required field is missing: the OpenAPI v3 schema of the spec"))
@@ -470,4 +458,27 @@ func (in *mapInterner) share(m map[string]string) map[string]string {
 		in.bytes += len(in.key)
 	}
 	return own
+}
+
+// readVersion reads the i-th entry of a type's versions list at pointer at:
+// an object with the allowed fields and a valid version name not seen
+// before (seen maps names to their index).
+func readVersion(d *Document, at string, i int, raw any, holds string, allowed map[string]bool, seen map[string]int, errs *problems) (map[string]any, string, bool) {
+	v, isMap := raw.(map[string]any)
+	if !isMap {
+		errs.add(d.Problem(at, "must be an object with %s, not %s", holds, describe(raw)))
+		return nil, "", false
+	}
+	unknownFields(d, at, v, allowed, errs)
+	name, _ := v["name"].(string)
+	if !ValidVersion(name) {
+		errs.add(d.Problem(at+"/name", "invalid version name %v: use v1, v2beta1, v1alpha1 ...", v["name"]))
+		return nil, "", false
+	}
+	if first, dup := seen[name]; dup {
+		errs.add(d.Problem(at+"/name", "duplicate version %q (also at versions[%d])", name, first))
+		return nil, "", false
+	}
+	seen[name] = i
+	return v, name, true
 }
