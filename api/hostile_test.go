@@ -324,6 +324,7 @@ type tcpProxy struct {
 	network, target string
 	mu              gosync.Mutex
 	conns           []net.Conn
+	down            bool
 	wg              gosync.WaitGroup
 }
 
@@ -353,6 +354,13 @@ func (p *tcpProxy) accept() {
 			continue
 		}
 		p.mu.Lock()
+		if p.down {
+			// Accepted just before Down, which has cut the others already.
+			p.mu.Unlock()
+			c.Close()
+			up.Close()
+			return
+		}
 		p.conns = append(p.conns, c, up)
 		p.mu.Unlock()
 		p.wg.Add(2)
@@ -365,6 +373,7 @@ func (p *tcpProxy) accept() {
 func (p *tcpProxy) Down() {
 	p.ln.Close()
 	p.mu.Lock()
+	p.down = true
 	for _, c := range p.conns {
 		c.Close()
 	}
