@@ -479,6 +479,9 @@ func (c *Config) applyDefaults(written func(key string) bool) {
 		if unset(key+".git.timeout", s.Git.Timeout.Duration == 0) {
 			s.Git.Timeout.Duration = DefaultGitTimeout
 		}
+		if v := s.Git.Verify; v != nil && v.Mode == "" {
+			v.Mode = VerifyHead
+		}
 		if s.PullRequests.Enabled && unset(key+".pullRequests.interval", s.PullRequests.Interval.Duration == 0) {
 			s.PullRequests.Interval.Duration = DefaultPullRequestInterval
 		}

@@ -241,9 +241,7 @@ func validateSource(key string, s *Source, ps *problems) {
 	validateAuth(key+".auth", g, ssh, ps)
 	if v := g.Verify; v != nil {
 		switch v.Mode {
-		case "":
-			v.Mode = VerifyHead
-		case VerifyHead, VerifyAll:
+		case "", VerifyHead, VerifyAll: // "" is head; Parse writes it out
 		default:
 			ps.add(key+".verify.mode", "must be %s or %s, not %q", VerifyHead, VerifyAll, v.Mode)
 		}
