@@ -109,8 +109,13 @@ actions: {web: {plugin: noop}}
 	if err != nil || r.Generation != 2 {
 		t.Fatalf("shop after the push: %+v %v", r, err)
 	}
-	// The deliveries and syncs are counted.
-	_, metricsText := curl(t, "GET", base+"/metrics", "", "")
+	// The deliveries and syncs are counted. The sync is counted once it
+	// has returned, a moment after its revision is in the store.
+	var metricsText string
+	waitFor(t, 30*time.Second, agent, "the sync to be counted", func() (bool, string) {
+		_, metricsText = curl(t, "GET", base+"/metrics", "", "")
+		return strings.Contains(metricsText, `no8s_sync_runs_total{result="applied",source="sites"} 2`), "not yet"
+	})
 	for _, want := range []string{
 		`no8s_webhook_deliveries_total{event="push",result="triggered"} 1`,
 		`no8s_webhook_deliveries_total{event="unknown",result="unauthorized"} 2`,
