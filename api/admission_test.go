@@ -22,14 +22,17 @@ func TestAdmissionOnAPIWrites(t *testing.T) {
 		body, _ := io.ReadAll(r.Body)
 		var review struct {
 			Request struct {
-				UID    string          `json:"uid"`
-				Name   string          `json:"name"`
-				Object json.RawMessage `json:"object"`
+				UID       string          `json:"uid"`
+				Name      string          `json:"name"`
+				Operation string          `json:"operation"`
+				Object    json.RawMessage `json:"object"`
 			} `json:"request"`
 		}
 		json.Unmarshal(body, &review)
 		resp := map[string]any{"uid": review.Request.UID, "allowed": true}
 		switch {
+		case r.URL.Path == "/validate" && review.Request.Operation == "delete":
+			resp = map[string]any{"uid": review.Request.UID, "allowed": false, "status": map[string]any{"message": "databases are never deleted"}}
 		case review.Request.Name == "broken":
 			http.Error(w, "oops", http.StatusInternalServerError)
 			return
@@ -43,7 +46,8 @@ func TestAdmissionOnAPIWrites(t *testing.T) {
 	t.Cleanup(hook.Close)
 	e := newEnv(t, nil)
 	chain, err := admission.New([]admission.Hook{
-		{Name: "replicas", URL: hook.URL + "/mutate", Type: admission.Mutating, Kinds: []string{"DatabaseCluster"}},
+		{Name: "replicas", URL: hook.URL + "/mutate", Type: admission.Mutating, Kinds: []string{"DatabaseCluster"},
+			Operations: []admission.Operation{admission.Create, admission.Update}},
 		{Name: "engines", URL: hook.URL + "/validate", Type: admission.Validating},
 	}, func(string) (string, bool) { return "", false }, nil, nil)
 	if err != nil {
@@ -65,6 +69,11 @@ func TestAdmissionOnAPIWrites(t *testing.T) {
 	e.must("GET", "/api/v1/resources/"+itoa(created.ID), "", "", http.StatusOK, &after)
 	if after.Generation != created.Generation || !strings.Contains(string(after.Spec), "postgres") {
 		t.Errorf("a denied update changed the resource: %+v", after)
+	}
+	status, body, _ = e.call("DELETE", "/api/v1/resources/"+itoa(created.ID), writeToken, "")
+	e.must("GET", "/api/v1/resources/"+itoa(created.ID), "", "", http.StatusOK, &after)
+	if status != http.StatusForbidden || !strings.Contains(string(body), "databases are never deleted") || after.DeletionRequestedAt != nil {
+		t.Errorf("a denied deletion = %d %s; deletion requested at %v", status, body, after.DeletionRequestedAt)
 	}
 	status, body, _ = e.call("POST", "/api/v1/resources", writeToken, strings.Replace(dbResource, "production-pg", "broken", 1))
 	if status != http.StatusBadGateway || !strings.Contains(string(body), "replicas") {

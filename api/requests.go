@@ -29,14 +29,15 @@ type ResourceRequest struct {
 	Annotations         *map[string]string    `json:"annotations"`
 	DependsOn           *[]manifest.ObjectRef `json:"depends_on"`
 	// Metadata is the predecessor's name for annotations: an object of
-	// strings. A request gives one or the other.
+	// strings. Given with annotations, the two must be equal, as in an
+	// object read from the API and written back.
 	Metadata *map[string]any `json:"metadata"`
 	// PluginConfig is the resource's own settings for its action: an
 	// object, or null to remove them. Not secret: the API shows it.
 	PluginConfig json.RawMessage `json:"plugin_config"`
 }
 
-// metadataAnnotations checks the request's metadata and returns it as the
+// metadataAnnotations checks the request's metadata and sets the
 // annotations it stands for.
 func (req *ResourceRequest) metadataAnnotations() error {
 	if req.Metadata == nil {

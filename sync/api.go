@@ -216,7 +216,15 @@ func (s *Syncer) DeleteResource(ctx context.Context, id int64) (*store.Resource,
 		}
 		rev := manifest.Revision("api@delete:" + r.Ref().String())
 		p := &Plan{Source: apiTarget.Name, Revision: rev}
-		c := Change{Kind: r.Kind, Name: r.Name, ID: r.ID}
+		c := Change{Kind: r.Kind, Name: r.Name, ID: r.ID, File: r.Source.Path}
+		if chain := s.admissionChain(); chain != nil && !r.PruneDisabled() {
+			// A destruction is put to the hooks as a sync's would be; a
+			// forgotten resource is not destroyed, so it is not.
+			review := &Plan{Deletes: []Change{c}}
+			if _, _, err := s.admit(ctx, tx, chain, apiTarget, apiSnapshot(ctx, rev), &manifest.Set{}, review, false); err != nil {
+				return err
+			}
+		}
 		if r.PruneDisabled() {
 			c.Action = Forget
 			p.Forgets = append(p.Forgets, c)
