@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/redact"
 )
 
@@ -90,7 +91,8 @@ func agentEncodings(t *testing.T) map[string]func(string) string {
 		"URL password": func(s string) string {
 			return strings.TrimPrefix(url.UserPassword("u", s).String(), "u:")
 		},
-		"URL in JSON": func(s string) string { return jsonText(url.QueryEscape(s)) },
+		"URL in JSON":                func(s string) string { return jsonText(url.QueryEscape(s)) },
+		"control characters escaped": manifest.EscapeControl,
 	}
 }
 

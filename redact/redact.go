@@ -33,6 +33,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Placeholder replaces every secret value.
@@ -152,7 +154,8 @@ func pair(s string, i int) uint16 { return uint16(s[i])<<8 | uint16(s[i+1]) }
 
 // forms returns the ways the agent may write v: as is, trimmed, and
 // escaped as JSON (with and without HTML escaping, as encoding/json writes
-// it) or as a Go string (%q and %+q, which errors use), once or twice
+// it), as a Go string (%q and %+q, which errors use) or with only its
+// control characters escaped (as the CLI prints text), once or twice
 // (JSON in a JSON string, a response body quoted in an error); escaped as
 // a URL's query, path, path segment or user info, as net/url writes them
 // and as html/template writes a value in a link; and each of those as
@@ -193,6 +196,25 @@ var stringEscapes = []func(string) string{
 	func(s string) string { return jsonString(s, false) },
 	func(s string) string { return unquote(strconv.Quote(s)) },
 	func(s string) string { return unquote(strconv.QuoteToASCII(s)) },
+	escapeControl,
+}
+
+// escapeControl is s with control characters, line separators and
+// bidirectional overrides replaced by their Go escapes and the rest as it
+// is, as the CLI's tables and problem messages print text
+// (manifest.EscapeControl).
+func escapeControl(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || (r >= '\u202a' && r <= '\u202e') ||
+			(r >= '\u2066' && r <= '\u2069') || r == utf8.RuneError {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // outerEscapes are the ways text is escaped for the page, message or
