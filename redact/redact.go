@@ -6,10 +6,18 @@
 // action secrets the configuration names); it is empty until told any. It
 // masks each value in the forms the agent itself could write it in: as is,
 // without surrounding white space, escaped inside a JSON or Go string,
-// escaped for HTML, and escaped for a URL. It does not chase encodings that
-// only another program could apply (base64, hex, a value cut in pieces):
-// masking is a safety net against a value echoed by accident, not a
-// defence against an action that wants to leak it.
+// escaped for HTML, in a Markdown table cell, and escaped for a URL; and,
+// for a value that is a URL, its secret parts on their own (see urlParts).
+// It does not chase encodings that only another program could apply
+// (base64, hex, a value cut in pieces): masking is a safety net against a
+// value echoed by accident, not a defence against an action that wants to
+// leak it.
+//
+// What the agent renders itself (a pull-request comment, a notification,
+// the CLI's output) is masked before it is rendered, with MaskValues, so
+// that escaping, quoting, folding or cutting the text cannot leave a form
+// or a piece of a value the Masker does not know; the rendered text is
+// masked again.
 //
 // Values shorter than MinLength are not masked: replacing a short value
 // wherever it occurs would mangle ordinary words, names and numbers in
