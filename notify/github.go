@@ -13,6 +13,7 @@ import (
 
 	"github.com/no8s/no8s-agent/githubapi"
 	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/store"
 )
 
@@ -43,7 +44,9 @@ type CommitStatus struct {
 	// Settle is how often the resources are looked at until they settle;
 	// zero means 3s. Timeout is how long they may take; zero means an hour.
 	Settle, Timeout time.Duration
-	Mask            func(string) string
+	// Masker hides secrets in the description, before it is cut to
+	// GitHub's length; nil leaves them as they are.
+	Masker *redact.Masker
 }
 
 // OnGitHub reports whether a Git remote URL names a repository whose
@@ -159,9 +162,7 @@ func (c *CommitStatus) outcome(ctx context.Context, n *store.Notice, src *store.
 
 // post creates the status.
 func (c *CommitStatus) post(ctx context.Context, owner, repo, sha, source, state, desc string) error {
-	if c.Mask != nil {
-		desc = c.Mask(desc)
-	}
+	desc = c.Masker.Mask(desc)
 	if len(desc) > maxDescription {
 		desc = desc[:maxDescription-3] + "..."
 	}

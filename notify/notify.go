@@ -20,6 +20,7 @@ import (
 	gosync "sync"
 	"time"
 
+	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/store"
 )
 
@@ -148,8 +149,8 @@ type Options struct {
 	// PerSecond limits each provider's deliveries (with a burst of ten);
 	// zero means 1.
 	PerSecond float64
-	// Mask hides secrets in the delivery errors recorded; nil keeps them.
-	Mask   func(string) string
+	// Masker hides secrets in the delivery errors recorded; nil keeps them.
+	Masker *redact.Masker
 	Logger *slog.Logger
 }
 
@@ -180,9 +181,6 @@ func New(st store.Store, opts Options) *Dispatcher {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Mask == nil {
-		opts.Mask = func(s string) string { return s }
 	}
 	d := &Dispatcher{store: st, opts: opts, log: opts.Logger, limiters: map[string]*limiter{}}
 	for name := range opts.Providers {
@@ -291,7 +289,7 @@ func (d *Dispatcher) deliver(ctx context.Context, n *store.Notice) {
 			again = 0
 			break
 		}
-		res.Error = d.opts.Mask(res.Error)
+		res.Error = d.opts.Masker.Mask(res.Error)
 		c.Results[name] = res
 		if d.opts.OnDelivery != nil {
 			d.opts.OnDelivery(name, res.Result)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/no8s/no8s-agent/notify"
 	"github.com/no8s/no8s-agent/notify/notifytest"
+	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/store"
 )
 
@@ -129,12 +130,13 @@ func TestSlackDeliver(t *testing.T) {
 		w.Write([]byte("ok"))
 	}))
 	t.Cleanup(srv.Close)
-	s := &notify.Slack{URL: srv.URL + "/services/T0/B0/secret-path",
-		Mask: func(b []byte) []byte { return []byte(strings.ReplaceAll(string(b), "boom", "***")) }}
-	if done, _, err := s.Deliver(t.Context(), notice(store.EventSourceFailed, "infra", "", nil), store.Delivery{}); !done || err != nil {
+	s := &notify.Slack{URL: srv.URL + "/services/T0/B0/secret-path", Masker: redact.New("tok-1234<&>5678")}
+	n := notice(store.EventSourceFailed, "infra", "", nil)
+	n.Message = "boom with tok-1234<&>5678"
+	if done, _, err := s.Deliver(t.Context(), n, store.Delivery{}); !done || err != nil {
 		t.Fatalf("Deliver = %v, %v", done, err)
 	}
-	if !strings.Contains(got.Text, "*SourceFailed* in source *infra*") || !strings.Contains(got.Text, "```***```") {
+	if !strings.Contains(got.Text, "*SourceFailed* in source *infra*") || !strings.Contains(got.Text, "```boom with ***```") {
 		t.Errorf("Slack got %q", got.Text)
 	}
 }

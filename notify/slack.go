@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/store"
 )
 
@@ -19,8 +20,12 @@ type Slack struct {
 	URL string
 	// DashboardURL, when set, is linked to from each message.
 	DashboardURL string
-	Mask         func([]byte) []byte
-	Client       *http.Client
+	// Masker hides secrets in the event, before the message is written,
+	// and in the body; nil leaves them as they are.
+	Masker *redact.Masker
+	// Client sends the requests; nil is http.DefaultClient. Redirects are
+	// never followed, whatever its CheckRedirect.
+	Client *http.Client
 }
 
 // icons mark events by severity.
@@ -50,13 +55,11 @@ func (s *Slack) Text(e Event) string {
 
 // Deliver posts the message.
 func (s *Slack) Deliver(ctx context.Context, n *store.Notice, _ store.Delivery) (bool, time.Duration, error) {
-	body, err := json.Marshal(map[string]string{"text": s.Text(NewEvent(n))})
+	body, err := json.Marshal(map[string]string{"text": s.Text(redact.MaskValues(s.Masker, NewEvent(n)))})
 	if err != nil {
 		return false, 0, &PermanentError{err}
 	}
-	if s.Mask != nil {
-		body = s.Mask(body)
-	}
+	body = s.Masker.MaskJSON(body)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body))
 	if err != nil {
 		return false, 0, &PermanentError{err}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/store"
 )
 
@@ -31,21 +32,22 @@ const (
 type Webhook struct {
 	URL    string
 	Secret string
-	// Mask hides secrets in the body; nil leaves it as it is.
-	Mask   func([]byte) []byte
+	// Masker hides secrets in the event, before it is encoded, and in the
+	// body; nil leaves them as they are.
+	Masker *redact.Masker
+	// Client sends the requests; nil is http.DefaultClient. Redirects are
+	// never followed, whatever its CheckRedirect.
 	Client *http.Client
 }
 
 // Deliver posts the event; 2xx is delivered, 408, 429 and 5xx and network
 // errors are retried, other answers are permanent.
 func (w *Webhook) Deliver(ctx context.Context, n *store.Notice, _ store.Delivery) (bool, time.Duration, error) {
-	body, err := json.Marshal(NewEvent(n))
+	body, err := json.Marshal(redact.MaskValues(w.Masker, NewEvent(n)))
 	if err != nil {
 		return false, 0, &PermanentError{err}
 	}
-	if w.Mask != nil {
-		body = w.Mask(body)
-	}
+	body = w.Masker.MaskJSON(body)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
 	if err != nil {
 		return false, 0, &PermanentError{err}
@@ -71,9 +73,16 @@ func (w *Webhook) client() *http.Client {
 
 // post sends req and classifies the answer. Errors name the host only:
 // the path and query of a webhook URL may be its secret (Slack's are).
+//
+// A redirect is not followed, as the http action does not follow one:
+// following it would send the body and its signature (or, for Slack, the
+// message) to a URL that the operator did not configure. It fails the
+// delivery for good, saying so, and the URL it points to is not contacted.
 func post(c *http.Client, req *http.Request) (bool, time.Duration, error) {
 	target := req.URL.Scheme + "://" + req.URL.Host
-	resp, err := c.Do(req)
+	refusing := *c
+	refusing.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := refusing.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -87,6 +96,9 @@ func post(c *http.Client, req *http.Request) (bool, time.Duration, error) {
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		return true, 0, nil
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return false, 0, &PermanentError{fmt.Errorf("POST %s: %s: the receiver redirects, and redirects are not followed "+
+			"(the body and its signature would go to a URL that is not configured): configure the URL it redirects to", target, resp.Status)}
 	case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		return false, 0, err
 	}

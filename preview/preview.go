@@ -24,6 +24,7 @@ import (
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/githubapi"
+	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/source"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
@@ -89,9 +90,13 @@ type Options struct {
 	// Retry tunes the retries of GitHub calls; the zero value retries
 	// after a second, growing to a minute.
 	Retry githubapi.Retrier
-	// Mask, when set, masks secret values in every comment and commit
-	// status before it is sent: plans quote what actions answered.
-	Mask func(string) string
+	// Masker masks secret values in every comment and commit status: the
+	// plan, the refusal and the actions' plans are masked before they are
+	// rendered (plans quote what actions answered, specs may quote a
+	// secret), so that no escaping or cutting of the comment leaves a form
+	// or a piece of a secret the Masker does not know; the rendered text is
+	// masked again before it is sent. Nil masks nothing.
+	Masker *redact.Masker
 }
 
 // Previewer previews the pull requests of its sources. It is safe for
@@ -118,9 +123,6 @@ type worker struct {
 func New(opts Options) *Previewer {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Mask == nil {
-		opts.Mask = func(s string) string { return s }
 	}
 	if opts.Retry.Backoff == 0 {
 		opts.Retry = githubapi.Retrier{Backoff: time.Second, MaxBackoff: time.Minute}
@@ -359,6 +361,14 @@ func (p *Previewer) Preview(ctx context.Context, src *Source, pull Pull) error {
 	}
 	plans := p.actionPlans(ctx, src, snap, plan)
 
+	// Everything shown is masked before it is rendered: the comment escapes
+	// HTML and Markdown, quotes JSON and cuts long values.
+	m := p.opts.Masker
+	plan, plans = redact.MaskValues(m, plan), redact.MaskValues(m, plans)
+	if refused != nil {
+		refused = redact.MaskValues(m, refused)
+		planErr = refused
+	}
 	head := pull.HeadSHA
 	if head == "" {
 		head = revisionSHA(string(snap.Revision))
@@ -369,7 +379,7 @@ func (p *Previewer) Preview(ctx context.Context, src *Source, pull Pull) error {
 	if err := sync.WriteMarkdown(&body, plan, planErr, plans...); err != nil {
 		return err
 	}
-	text := p.opts.Mask(body.String())
+	text := m.Mask(body.String())
 	if len(text) > maxComment {
 		text = text[:maxComment] + "\n\n*The preview is cut here: it is longer than a comment may be. `no8s-agent diff` shows all of it.*\n"
 	}
@@ -434,7 +444,7 @@ func (p *Previewer) status(ctx context.Context, src *Source, sha, state, desc st
 	if sha == "" {
 		return nil
 	}
-	desc = truncate(p.opts.Mask(desc), maxDescription)
+	desc = truncate(p.opts.Masker.Mask(desc), maxDescription)
 	return p.opts.Retry.Call(ctx, func() (*github.Response, error) {
 		_, resp, err := src.Client.Repositories.CreateStatus(ctx, src.Owner, src.Repo, sha, &github.RepoStatus{
 			State: github.String(state), Description: github.String(desc), Context: github.String(StatusContext)})

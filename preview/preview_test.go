@@ -246,7 +246,7 @@ func TestSecretsMasked(t *testing.T) {
 	f := newFixture(t, 5)
 	m := redact.New("disk of a to 150 GB", "1 created, 1 updated")
 	p := preview.New(preview.Options{Store: f.st, Syncer: f.syncer, Actions: actions{}, Sources: []*preview.Source{f.src},
-		Retry: githubapi.Retrier{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}, Mask: m.Mask})
+		Retry: githubapi.Retrier{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}, Masker: m})
 	sha := f.push(1, map[string]string{"dbs/a.yaml": db("a", 150), "dbs/d.yaml": db("d", 50)})
 	if err := p.Preview(t.Context(), f.src, preview.Pull{Number: 1, HeadSHA: sha, BaseRef: "main"}); err != nil {
 		t.Fatalf("Preview: %v", err)

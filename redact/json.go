@@ -13,8 +13,9 @@ import (
 // a value written with escapes (\u0041) is found too. Text that is not
 // valid JSON is masked as text. raw is returned as is when nothing in it
 // is secret.
-func (m *Masker) MaskJSON(raw json.RawMessage) json.RawMessage {
-	t := m.table()
+func (m *Masker) MaskJSON(raw json.RawMessage) json.RawMessage { return m.table().maskJSON(raw) }
+
+func (t *table) maskJSON(raw json.RawMessage) json.RawMessage {
 	if t.empty() || len(raw) == 0 {
 		return raw
 	}

@@ -6,10 +6,18 @@
 // action secrets the configuration names); it is empty until told any. It
 // masks each value in the forms the agent itself could write it in: as is,
 // without surrounding white space, escaped inside a JSON or Go string,
-// escaped for HTML, and escaped for a URL. It does not chase encodings that
-// only another program could apply (base64, hex, a value cut in pieces):
-// masking is a safety net against a value echoed by accident, not a
-// defence against an action that wants to leak it.
+// escaped for HTML, in a Markdown table cell, and escaped for a URL; and,
+// for a value that is a URL, its secret parts on their own (see urlParts).
+// It does not chase encodings that only another program could apply
+// (base64, hex, a value cut in pieces): masking is a safety net against a
+// value echoed by accident, not a defence against an action that wants to
+// leak it.
+//
+// What the agent renders itself (a pull-request comment, a notification,
+// the CLI's output) is masked before it is rendered, with MaskValues, so
+// that escaping, quoting, folding or cutting the text cannot leave a form
+// or a piece of a value the Masker does not know; the rendered text is
+// masked again.
 //
 // Values shorter than MinLength are not masked: replacing a short value
 // wherever it occurs would mangle ordinary words, names and numbers in
@@ -26,12 +34,15 @@ package redact
 import (
 	"encoding/json"
 	"html"
+	"html/template"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Placeholder replaces every secret value.
@@ -126,7 +137,11 @@ func newTable(values []string) *table {
 	seen := map[string]bool{}
 	var patterns []string
 	for _, v := range values {
-		for _, f := range forms(v) {
+		var all []string
+		for _, part := range append([]string{v}, urlParts(v)...) {
+			all = append(all, forms(part)...)
+		}
+		for _, f := range all {
 			if len(f) >= MinLength && !seen[f] {
 				seen[f] = true
 				patterns = append(patterns, f)
@@ -147,38 +162,112 @@ func pair(s string, i int) uint16 { return uint16(s[i])<<8 | uint16(s[i+1]) }
 
 // forms returns the ways the agent may write v: as is, trimmed, and
 // escaped as JSON (with and without HTML escaping, as encoding/json writes
-// it) or as a Go string (%q, which errors use), once or twice (JSON in a
-// JSON string, a response body quoted in an error); each of those also
-// escaped for HTML (html/template escapes '+' too), as the dashboard shows
-// JSON and messages; and escaped as a URL's query, path or user-info part.
+// it), as a Go string (%q and %+q, which errors use) or with only its
+// control characters escaped (as the CLI prints text), once or twice
+// (JSON in a JSON string, a response body quoted in an error); escaped as
+// a URL's query, path, path segment or user info, as net/url writes them
+// and as html/template writes a value in a link; and each of those as
+// HTML (html.EscapeString; html/template, which escapes '+' too; and
+// escaping only '&', '<' and '>', as Slack and the pull-request comment's
+// elements do) or in a Markdown table cell (MarkdownCell, and inside a
+// code span, where a backtick becomes a quote).
 func forms(v string) []string {
 	bases := []string{v}
 	if t := strings.TrimSpace(v); t != v && t != "" {
 		bases = append(bases, t)
 	}
-	escapes := []func(string) string{
-		func(s string) string { return jsonString(s, true) },
-		func(s string) string { return jsonString(s, false) },
-		func(s string) string { return unquote(strconv.Quote(s)) },
-		func(s string) string { return unquote(strconv.QuoteToASCII(s)) },
-	}
 	var out []string
 	for _, b := range bases {
 		texts := []string{b}
-		for _, once := range escapes {
+		for _, once := range stringEscapes {
 			e := once(b)
 			texts = append(texts, e)
-			for _, twice := range escapes {
+			for _, twice := range stringEscapes {
 				texts = append(texts, twice(e))
 			}
 		}
-		for _, e := range texts {
-			escaped := html.EscapeString(e)
-			out = append(out, e, escaped, strings.ReplaceAll(escaped, "+", "&#43;"))
+		for _, u := range urlForms(b) {
+			texts = append(texts, u, jsonString(u, true))
 		}
-		out = append(out, url.QueryEscape(b), url.PathEscape(b), url.User(b).String())
+		for _, e := range texts {
+			for _, outer := range outerEscapes {
+				out = append(out, outer(e))
+			}
+		}
 	}
 	return out
+}
+
+// stringEscapes are the ways a value is escaped inside a quoted string.
+var stringEscapes = []func(string) string{
+	func(s string) string { return jsonString(s, true) },
+	func(s string) string { return jsonString(s, false) },
+	func(s string) string { return unquote(strconv.Quote(s)) },
+	func(s string) string { return unquote(strconv.QuoteToASCII(s)) },
+	escapeControl,
+}
+
+// escapeControl is s with control characters, line separators and
+// bidirectional overrides replaced by their Go escapes and the rest as it
+// is, as the CLI's tables and problem messages print text
+// (manifest.EscapeControl).
+func escapeControl(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || (r >= '\u202a' && r <= '\u202e') ||
+			(r >= '\u2066' && r <= '\u2069') || r == utf8.RuneError {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// outerEscapes are the ways text is escaped for the page, message or
+// comment it is put in.
+var outerEscapes = []func(string) string{
+	func(s string) string { return s },
+	html.EscapeString,
+	templateText,
+	htmlMinimal.Replace,
+	MarkdownCell,
+	func(s string) string { return strings.ReplaceAll(MarkdownCell(s), "`", "'") },
+}
+
+// templateText is s as html/template writes it in text and in quoted
+// attributes.
+func templateText(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(html.EscapeString(s), "+", "&#43;"), "\x00", "\uFFFD")
+}
+
+var htmlMinimal = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// urlForms are s escaped as the parts of a URL, as net/url and
+// html/template write them.
+func urlForms(s string) []string {
+	password := strings.TrimPrefix(url.UserPassword("u", s).String(), "u:")
+	return []string{url.QueryEscape(s), url.PathEscape(s), (&url.URL{Path: "/" + s}).EscapedPath()[1:],
+		url.User(s).String(), password, templateURL(urlPathTemplate, s), templateURL(urlQueryTemplate, s)}
+}
+
+var (
+	urlPathTemplate  = template.Must(template.New("").Parse(`<a href="/{{.}}">`))
+	urlQueryTemplate = template.Must(template.New("").Parse(`<a href="/?{{.}}">`))
+)
+
+// templateURL is s as html/template writes it in a link's path or query,
+// without the text around it.
+func templateURL(t *template.Template, s string) string {
+	var b strings.Builder
+	if err := t.Execute(&b, s); err != nil {
+		return s
+	}
+	out := b.String()
+	const prefix, suffix = `<a href="/`, `">`
+	out = strings.TrimSuffix(strings.TrimPrefix(out, prefix), suffix)
+	return strings.TrimPrefix(out, "?")
 }
 
 // jsonString is s as encoding/json writes it inside quotes.

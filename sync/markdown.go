@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/no8s/no8s-agent/redact"
 )
 
 // ActionPlan is what an action's Plan said about a change a preview would
@@ -151,12 +154,10 @@ func flatten(prefix string, v any, out map[string]string) {
 	out[prefix] = s
 }
 
-// htmlEscape escapes text inside HTML elements of a comment.
-func htmlEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
+// htmlEscape escapes text inside HTML elements of a comment. It is the
+// standard escaping, a form secret masking knows.
+func htmlEscape(s string) string { return html.EscapeString(s) }
 
-// mdEscape keeps text from breaking a markdown table.
-func mdEscape(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ", "\r", "", "<", "&lt;", ">", "&gt;").Replace(s)
-}
+// mdEscape keeps text from breaking a markdown table. Secret masking knows
+// the form it gives.
+func mdEscape(s string) string { return redact.MarkdownCell(s) }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/no8s/no8s-agent/config"
 	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/source"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
@@ -68,6 +69,14 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var serr *sync.Error
 	if planErr != nil && !errors.As(planErr, &serr) {
 		return fail(stderr, "diff", planErr)
+	}
+	// The store's specs are kept as declared: secrets the configuration
+	// names are masked before the plan is written.
+	m := cliMasker(cfg, sf.config, stderr)
+	plan = redact.MaskValues(m, plan)
+	if serr != nil {
+		serr = redact.MaskValues(m, serr)
+		planErr = serr
 	}
 	if err := writePlan(stdout, *output, plan, planErr); err != nil {
 		return fail(stderr, "diff", err)

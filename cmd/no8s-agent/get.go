@@ -13,6 +13,7 @@ import (
 	"github.com/no8s/no8s-agent/api"
 	"github.com/no8s/no8s-agent/client"
 	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/store"
 )
 
@@ -84,16 +85,17 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *watch && object != "resources" && object != "sources" {
 		return fail(stderr, "get", fmt.Errorf("-w watches resources or sources, not %s", object))
 	}
-	_, st, err := sf.open(ctx)
+	cfg, st, err := sf.open(ctx)
 	if err != nil {
 		return fail(stderr, "get", err)
 	}
 	defer st.Close()
+	m := cliMasker(cfg, sf.config, stderr)
 
 	var n int
 	switch object {
 	case "types":
-		n, err = getTypes(ctx, st, stdout, *output, store.TypeFilter{Source: *sourceName}, *kind, name)
+		n, err = getTypes(ctx, st, m, stdout, *output, store.TypeFilter{Source: *sourceName}, *kind, name)
 	case "resources":
 		f := store.ResourceFilter{Source: *sourceName, Phase: manifest.Phase(*status)}
 		if f.Phase != "" && !f.Phase.Valid() {
@@ -109,18 +111,18 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			f.Labels[k] = v
 		}
-		n, err = getResources(ctx, st, stdout, *output, f, *kind, name, *limit)
+		n, err = getResources(ctx, st, m, stdout, *output, f, *kind, name, *limit)
 	case "sources":
-		n, err = getSources(ctx, st, stdout, *output, name)
+		n, err = getSources(ctx, st, m, stdout, *output, name)
 	case "history":
 		lim := *limit
 		if lim == 0 {
 			lim = 20
 		}
 		if *resource != "" {
-			n, err = getReconcileHistory(ctx, st, stdout, *output, *resource, lim)
+			n, err = getReconcileHistory(ctx, st, m, stdout, *output, *resource, lim)
 		} else {
-			n, err = getSyncHistory(ctx, st, stdout, *output, *sourceName, lim)
+			n, err = getSyncHistory(ctx, st, m, stdout, *output, *sourceName, lim)
 		}
 	}
 	if err != nil {
@@ -137,13 +139,13 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "get", err)
 	}
-	if err := watchEvents(ctx, c, stdout, object, *output, *kind, *sourceName, name); err != nil && ctx.Err() == nil {
+	if err := watchEvents(ctx, c, m, stdout, object, *output, *kind, *sourceName, name); err != nil && ctx.Err() == nil {
 		return fail(stderr, "get", err)
 	}
 	return exitOK
 }
 
-func getTypes(ctx context.Context, st store.Store, w io.Writer, format string, f store.TypeFilter, kind, name string) (int, error) {
+func getTypes(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format string, f store.TypeFilter, kind, name string) (int, error) {
 	rows, err := st.ListResourceTypes(ctx, f)
 	if err != nil {
 		return 0, err
@@ -155,6 +157,7 @@ func getTypes(ctx context.Context, st store.Store, w io.Writer, format string, f
 		}
 		objs = append(objs, api.NewResourceType(r))
 	}
+	objs = redact.MaskValues(m, objs)
 	if format == "name" {
 		for _, o := range objs {
 			fmt.Fprintf(w, "resourcetype/%s/%s\n", o.Name, o.Version)
@@ -174,7 +177,7 @@ func getTypes(ctx context.Context, st store.Store, w io.Writer, format string, f
 
 // getResources lists resources; kind matches any case, and the limit
 // applies after that match.
-func getResources(ctx context.Context, st store.Store, w io.Writer, format string, f store.ResourceFilter, kind, name string, limit int) (int, error) {
+func getResources(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format string, f store.ResourceFilter, kind, name string, limit int) (int, error) {
 	rows, err := st.ListResources(ctx, f)
 	if err != nil {
 		return 0, err
@@ -189,6 +192,9 @@ func getResources(ctx context.Context, st store.Store, w io.Writer, format strin
 		}
 		objs = append(objs, api.NewResource(r))
 	}
+	// Specs, labels and annotations are stored as declared: a secret
+	// quoted in them is masked before anything escapes, quotes or cuts it.
+	objs = redact.MaskValues(m, objs)
 	if format == "name" {
 		for _, o := range objs {
 			fmt.Fprintf(w, "%s/%s\n", o.Kind, o.Name)
@@ -245,7 +251,7 @@ func shorten(s string, n int) string {
 	return s[:n-3] + "..."
 }
 
-func getSources(ctx context.Context, st store.Store, w io.Writer, format, name string) (int, error) {
+func getSources(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format, name string) (int, error) {
 	rows, err := st.ListSources(ctx)
 	if err != nil {
 		return 0, err
@@ -256,6 +262,7 @@ func getSources(ctx context.Context, st store.Store, w io.Writer, format, name s
 			objs = append(objs, api.NewSource(r))
 		}
 	}
+	objs = redact.MaskValues(m, objs)
 	if format == "name" {
 		for _, o := range objs {
 			fmt.Fprintf(w, "source/%s\n", o.Name)
@@ -277,7 +284,7 @@ func getSources(ctx context.Context, st store.Store, w io.Writer, format, name s
 	})
 }
 
-func getSyncHistory(ctx context.Context, st store.Store, w io.Writer, format, sourceName string, limit int) (int, error) {
+func getSyncHistory(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format, sourceName string, limit int) (int, error) {
 	names := []string{sourceName}
 	if sourceName == "" {
 		sources, err := st.ListSources(ctx)
@@ -306,6 +313,7 @@ func getSyncHistory(ctx context.Context, st store.Store, w io.Writer, format, so
 	if objs == nil {
 		objs = []api.SyncRecord{}
 	}
+	objs = redact.MaskValues(m, objs)
 	if len(objs) == 0 && isTable(format) {
 		return 0, nil
 	}
@@ -322,7 +330,7 @@ func getSyncHistory(ctx context.Context, st store.Store, w io.Writer, format, so
 	})
 }
 
-func getReconcileHistory(ctx context.Context, st store.Store, w io.Writer, format, ref string, limit int) (int, error) {
+func getReconcileHistory(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format, ref string, limit int) (int, error) {
 	kind, name, ok := strings.Cut(ref, "/")
 	if !ok || kind == "" || name == "" {
 		return 0, fmt.Errorf("--resource %q: want KIND/NAME", ref)
@@ -339,6 +347,7 @@ func getReconcileHistory(ctx context.Context, st store.Store, w io.Writer, forma
 	for i, h := range rows {
 		objs[i] = api.NewReconcileRecord(h)
 	}
+	objs = redact.MaskValues(m, objs)
 	if len(objs) == 0 && isTable(format) {
 		return 0, nil
 	}
@@ -411,7 +420,7 @@ func sourceReady(phase string) string {
 
 // watchEvents prints a row for every change the agent's event stream
 // announces of the objects get listed, until ctx ends.
-func watchEvents(ctx context.Context, c *client.Client, w io.Writer, object, format, kind, source, name string) error {
+func watchEvents(ctx context.Context, c *client.Client, m *redact.Masker, w io.Writer, object, format, kind, source, name string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	// The server filters kinds exactly; kinds match any case here.
 	return c.Events(ctx, "", source, nil, func(ev client.Event) (bool, error) {
@@ -421,6 +430,7 @@ func watchEvents(ctx context.Context, c *client.Client, w io.Writer, object, for
 			if err := json.Unmarshal(ev.Data, &e); err != nil {
 				return false, fmt.Errorf("a resource event: %w", err)
 			}
+			e = redact.MaskValues(m, e)
 			if (kind != "" && !strings.EqualFold(e.Kind, kind)) || (name != "" && e.Name != name) {
 				return true, nil
 			}
@@ -444,6 +454,7 @@ func watchEvents(ctx context.Context, c *client.Client, w io.Writer, object, for
 			if err := json.Unmarshal(ev.Data, &s); err != nil {
 				return false, fmt.Errorf("a source event: %w", err)
 			}
+			s = redact.MaskValues(m, s)
 			if name != "" && s.Name != name {
 				return true, nil
 			}

@@ -18,7 +18,6 @@ import (
 // providers too: notices are then marked done as they come, and trimmed.
 func newDispatcher(cfg *config.Config, st store.Store, masker *redact.Masker, m *metrics.Metrics, owner string,
 	log *slog.Logger) (*notify.Dispatcher, error) {
-	maskJSON := func(b []byte) []byte { return masker.MaskJSON(b) }
 	providers := map[string]notify.Provider{}
 	var commits []string
 	urls := map[string]string{}
@@ -31,16 +30,16 @@ func newDispatcher(cfg *config.Config, st store.Store, masker *redact.Masker, m 
 		p := cfg.Notifications.Providers[name]
 		switch p.Type {
 		case config.ProviderWebhook:
-			providers[name] = &notify.Webhook{URL: p.Endpoint(), Secret: p.Secret(), Mask: maskJSON}
+			providers[name] = &notify.Webhook{URL: p.Endpoint(), Secret: p.Secret(), Masker: masker}
 		case config.ProviderSlack:
-			providers[name] = &notify.Slack{URL: p.Endpoint(), DashboardURL: p.DashboardURL, Mask: maskJSON}
+			providers[name] = &notify.Slack{URL: p.Endpoint(), DashboardURL: p.DashboardURL, Masker: masker}
 		case config.ProviderGitHub:
 			client, err := githubapi.NewClient(p.APIURL, p.Token())
 			if err != nil {
 				return nil, fmt.Errorf("notifications.providers.%s.apiURL: %w", name, err)
 			}
 			providers[name] = &notify.CommitStatus{Client: client, Store: st, Repository: p.Repository,
-				DashboardURL: p.DashboardURL, Mask: masker.Mask,
+				DashboardURL: p.DashboardURL, Masker: masker,
 				Retry: githubapi.Retrier{ServerErrors: 2}}
 			commits = append(commits, name)
 		}
@@ -58,5 +57,5 @@ func newDispatcher(cfg *config.Config, st store.Store, masker *redact.Masker, m 
 		alerts[i] = notify.Alert{Providers: a.Providers, Events: a.Events, Sources: a.Sources, Kinds: a.Kinds, Labels: a.Labels}
 	}
 	return notify.New(st, notify.Options{Owner: owner, Providers: providers, Alerts: alerts, Commits: commits,
-		Follows: follows, OnDelivery: m.ObserveNotification, Mask: masker.Mask, Logger: log}), nil
+		Follows: follows, OnDelivery: m.ObserveNotification, Masker: masker, Logger: log}), nil
 }

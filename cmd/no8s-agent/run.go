@@ -133,7 +133,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
-	previewer := preview.New(preview.Options{Store: st, Syncer: syncer, Actions: instances, Sources: previewSrcs, Logger: log, Mask: masker.Mask})
+	previewer := preview.New(preview.Options{Store: st, Syncer: syncer, Actions: instances, Sources: previewSrcs, Logger: log, Masker: masker})
 	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, previewer, instances, m, masker, log, *profiling)
 	if err != nil {
 		return fail(stderr, "run", err)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"slices"
@@ -23,8 +25,10 @@ import (
 //     is written, error bodies and rows kept before masking included;
 //   - the logger (redact.Masker.Handler): every record.
 //
-// Pull-request comments and statuses are masked by the previewer before
-// they are sent.
+// Pull-request comments and statuses, and notifications, mask what they
+// show before it is rendered (redact.MaskValues), then the rendered text
+// again, before they are sent. So do the commands that print what the
+// store holds, given --config (cliMasker): specs are stored as declared.
 
 // maskSecrets returns a masker of every secret value the configuration
 // names, and log wrapped to mask them. A value too short to be masked
@@ -40,6 +44,32 @@ func maskSecrets(cfg *config.Config, log *slog.Logger) (*redact.Masker, *slog.Lo
 		m.Add(s.Value())
 	}
 	return m, log
+}
+
+// cliMasker returns a masker of the secret values the configuration names
+// and its action instances read, for a command that prints what the store
+// holds: specs, labels and annotations are kept as declared, so a secret
+// quoted in a manifest is masked only where the values are known. Without
+// a configuration file it masks nothing. When the actions cannot be built
+// here (a command path relative to another working directory), their
+// values are not known: a warning on stderr says so.
+func cliMasker(cfg *config.Config, configPath string, stderr io.Writer) *redact.Masker {
+	m := redact.New()
+	if configPath == "" {
+		return m
+	}
+	for _, s := range cfg.Secrets() {
+		m.Add(s.Value())
+	}
+	instances, err := actionInstances(cfg, nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "warning: the actions cannot be built here, so the values they read from the environment (passEnv) are not masked in this output; run where the agent runs: %v\n", err)
+		return m
+	}
+	for _, values := range instances.Secrets() {
+		m.Add(values...)
+	}
+	return m
 }
 
 // addActionSecrets adds the secret values the action instances read.
