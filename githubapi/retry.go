@@ -230,11 +230,30 @@ func NewClient(apiURL, token string) (*github.Client, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	// A stalled connection must not hold a poll (or a preview) for an hour.
 	transport.ResponseHeaderTimeout = 30 * time.Second
-	c := github.NewClient(&http.Client{Transport: transport}).WithAuthToken(token)
+	// The token is added to every request the transport sends, redirected
+	// ones included: a redirect to another host or scheme would hand it
+	// (and a POST's body) to whoever the answer names, so it is not
+	// followed. GitHub's own redirects (a renamed repository) stay on the
+	// API's host.
+	client := &http.Client{Transport: transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		if req.URL.Scheme != base.Scheme || !strings.EqualFold(req.URL.Host, base.Host) {
+			return fmt.Errorf("%w: the API answered with a redirect to another host, which is not followed", ErrRedirectRefused)
+		}
+		return nil
+	}}
+	c := github.NewClient(client).WithAuthToken(token)
 	c.BaseURL = base
 	c.UserAgent = "no8s-agent"
 	return c, nil
 }
+
+// ErrRedirectRefused is returned when the API redirects a request to
+// another host or scheme: the client does not follow it, so that the token
+// never leaves the API's host.
+var ErrRedirectRefused = errors.New("redirect refused")
 
 // DefaultAPIURL is GitHub's REST API.
 const DefaultAPIURL = "https://api.github.com/"
