@@ -304,7 +304,7 @@ func TestSpecCannotOverrideOperatorVariables(t *testing.T) {
 	}{
 		{"agent variable", nil, `{"size": 1, "no8s_name": "evil"}`, "spec.no8s_name: reserved"},
 		{"any no8s_ name", nil, `{"size": 1, "no8s_later": 1}`, "spec.no8s_later: reserved"},
-		{"passEnv credential", nil, `{"size": 1, "password": "attacker"}`, "spec.password: reserved"},
+		{"passEnv credential", nil, `{"size": 1, "password": "from-the-spec"}`, "spec.password: reserved"},
 		{"env setting", map[string]any{"env": map[string]string{"TF_VAR_region": "eu"}}, `{"size": 1, "region": "us"}`, "spec.region: reserved"},
 	}
 	for _, tc := range tests {
