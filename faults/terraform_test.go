@@ -89,7 +89,7 @@ func TestTerraformAgentKilledMidApply(t *testing.T) {
 		writeFile(t, filepath.Join(repo, "stack.yaml"), fmt.Sprintf("apiVersion: no8s.io/v1\nkind: Stack\nmetadata: {name: prod}\nspec: {size: %d}\n", size))
 	}
 	workDirs := filepath.Join(work, "tf")
-	stackDir := filepath.Join(workDirs, "Stack", "prod")
+	stackDir := filepath.Join(workDirs, "tf", "Stack", "prod")
 	config := func(name string) string {
 		return writeConfig(t, filepath.Join(work, name), fmt.Sprintf(`listen: 127.0.0.1:0
 database: %q
@@ -144,7 +144,7 @@ reconcile: {workers: 2, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
 		left := tofuProcesses(t, bin, stackDir)
 		return len(left) == 0, fmt.Sprintf("still running: %v", left)
 	})
-	if state.Held("Stack", "prod") {
+	if state.Held("tf", "Stack", "prod") {
 		t.Error("OpenTofu left the state locked when the agent died")
 	}
 	if err := os.Remove(gate); err != nil {
@@ -152,7 +152,7 @@ reconcile: {workers: 2, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
 	}
 	b := startAgent(t, filepath.Join(work, "b"), "run", "--config", config("b"))
 	waitReady(b, 1)
-	if state.Held("Stack", "prod") {
+	if state.Held("tf", "Stack", "prod") {
 		t.Error("the state is locked after the takeover's apply")
 	}
 
@@ -165,11 +165,16 @@ reconcile: {workers: 2, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
 		t.Fatal("no tofu process runs the second apply")
 	}
 	for _, pid := range running {
-		// Its group: OpenTofu and the provisioner it runs, as a crash would.
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		// Its group: OpenTofu, its supervisor and the provisioner it runs,
+		// as a crash would.
+		pgid, err := syscall.Getpgid(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
 	b.Kill9()
-	if !state.Held("Stack", "prod") {
+	if !state.Held("tf", "Stack", "prod") {
 		t.Fatal("the killed OpenTofu left no lock: the scenario needs one")
 	}
 	if err := os.Remove(gate); err != nil {
@@ -177,7 +182,7 @@ reconcile: {workers: 2, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
 	}
 	c := startAgent(t, filepath.Join(work, "c"), "run", "--config", config("c"))
 	waitReady(c, 2)
-	if state.Held("Stack", "prod") {
+	if state.Held("tf", "Stack", "prod") {
 		t.Error("the state is locked after the takeover's apply")
 	}
 	if !strings.Contains(c.Log(), "force-unlocking") || !strings.Contains(c.Log(), "lock=") {

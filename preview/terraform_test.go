@@ -59,7 +59,7 @@ output "gb" { value = terraform_data.disk.output.gb }
 	if _, err := act.Apply(t.Context(), applied); err != nil {
 		t.Fatal(err)
 	}
-	state := filepath.Join(dir, "work", "Database", "a", "terraform.tfstate")
+	state := filepath.Join(dir, "work", "provision", "Database", "a", "terraform.tfstate")
 	before, err := os.ReadFile(state)
 	if err != nil {
 		t.Fatal(err)

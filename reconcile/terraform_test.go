@@ -80,7 +80,7 @@ output "id" { value = terraform_data.w.id }
 
 	// The state loses the resource outside the agent.
 	cmd := exec.Command(tofutest.Binary(t), "state", "rm", "terraform_data.w")
-	cmd.Dir = filepath.Join(dir, "work", "Widget", "w")
+	cmd.Dir = filepath.Join(dir, "work", "tf", "Widget", "w")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("state rm: %v\n%s", err, out)

@@ -23,7 +23,7 @@
 //
 // On Linux the group also dies with the agent, even when the agent is
 // killed with SIGKILL: the agent's binary, started again as a small
-// supervisor (see supervise_linux.go), leads the group, runs the command in
+// supervisor (see package proc), leads the group, runs the command in
 // it and kills the group when the agent dies. Otherwise a crashed agent's
 // commands would run on next to those of the agent that takes their
 // resources over. Elsewhere the command runs directly and outlives a
@@ -50,6 +50,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/action/proc"
 )
 
 // Plugin is the plugin's name in the agent configuration.
@@ -101,9 +102,8 @@ type settings struct {
 }
 
 // supervisorEnv switches the agent's binary into the supervisor that runs
-// a command on Linux; its value is the pid of the agent that started the
-// supervisor. The command never sees it.
-const supervisorEnv = "NO8S_EXEC_SUPERVISOR"
+// a command on Linux (see package proc). The command never sees it.
+const supervisorEnv = proc.SupervisorEnv
 
 // reservedEnv are the variables the plugin sets for each request; settings
 // may not set them, since they would be overwritten.
@@ -386,7 +386,7 @@ func (a *runner) run(ctx context.Context, op action.Operation, req *action.Reque
 	// supervisor is reaped.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	status, closeStatus, err := superviseCommand(cmd)
+	status, closeStatus, err := proc.Supervise(cmd, proc.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", a.path, err)
 	}
@@ -400,7 +400,7 @@ func (a *runner) run(ctx context.Context, op action.Operation, req *action.Reque
 	}
 	pgid := cmd.Process.Pid
 	waitErr := cmd.Wait()
-	if err := startError(status); err != nil {
+	if err := proc.StartError(status); err != nil {
 		stopGroup(pgid, time.Now())
 		return nil, fmt.Errorf("start %s: %w", a.path, err)
 	}

@@ -48,35 +48,35 @@ func TestStaleLock(t *testing.T) {
 	if _, err := os.Stat(f.dir("locked") + "/terraform.tfstate"); err == nil {
 		t.Error("the state is in the work folder, not in the backend")
 	}
-	if !srv.HasState("Database", "locked") {
+	if !srv.HasState("tf", "Database", "locked") {
 		t.Error("no state in the backend")
 	}
-	if srv.Held("Database", "locked") {
+	if srv.Held("tf", "Database", "locked") {
 		t.Fatal("the first apply left its lock")
 	}
 
 	// Nobody knows who holds it: no force.
-	srv.Lock("Database", "locked", "lock-of-someone")
+	srv.Lock("tf", "Database", "locked", "lock-of-someone")
 	_, err := f.act.Apply(ctx, request("locked", 2, `{"size": 2}`, &recorder{}))
 	if err == nil || !strings.Contains(err.Error(), "the state is locked (lock lock-of-someone") ||
 		!strings.Contains(err.Error(), "force-unlock lock-of-someone") {
 		t.Fatalf("apply against a live lock: %v", err)
 	}
-	if !srv.Held("Database", "locked") {
+	if !srv.Held("tf", "Database", "locked") {
 		t.Fatal("a lock whose holder may live was forced")
 	}
 
 	// The previous attempt's process is gone: force, log, go on.
-	srv.Unlock("Database", "locked")
-	srv.Lock("Database", "locked", "lock-of-the-dead")
+	srv.Unlock("tf", "Database", "locked")
+	srv.Lock("tf", "Database", "locked", "lock-of-the-dead")
 	req := request("locked", 2, `{"size": 2}`, &recorder{})
 	req.PriorHandle = deadRun(t)
 	res, err := f.act.Apply(ctx, req)
 	if err != nil {
 		t.Fatalf("apply after a dead run: %v", err)
 	}
-	if res.Updated != 1 || srv.Held("Database", "locked") {
-		t.Errorf("result %+v, lock held %v", res, srv.Held("Database", "locked"))
+	if res.Updated != 1 || srv.Held("tf", "Database", "locked") {
+		t.Errorf("result %+v, lock held %v", res, srv.Held("tf", "Database", "locked"))
 	}
 	f.logMu.Lock()
 	logs := f.logs.String()

@@ -14,10 +14,13 @@ import (
 	tfjson "github.com/hashicorp/terraform-json"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/action/proc"
 )
 
 // handle is what an attempt records of the binary it runs: enough for the
-// next attempt, on any agent, to tell whether it still runs.
+// next attempt, on any agent, to tell whether any process of its run still
+// runs. PID is the leader of the run's process group (the supervisor on
+// Linux), whose pid is the group's id; Start is the leader's start time.
 type handle struct {
 	Host  string `json:"host"`
 	PID   int    `json:"pid"`
@@ -40,7 +43,7 @@ const (
 	priorUnknown                   // it ran elsewhere, or cannot be told
 )
 
-// prior tells the state of the process a previous attempt recorded.
+// prior tells the state of the process group a previous attempt recorded.
 func prior(req *action.Request) (priorState, handle) {
 	if req.PriorHandle == nil {
 		return priorNone, handle{}
@@ -58,21 +61,29 @@ func prior(req *action.Request) (priorState, handle) {
 		return priorUnknown, h
 	case start == h.Start:
 		return priorRunning, h
+	case start != "":
+		// Another process has the pid: it was free, so no process was left
+		// in the group it named.
+		return priorGone, h
+	case proc.GroupAlive(h.PID):
+		// The leader is gone, not the whole group: a provisioner's process
+		// that outlived the binary, or one the supervisor is still ending.
+		return priorRunning, h
 	default:
 		return priorGone, h
 	}
 }
 
-// awaitPrior waits, up to priorWait, for a previous attempt's binary that
-// still runs on this host (an agent that lost its lease, or a run the
-// parent-death interrupt is winding down) to end, so that one resource
-// never has two runs at once.
+// awaitPrior waits, up to priorWait, for every process of a previous
+// attempt's run that still runs on this host (an agent that lost its
+// lease, or a run the supervisor is winding down after the agent died) to
+// end, so that one resource never has two runs at once.
 func (a *Action) awaitPrior(ctx context.Context, req *action.Request) (priorState, handle, error) {
 	st, h := prior(req)
 	if st != priorRunning {
 		return st, h, nil
 	}
-	req.Reporter.Progress(fmt.Sprintf("waiting for the previous run (pid %d) to end", h.PID))
+	req.Reporter.Progress(fmt.Sprintf("waiting for the previous run (process group %d) to end", h.PID))
 	deadline := time.NewTimer(priorWait)
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -80,9 +91,9 @@ func (a *Action) awaitPrior(ctx context.Context, req *action.Request) (priorStat
 	for {
 		select {
 		case <-ctx.Done():
-			return st, h, fmt.Errorf("waiting for the previous run (pid %d): %w", h.PID, context.Cause(ctx))
+			return st, h, fmt.Errorf("waiting for the previous run (process group %d): %w", h.PID, context.Cause(ctx))
 		case <-deadline.C:
-			return st, h, fmt.Errorf("the previous run (pid %d on %s) is still running after %s: %w", h.PID, h.Host, priorWait, action.ErrStillRunning)
+			return st, h, fmt.Errorf("the previous run (process group %d on %s) is still running after %s: %w", h.PID, h.Host, priorWait, action.ErrStillRunning)
 		case <-tick.C:
 			if st, h = prior(req); st != priorRunning {
 				return st, h, nil
@@ -97,15 +108,18 @@ func (a *Action) Apply(ctx context.Context, req *action.Request) (*action.Result
 	req = withReporter(req)
 	ctx, cancel := context.WithTimeoutCause(ctx, a.timeout, fmt.Errorf("apply timed out after %s", a.timeout))
 	defer cancel()
-	dir, err := a.workDir(req.Resource)
-	if err != nil {
-		return nil, err
+	if err := a.checkSpec(req.Resource); err != nil {
+		return nil, a.explain(err, req)
 	}
 	st, h, err := a.awaitPrior(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.prepare(ctx, dir, req); err != nil {
+	dir, _, err := a.locate(ctx, req.Resource, true)
+	if err != nil {
+		return nil, a.explain(err, req)
+	}
+	if err := a.prepare(ctx, dir, req, prepareOwn); err != nil {
 		return nil, a.explain(err, req)
 	}
 	planArgs := a.withParallelism([]string{"plan", "-input=false", "-no-color", "-compact-warnings", "-var-file=" + varsFile, "-out=" + planFile})
@@ -141,19 +155,22 @@ func (a *Action) Destroy(ctx context.Context, req *action.Request) (*action.Resu
 	req = withReporter(req)
 	ctx, cancel := context.WithTimeoutCause(ctx, a.timeout, fmt.Errorf("destroy timed out after %s", a.timeout))
 	defer cancel()
-	dir, err := a.workDir(req.Resource)
-	if err != nil {
-		return nil, err
+	if err := a.checkSpec(req.Resource); err != nil {
+		return nil, a.explain(err, req)
 	}
 	st, h, err := a.awaitPrior(ctx, req)
 	if err != nil {
 		return nil, err
 	}
+	dir, _, err := a.locate(ctx, req.Resource, true)
+	if err != nil {
+		return nil, a.explain(err, req)
+	}
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) && a.backend == nil {
 		// Local state lives in the work folder: none, nothing to destroy.
 		return &action.Result{Message: "nothing to destroy: no work folder"}, nil
 	}
-	if err := a.prepare(ctx, dir, req); err != nil {
+	if err := a.prepare(ctx, dir, req, prepareOwn); err != nil {
 		return nil, a.explain(err, req)
 	}
 	req.Reporter.Progress("destroy")
@@ -177,28 +194,39 @@ func (a *Action) Plan(ctx context.Context, req *action.Request) (*action.Plan, e
 	req = withReporter(req)
 	ctx, cancel := context.WithTimeoutCause(ctx, a.planTimeout, fmt.Errorf("plan timed out after %s", a.planTimeout))
 	defer cancel()
-	dir, err := a.workDir(req.Resource)
-	if err != nil {
-		return nil, err
+	if err := a.checkSpec(req.Resource); err != nil {
+		return nil, a.explain(err, req)
 	}
 	preview := req.FencingToken == 0
 	lock := []string{}
 	st, h := priorNone, handle{}
+	mode := prepareOwn
+	var dir string
 	if preview {
+		_, from, err := a.locate(ctx, req.Resource, false)
+		if err != nil {
+			return nil, a.explain(err, req)
+		}
 		tmp, err := os.MkdirTemp("", "no8s-terraform-plan-")
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(tmp)
-		if err := copyForPreview(dir, tmp); err != nil {
+		if err := copyForPreview(from, tmp); err != nil {
 			return nil, fmt.Errorf("copy the work folder for a preview: %w", err)
 		}
-		dir = tmp
+		dir, mode = tmp, preparePreview
 		lock = []string{"-lock=false"}
-	} else if st, h, err = a.awaitPrior(ctx, req); err != nil {
-		return nil, err
+	} else {
+		var err error
+		if st, h, err = a.awaitPrior(ctx, req); err != nil {
+			return nil, err
+		}
+		if dir, _, err = a.locate(ctx, req.Resource, true); err != nil {
+			return nil, a.explain(err, req)
+		}
 	}
-	if err := a.prepare(ctx, dir, req); err != nil {
+	if err := a.prepare(ctx, dir, req, mode); err != nil {
 		return nil, a.explain(err, req)
 	}
 	const previewPlan = "no8s-check.tfplan"

@@ -6,15 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 )
-
-// procAttr starts the binary in its own process group, interrupted when
-// the agent dies (even by SIGKILL), so that it persists its state and
-// releases its lock rather than run on unwatched.
-func procAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGINT}
-}
 
 // startTime returns the start time of process pid (in clock ticks since
 // boot), which tells it from a later process given the same pid; "" when

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/action/proc"
 )
 
 const (
@@ -58,8 +59,9 @@ func (e *runError) Error() string {
 	return fmt.Sprintf("%s exited %d: %s", strings.Join(e.args[:1], " "), e.code, tail(e.output))
 }
 
-// run runs the binary once. The context's end interrupts it (SIGINT), and
-// after the grace kills its process group.
+// run runs the binary once, in a process group of its own that dies with
+// the agent (see package proc). The context's end interrupts the group
+// (SIGINT), and after the grace kills it.
 func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
 	args := append([]string(nil), spec.args...)
 	cmd := osexec.Command(a.binary, args...)
@@ -102,22 +104,43 @@ func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
 	var tailOnce sync.Once
 	endTail := func() { tailOnce.Do(func() { close(stopTail); <-tailDone }) }
 	defer endTail()
-	cmd.SysProcAttr = procAttr()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
-	// The parent-death signal fires when the thread that started the
-	// process ends, so the thread stays this goroutine's until Wait returns.
+	// On Linux the supervisor leads the group; when the agent dies it
+	// interrupts the group, gives the binary the grace to save its state
+	// and release its lock, then kills what is left, a provisioner's
+	// processes included. Its parent-death signal fires when the thread
+	// that started it ends, so the thread stays this goroutine's until
+	// Wait returns.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := cmd.Start(); err != nil {
+	status, closeStatus, err := proc.Supervise(cmd, proc.Options{InterruptGrace: a.grace})
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", a.binary, err)
 	}
+	err = cmd.Start()
+	closeStatus()
+	if err != nil {
+		if status != nil {
+			status.Close()
+		}
+		return nil, fmt.Errorf("start %s: %w", a.binary, err)
+	}
+	// The group's leader: the supervisor on Linux, the binary elsewhere.
 	pid := cmd.Process.Pid
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
+	startErr := func() error {
+		if err := proc.StartError(status); err != nil {
+			return fmt.Errorf("start %s: %w", a.binary, err)
+		}
+		return nil
+	}
 
 	if spec.record && spec.req != nil {
 		if err := action.RecordHandle(ctx, spec.req, encodeHandle(pid)); err != nil {
 			a.stop(pid, waited)
+			_ = startErr()
 			return nil, fmt.Errorf("record the run of %s: %w", a.binary, err)
 		}
 	}
@@ -127,7 +150,9 @@ func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
 	case waitErr = <-waited:
 	case <-ctx.Done():
 		a.log.Info("interrupting "+spec.phase, "dir", spec.dir, "pid", pid, "cause", context.Cause(ctx))
-		if !a.stop(pid, waited) {
+		stopped := a.stop(pid, waited)
+		_ = startErr()
+		if !stopped {
 			return nil, fmt.Errorf("%s: %w; it did not stop within %s of an interrupt and was killed: %w",
 				spec.phase, context.Cause(ctx), a.grace, action.ErrStillRunning)
 		}
@@ -135,6 +160,9 @@ func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
 		return nil, fmt.Errorf("%s interrupted: %w", spec.phase, context.Cause(ctx))
 	}
 	killGroup(pid) // providers a crashed binary left behind
+	if err := startErr(); err != nil {
+		return nil, err
+	}
 	endTail()
 	res := &runResult{stdout: readCapped(outFile), stderr: readCapped(errFile)}
 	var exitErr *osexec.ExitError
@@ -161,17 +189,19 @@ func requestEnv(req *action.Request) []string {
 		"TF_VAR_no8s_generation=" + strconv.FormatInt(req.Resource.Generation, 10)}
 }
 
-// stop interrupts the binary and waits up to the grace for it to exit;
-// then it kills the group. It reports whether the binary exited by itself.
-func (a *Action) stop(pid int, waited <-chan error) bool {
-	_ = syscall.Kill(pid, syscall.SIGINT)
+// stop interrupts the group pgid, as a terminal's Ctrl-C does (the binary
+// stops cleanly; providers ignore it; a provisioner's processes end), and
+// waits up to the grace for its leader to exit; then it kills the group.
+// It reports whether the leader exited by itself.
+func (a *Action) stop(pgid int, waited <-chan error) bool {
+	_ = syscall.Kill(-pgid, syscall.SIGINT)
 	timer := time.NewTimer(a.grace)
 	defer timer.Stop()
 	select {
 	case <-waited:
 		return true
 	case <-timer.C:
-		killGroup(pid)
+		killGroup(pgid)
 		<-waited
 		return false
 	}

@@ -2,8 +2,9 @@
 // matching a resource by running an OpenTofu or Terraform module with the
 // resource's spec as its variables.
 //
-// Each resource gets a work folder (workingDir/<kind>/<name>) holding a copy
-// of the module, the variables generated from the spec, the backend
+// Each resource gets a work folder (workingDir/<instance>/<kind>/<name>: the
+// state is keyed by the instance and the resource's identity, see
+// statekey.go) holding a copy of the module, the variables generated from the spec, the backend
 // configuration and, with the default local backend, the state. Apply plans
 // into a file and applies exactly that plan; Destroy destroys what the state
 // holds and removes the folder only once that succeeded; Plan runs a plan
@@ -22,16 +23,20 @@
 // The binary does not inherit the agent's environment: it gets PATH and
 // HOME, the fixed values of the env setting, the variables passEnv names
 // (credentials, read once at start and masked in everything the agent
-// writes), and TF_IN_AUTOMATION, TF_INPUT=0 and CHECKPOINT_DISABLE.
+// writes), and TF_IN_AUTOMATION, TF_INPUT=0 and CHECKPOINT_DISABLE. The
+// spec may not set a variable that the agent sets (no8s_*) or that the
+// operator passes as TF_VAR_<name>: such a field is refused, naming it,
+// before the binary runs.
 //
-// A cancelled operation (timeout, lost lease, agent stopping) sends the
-// binary SIGINT and waits up to the interrupt grace for it to stop, which
-// lets it persist its state and release its lock, then kills its process
-// group. On Linux the binary also gets SIGINT when the agent dies, even by
-// SIGKILL. The process (host, pid and start time) is recorded as the
-// attempt's handle, so that the next attempt, on any agent, waits for a
-// previous run that is still alive and may force-unlock a lock only when
-// its holder is provably gone.
+// Each run has a process group of its own, led on Linux by the supervisor
+// of package proc. A cancelled operation (timeout, lost lease, agent
+// stopping) sends the group SIGINT and waits up to the interrupt grace for
+// the binary to stop, which lets it persist its state and release its
+// lock, then kills the group. When the agent dies, even by SIGKILL, the
+// supervisor does the same. The group (host, leader's pid and start time)
+// is recorded as the attempt's handle, so that the next attempt, on any
+// agent, waits until every process of a previous run on this host is gone,
+// and may force-unlock a lock only when its holder provably is.
 package terraform
 
 import (
@@ -39,14 +44,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/action/proc"
 )
 
 // Plugin is the plugin's name in the agent configuration.
@@ -80,15 +88,17 @@ type settings struct {
 	// WorkingDir is the root of the per-resource work folders.
 	WorkingDir string `json:"workingDir"`
 	// Backend is a backend block, such as `backend "pg" { ... }`, as a Go
-	// template in which {{ .Kind }} and {{ .Name }} are the resource's, so
-	// that each resource gets its own state key or workspace. Empty: local
-	// state in the work folder.
+	// template in which {{ .Key }} is <instance>/<kind>/<name>, and
+	// {{ .Instance }}, {{ .Kind }} and {{ .Name }} are its parts: each
+	// instance and resource must get its own state key or workspace. Empty:
+	// local state in the work folder.
 	Backend string `json:"backend"`
 	// Env are fixed, non-secret environment variables.
 	Env map[string]string `json:"env"`
 	// PassEnv names agent environment variables passed to the binary.
 	PassEnv []string `json:"passEnv"`
-	// Vars are extra variables, under the spec's (the spec wins).
+	// Vars are extra variables, under the spec's (the spec wins). None may
+	// be a no8s_* variable, nor one that env or passEnv passes.
 	Vars map[string]json.RawMessage `json:"vars"`
 	// Parallelism is passed as -parallelism when positive.
 	Parallelism int `json:"parallelism"`
@@ -101,7 +111,7 @@ type settings struct {
 }
 
 // reservedEnv are variables the plugin sets itself.
-var reservedEnv = []string{"TF_IN_AUTOMATION", "TF_INPUT", "CHECKPOINT_DISABLE", "TF_PLUGIN_CACHE_DIR", "TF_CLI_ARGS", "TF_DATA_DIR", "TF_WORKSPACE"}
+var reservedEnv = []string{"TF_IN_AUTOMATION", "TF_INPUT", "CHECKPOINT_DISABLE", "TF_PLUGIN_CACHE_DIR", "TF_CLI_ARGS", "TF_DATA_DIR", "TF_WORKSPACE", proc.SupervisorEnv}
 
 // Action is a terraform instance. It is safe for concurrent use: operations
 // on different resources use different work folders, and the reconciler
@@ -118,7 +128,10 @@ type Action struct {
 	parallelism int
 	timeout     time.Duration
 	planTimeout time.Duration
-	log         *slog.Logger
+	// operatorVars are the variables env and passEnv pass as TF_VAR_<name>,
+	// by name, with the setting that does.
+	operatorVars map[string]string
+	log          *slog.Logger
 	// grace is interruptGrace; tests shorten it.
 	grace time.Duration
 }
@@ -194,16 +207,37 @@ func New(s action.Settings) (action.Action, error) {
 		t, err := template.New("backend").Option("missingkey=error").Parse(cfg.Backend)
 		if err != nil {
 			fail("backend: %w", err)
-		} else if _, err := renderBackend(t, "Kind", "name"); err != nil {
+		} else if err := checkBackend(t, s.Instance); err != nil {
 			fail("backend: %w", err)
 		} else {
 			a.backend = t
 		}
 	}
 
-	for name, raw := range cfg.Vars {
-		if !json.Valid(raw) {
+	a.operatorVars = map[string]string{}
+	for _, src := range []struct {
+		setting string
+		names   []string
+	}{{"env", slices.Sorted(maps.Keys(cfg.Env))}, {"passEnv", cfg.PassEnv}} {
+		for _, name := range src.names {
+			v, ok := strings.CutPrefix(name, "TF_VAR_")
+			switch {
+			case !ok:
+			case strings.HasPrefix(v, agentVarPrefix):
+				fail("%s: %s: the agent sets the %s* variables itself", src.setting, name, agentVarPrefix)
+			default:
+				a.operatorVars[v] = src.setting
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Vars)) {
+		switch {
+		case !json.Valid(cfg.Vars[name]):
 			fail("vars: %s is not a JSON value", name)
+		case strings.HasPrefix(name, agentVarPrefix):
+			fail("vars: %s: reserved: the agent sets the %s* variables itself", name, agentVarPrefix)
+		case a.operatorVars[name] != "":
+			fail("vars: %s: also passed as TF_VAR_%s (%s); set it in one place", name, name, a.operatorVars[name])
 		}
 	}
 
@@ -273,13 +307,92 @@ func lookPath(name string, lookupEnv func(string) (string, bool)) (string, error
 	return "", fmt.Errorf("%s not found in PATH: %w", name, osexec.ErrNotFound)
 }
 
-// renderBackend renders the backend template for one resource.
-func renderBackend(t *template.Template, kind, name string) (string, error) {
+// backendData is what the backend template is given.
+type backendData struct {
+	// Key is Instance/Kind/Name, each part a safe path component.
+	Key                  string
+	Instance, Kind, Name string
+}
+
+// render renders the backend template for one key.
+func render(t *template.Template, d backendData) (string, error) {
 	var b strings.Builder
-	if err := t.Execute(&b, struct{ Kind, Name string }{kind, name}); err != nil {
+	if err := t.Execute(&b, d); err != nil {
 		return "", err
 	}
 	return b.String(), nil
+}
+
+// renderBackend renders the backend template for one resource.
+func (a *Action) renderBackend(res action.Resource) (string, error) {
+	parts, err := a.stateKey(res)
+	if err != nil {
+		return "", err
+	}
+	return render(a.backend, backendData{Key: strings.Join(parts, "/"), Instance: a.instance, Kind: res.Kind, Name: res.Name})
+}
+
+// checkBackend renders the backend template for keys that differ in one
+// part each: a template that renders two of them alike would give two
+// instances, or two resources, one state, and let one's module destroy
+// what the other made.
+func checkBackend(t *template.Template, instance string) error {
+	key := func(inst, kind, name string) backendData {
+		return backendData{Key: encodeComponent(inst) + "/" + encodeComponent(kind) + "/" + encodeComponent(name), Instance: inst, Kind: kind, Name: name}
+	}
+	base, err := render(t, key(instance, "Kind", "name"))
+	if err != nil {
+		return err
+	}
+	for _, v := range []struct {
+		part string
+		data backendData
+	}{
+		{"instance", key(instance+"-other", "Kind", "name")},
+		{"kind", key(instance, "OtherKind", "name")},
+		{"name", key(instance, "Kind", "other-name")},
+	} {
+		got, err := render(t, v.data)
+		if err != nil {
+			return err
+		}
+		if got == base {
+			return fmt.Errorf("the state's key or workspace must differ for each instance and resource, and this one does not change with the %s: "+
+				"use {{ .Key }} (<instance>/<kind>/<name>), e.g. key = \"no8s/{{ .Key }}.tfstate\"; "+
+				"a work folder initialised with an earlier key moves its state to the new one (init -migrate-state) on its next run", v.part)
+		}
+	}
+	return nil
+}
+
+// agentVarPrefix starts the names of the variables the plugin sets:
+// no8s_kind, no8s_name, no8s_generation, and any it may set later.
+const agentVarPrefix = "no8s_"
+
+// checkSpec refuses a spec that is not an object of variables, or that
+// sets a variable the plugin sets (no8s_*) or the operator passes from the
+// agent's environment (TF_VAR_<name> in env or passEnv, such as a
+// credential): the spec, written as a variables file, would take
+// precedence over both. Each field is named by its path.
+func (a *Action) checkSpec(res action.Resource) error {
+	if len(res.Spec) == 0 || string(res.Spec) == "null" {
+		return nil
+	}
+	var spec map[string]json.RawMessage
+	if err := json.Unmarshal(res.Spec, &spec); err != nil {
+		return fmt.Errorf("spec: not an object of variables: %w", err)
+	}
+	var problems []error
+	for _, name := range slices.Sorted(maps.Keys(spec)) {
+		switch {
+		case strings.HasPrefix(name, agentVarPrefix):
+			problems = append(problems, fmt.Errorf("spec.%s: reserved: the agent sets the %s* variables itself", name, agentVarPrefix))
+		case a.operatorVars[name] != "":
+			problems = append(problems, fmt.Errorf("spec.%s: reserved: terraform instance %q passes it from the agent's environment (TF_VAR_%s, in %s); a spec may not override it",
+				name, a.instance, name, a.operatorVars[name]))
+		}
+	}
+	return errors.Join(problems...)
 }
 
 // Timeout implements action.Timeouter. A plan has its own, shorter bound

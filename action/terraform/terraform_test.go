@@ -136,7 +136,7 @@ func newFixture(t *testing.T, module string, extra map[string]any) *fixture {
 	return f
 }
 
-func (f *fixture) dir(name string) string { return filepath.Join(f.work, "Database", name) }
+func (f *fixture) dir(name string) string { return filepath.Join(f.work, "tf", "Database", name) }
 
 func request(name string, gen int64, spec string, rep action.Reporter) *action.Request {
 	return &action.Request{Instance: "tf", Trigger: "create", FencingToken: gen, Reporter: rep,

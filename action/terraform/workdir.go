@@ -87,6 +87,9 @@ func (a *Action) moduleDir(ctx context.Context) (string, error) {
 // workState is what a work folder records of how it was prepared, in
 // .no8s-module.json.
 type workState struct {
+	// Instance is the terraform instance that prepared the folder last;
+	// empty in folders of the earlier layout, which did not record it.
+	Instance    string   `json:"instance,omitempty"`
 	ModuleHash  string   `json:"moduleHash"`
 	BackendHash string   `json:"backendHash"`
 	Files       []string `json:"files"`
@@ -100,20 +103,38 @@ const (
 	planFile      = "no8s.tfplan"
 )
 
-// workDir returns the resource's work folder.
-func (a *Action) workDir(res action.Resource) (string, error) {
-	for _, part := range []string{res.Kind, res.Name} {
-		if part == "" || part == "." || part == ".." || strings.ContainsAny(part, `/\`) {
-			return "", fmt.Errorf("cannot make a work folder for %s/%s", res.Kind, res.Name)
-		}
+// readWorkState reads dir's record; ok is false when there is none or it
+// cannot be read.
+func readWorkState(dir string) (st workState, ok bool) {
+	raw, err := os.ReadFile(filepath.Join(dir, workStateFile))
+	if err != nil {
+		return workState{}, false
 	}
-	return filepath.Join(a.root, res.Kind, res.Name), nil
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return workState{}, false
+	}
+	return st, true
 }
+
+// prepareMode says how prepare treats a folder that another instance, or
+// an earlier version, prepared last.
+type prepareMode int
+
+const (
+	// prepareOwn makes the folder this instance's: when its backend changed
+	// with its owner, init moves the state to this instance's backend key
+	// (-migrate-state), so that it follows the folder.
+	prepareOwn prepareMode = iota
+	// preparePreview works in a copy for a preview, which must write
+	// nothing anywhere: a folder from elsewhere keeps the backend it was
+	// initialised with, so that the plan reads the state it holds.
+	preparePreview
+)
 
 // prepare makes dir ready for an operation on req's resource: the module's
 // files (copied again when they changed), the backend file, the variables,
 // and init when the module or the backend changed or it never ran.
-func (a *Action) prepare(ctx context.Context, dir string, req *action.Request) error {
+func (a *Action) prepare(ctx context.Context, dir string, req *action.Request, mode prepareMode) error {
 	src, err := a.moduleDir(ctx)
 	if err != nil {
 		return err
@@ -130,7 +151,7 @@ func (a *Action) prepare(ctx context.Context, dir string, req *action.Request) e
 	}
 	backend := ""
 	if a.backend != nil {
-		body, err := renderBackend(a.backend, req.Resource.Kind, req.Resource.Name)
+		body, err := a.renderBackend(req.Resource)
 		if err != nil {
 			return fmt.Errorf("backend: %w", err)
 		}
@@ -139,10 +160,11 @@ func (a *Action) prepare(ctx context.Context, dir string, req *action.Request) e
 	backendSum := sha256.Sum256([]byte(backend))
 	backendHash := hex.EncodeToString(backendSum[:])
 
-	var st workState
-	if raw, err := os.ReadFile(filepath.Join(dir, workStateFile)); err == nil {
-		_ = json.Unmarshal(raw, &st) // a broken record only means init again
-	}
+	st, recorded := readWorkState(dir)
+	// A folder another instance (or the earlier layout) prepared: moved
+	// here on purpose, its state with it.
+	fromElsewhere, previous := recorded && st.Instance != a.instance, st.Instance
+	migrate := false
 	if st.ModuleHash != moduleHash {
 		for _, f := range st.Files {
 			if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -156,7 +178,12 @@ func (a *Action) prepare(ctx context.Context, dir string, req *action.Request) e
 		}
 		st.Initialized = false
 	}
-	if st.BackendHash != backendHash {
+	switch {
+	case st.BackendHash == backendHash:
+	case fromElsewhere && mode == preparePreview:
+		// Plan against the state where it is.
+		backendHash = st.BackendHash
+	default:
 		if backend == "" {
 			if err := os.Remove(filepath.Join(dir, backendFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
@@ -165,8 +192,9 @@ func (a *Action) prepare(ctx context.Context, dir string, req *action.Request) e
 			return err
 		}
 		st.Initialized = false
+		migrate = fromElsewhere
 	}
-	st.ModuleHash, st.BackendHash, st.Files = moduleHash, backendHash, files
+	st.Instance, st.ModuleHash, st.BackendHash, st.Files = a.instance, moduleHash, backendHash, files
 	if _, err := os.Stat(filepath.Join(dir, ".terraform")); err != nil {
 		st.Initialized = false
 	}
@@ -176,6 +204,12 @@ func (a *Action) prepare(ctx context.Context, dir string, req *action.Request) e
 	if !st.Initialized {
 		req.Reporter.Progress("init")
 		args := []string{"init", "-input=false", "-no-color", "-reconfigure"}
+		if migrate {
+			// The state moves from the backend the folder was initialised
+			// with to this instance's key; the old copy stays where it was.
+			args = []string{"init", "-input=false", "-no-color", "-migrate-state", "-force-copy"}
+			a.log.Info("moving the state to the instance's backend key", "dir", dir, "previous", previous)
+		}
 		if _, err := a.run(ctx, runSpec{dir: dir, args: args, phase: "init", req: req}); err != nil {
 			return fmt.Errorf("init: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -35,13 +36,19 @@ func NewStateServer(t testing.TB) *StateServer {
 }
 
 // Backend is a backend template for the terraform action: one state and one
-// lock per resource, at /state/<Kind>-<Name> and /lock/<Kind>-<Name>.
+// lock per instance and resource, at /state/<Key> and /lock/<Key>, where the
+// key is <instance>/<kind>/<name>.
 func (s *StateServer) Backend() string {
 	return `backend "http" {
-  address        = "` + s.URL + `/state/{{ .Kind }}-{{ .Name }}"
-  lock_address   = "` + s.URL + `/lock/{{ .Kind }}-{{ .Name }}"
-  unlock_address = "` + s.URL + `/lock/{{ .Kind }}-{{ .Name }}"
+  address        = "` + s.URL + `/state/{{ .Key }}"
+  lock_address   = "` + s.URL + `/lock/{{ .Key }}"
+  unlock_address = "` + s.URL + `/lock/{{ .Key }}"
 }`
+}
+
+// key is the path of a resource's state or lock.
+func key(kind, instance, resKind, name string) string {
+	return "/" + kind + "/" + instance + "/" + resKind + "/" + name
 }
 
 // ServeHTTP implements http.Handler.
@@ -76,35 +83,47 @@ func (s *StateServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Lock takes the lock of kind/name for a holder on this host, as a run that
-// died holding it would have left it.
-func (s *StateServer) Lock(kind, name, id string) {
+// Lock takes the lock of instance's kind/name for a holder on this host, as
+// a run that died holding it would have left it.
+func (s *StateServer) Lock(instance, kind, name, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	host, _ := os.Hostname()
-	s.locks["/lock/"+kind+"-"+name], _ = json.Marshal(map[string]string{"ID": id, "Operation": "OperationTypeApply",
+	s.locks[key("lock", instance, kind, name)], _ = json.Marshal(map[string]string{"ID": id, "Operation": "OperationTypeApply",
 		"Who": "root@" + host, "Version": "1.10.10", "Created": "2026-11-24T08:00:00Z", "Path": ""})
 }
 
-// Unlock releases the lock of kind/name.
-func (s *StateServer) Unlock(kind, name string) {
+// Unlock releases the lock of instance's kind/name.
+func (s *StateServer) Unlock(instance, kind, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.locks, "/lock/"+kind+"-"+name)
+	delete(s.locks, key("lock", instance, kind, name))
 }
 
-// Held reports whether the lock of kind/name is held.
-func (s *StateServer) Held(kind, name string) bool {
+// Held reports whether the lock of instance's kind/name is held.
+func (s *StateServer) Held(instance, kind, name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.locks["/lock/"+kind+"-"+name]
+	_, ok := s.locks[key("lock", instance, kind, name)]
 	return ok
 }
 
-// HasState reports whether kind/name has a state.
-func (s *StateServer) HasState(kind, name string) bool {
+// HasState reports whether instance's kind/name has a state.
+func (s *StateServer) HasState(instance, kind, name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.states["/state/"+kind+"-"+name]
+	_, ok := s.states[key("state", instance, kind, name)]
 	return ok
+}
+
+// Keys lists the paths that hold a state, sorted.
+func (s *StateServer) Keys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keys []string
+	for k := range s.states {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

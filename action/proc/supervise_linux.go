@@ -1,6 +1,6 @@
 //go:build linux
 
-package exec
+package proc
 
 import (
 	"errors"
@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -21,7 +22,8 @@ import (
 // started again in supervisor mode. The agent starts the supervisor as the
 // leader of a new process group with the parent-death signal set to
 // SIGTERM; the supervisor starts the command in that group and, when the
-// agent dies, even by SIGKILL, kills the whole group with SIGKILL. The
+// agent dies, even by SIGKILL, kills the whole group with SIGKILL, at once
+// or after an interrupt and a grace (Options.InterruptGrace). The
 // parent-death signal alone would not do: it reaches only the process that
 // the agent started, and a script's children (terraform, sleep, ...) do not
 // inherit it.
@@ -51,35 +53,47 @@ var caught = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscal
 // program (the agent, or a test binary that imports this package) does
 // anything else, and never returns then.
 func init() {
-	parent, ok := os.LookupEnv(supervisorEnv)
+	parent, ok := os.LookupEnv(SupervisorEnv)
 	if !ok {
 		return
 	}
 	os.Exit(supervise(parent, os.Args[1:]))
 }
 
-// superviseCommand makes cmd, built to run the command directly, run it
-// under a supervisor. The caller must start cmd from a goroutine locked to
+// Supervise makes cmd, built to run the command directly in a process group
+// of its own (SysProcAttr with Setpgid), run it under a supervisor that
+// leads that group. The caller must start cmd from a goroutine locked to
 // its OS thread and keep it locked until Wait returns: the parent-death
 // signal fires when the thread that started the process exits, and Go ends
-// threads it no longer needs. It returns the status pipe's read end, which
-// the caller reads with startError after Wait.
-func superviseCommand(cmd *osexec.Cmd) (status *os.File, closeWriter func(), err error) {
+// threads it no longer needs. The caller calls closeWriter once Start
+// returned, and reads status with StartError after Wait. cmd.Process is
+// then the supervisor: its pid is the group's id.
+func Supervise(cmd *osexec.Cmd, opts Options) (status *os.File, closeWriter func(), err error) {
+	if cmd.SysProcAttr == nil || !cmd.SysProcAttr.Setpgid {
+		return nil, nil, errors.New("the command must start a process group of its own")
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, nil, fmt.Errorf("status pipe: %w", err)
 	}
+	value := strconv.Itoa(os.Getpid())
+	if opts.InterruptGrace > 0 {
+		value += "," + strconv.FormatInt(max(opts.InterruptGrace.Milliseconds(), 1), 10)
+	}
 	cmd.Args = append([]string{supervisorArg0, cmd.Path}, cmd.Args[1:]...)
 	cmd.Path = selfExe
-	cmd.Env = append(slices.Clip(cmd.Env), supervisorEnv+"="+strconv.Itoa(os.Getpid()))
+	cmd.Env = append(slices.Clip(cmd.Env), SupervisorEnv+"="+value)
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
 	return r, func() { w.Close() }, nil
 }
 
-// startError reads the status pipe after the supervisor has exited: what it
-// says is why the command could not start.
-func startError(status *os.File) error {
+// StartError reads the status pipe after the supervisor has exited: what it
+// says is why the command could not start. A nil status has nothing to say.
+func StartError(status *os.File) error {
+	if status == nil {
+		return nil
+	}
 	defer status.Close()
 	msg, err := io.ReadAll(io.LimitReader(status, 4<<10))
 	if err != nil {
@@ -92,8 +106,9 @@ func startError(status *os.File) error {
 }
 
 // supervise is the supervisor: it runs argv in its own process group and
-// exits as the command did. parent is the agent's pid.
-func supervise(parent string, argv []string) int {
+// exits as the command did. setting is SupervisorEnv's value: the agent's
+// pid and the grace after an interrupt.
+func supervise(setting string, argv []string) int {
 	// Catch the signals first: from here on, the agent's death is an event
 	// to act on. Had the agent died before this, the parent-death signal
 	// would have killed the supervisor, with no command started; Go's
@@ -114,9 +129,18 @@ func supervise(parent string, argv []string) int {
 		}
 		return exitNotStarted
 	}
+	parent, graceMS, hasGrace := strings.Cut(setting, ",")
 	ppid, err := strconv.Atoi(parent)
+	var grace time.Duration
+	if hasGrace {
+		ms, gerr := strconv.ParseInt(graceMS, 10, 64)
+		if gerr != nil || ms <= 0 {
+			err = errors.Join(err, fmt.Errorf("grace %q", graceMS))
+		}
+		grace = time.Duration(ms) * time.Millisecond
+	}
 	if err != nil || ppid <= 1 || len(argv) == 0 {
-		return fail(fmt.Sprintf("%s is set to %q: the agent sets it for the processes it starts, nobody else may", supervisorEnv, parent))
+		return fail(fmt.Sprintf("%s is set to %q: the agent sets it for the processes it starts, nobody else may", SupervisorEnv, setting))
 	}
 	if os.Getppid() != ppid {
 		return 128 + int(syscall.SIGTERM) // the agent is gone already
@@ -131,7 +155,7 @@ func supervise(parent string, argv []string) int {
 	cmd := &osexec.Cmd{
 		Path:   argv[0],
 		Args:   argv,
-		Env:    slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, supervisorEnv+"=") }),
+		Env:    slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, SupervisorEnv+"=") }),
 		Stdin:  os.Stdin, // *os.File: the command gets the agent's pipes themselves
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
@@ -162,10 +186,34 @@ func supervise(parent string, argv []string) int {
 				// agent escalates to SIGKILL itself when the grace is over.
 				continue
 			}
-			// The agent is gone and nobody else will stop the command: kill
-			// the whole group, the supervisor included.
+			// The agent is gone and nobody else will stop the command.
+			if grace > 0 {
+				interrupt(done, sigs, grace)
+			}
+			// Kill the whole group, the supervisor included.
 			syscall.Kill(0, syscall.SIGKILL)
 			return 128 + int(syscall.SIGKILL)
+		}
+	}
+}
+
+// interrupt sends SIGINT to the whole group, as a terminal's Ctrl-C does,
+// and waits up to grace for the command to exit (done). Every process of
+// the group gets it: the command, which may stop cleanly (OpenTofu saves
+// its state and releases its lock), and what it started (a provisioner's
+// shell and its children), which would otherwise run on unwatched.
+func interrupt(done <-chan struct{}, sigs <-chan os.Signal, grace time.Duration) {
+	syscall.Kill(0, syscall.SIGINT)
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-timer.C:
+			return
+		case <-sigs:
+			// The supervisor's own SIGINT, or more of the agent's end.
 		}
 	}
 }
