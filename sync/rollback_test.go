@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/source"
 	"github.com/no8s/no8s-agent/source/git"
 	"github.com/no8s/no8s-agent/source/git/commitsig"
 	"github.com/no8s/no8s-agent/source/git/commitsig/sigtest"
@@ -139,5 +140,78 @@ func TestRollbackNeedsApproval(t *testing.T) {
 			refused(first)
 			alive("c")
 		})
+	}
+}
+
+// TestRollbackGuard drives the guard with the lineage a source reports:
+// a rollback waits for an approval of that revision, with its signature
+// problems shown and then overridden by the approval; a verdict made
+// against a revision that is no longer the one applied is not acted on.
+func TestRollbackGuard(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	s := sync.New(st, nil)
+	tg := sync.Target{Name: "infra", Kind: store.SourceGit, URL: "https://git.example.com/infra.git", Prune: sync.Prune{Enabled: true}}
+	rev := func(c string) manifest.Revision { return manifest.Revision("main@sha1:" + strings.Repeat(c, 40)) }
+	snap := func(c string, lin *source.Lineage, widgets ...string) *source.Snapshot {
+		files := map[string]string{"types.yaml": widgetType}
+		for _, w := range widgets {
+			files[w+".yaml"] = widget(w, "{size: 1}")
+		}
+		sn := snapshot(files)
+		sn.Revision, sn.Lineage = rev(c), lin
+		return sn
+	}
+	stored := func() *store.Source {
+		t.Helper()
+		cur, err := st.GetSource(t.Context(), "infra")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cur
+	}
+	mustSync(t, s, tg, snap("1", &source.Lineage{}, "a"))
+	mustSync(t, s, tg, snap("2", &source.Lineage{Applied: rev("1")}, "a", "b"))
+
+	notSigned := []manifest.Problem{{Message: "signature policy: commit 00000000: not signed"}}
+	back := snap("0", &source.Lineage{Applied: rev("2"), Rollback: "commit 000000000000 is an ancestor of 222222222222, the commit last applied",
+		Problems: notSigned}, "a")
+	_, err := s.Sync(t.Context(), tg, back, false)
+	var serr *sync.Error
+	if !errors.As(err, &serr) || serr.Reason != sync.ReasonRollbackRefused ||
+		!strings.Contains(err.Error(), "is an ancestor of 222222222222") || !strings.Contains(err.Error(), "commit 00000000: not signed") ||
+		!strings.Contains(err.Error(), "no8s-agent approve source infra --revision "+string(rev("0"))) {
+		t.Fatalf("rollback: %v", err)
+	}
+	if cur := stored(); cur.Phase != store.SourceStalled || len(cur.Errors) != 1 || cur.Errors[0] != notSigned[0] || cur.LastAppliedRevision != rev("2") {
+		t.Fatalf("source after the refusal: %s %v %s", cur.Phase, cur.Errors, cur.LastAppliedRevision)
+	}
+	if r := get(t, st, "Widget", "b"); r.DeletionRequestedAt != nil {
+		t.Fatal("the refused rollback deleted b")
+	}
+
+	// Judged against a revision that is not the one applied: not acted on,
+	// and nothing recorded as a refusal.
+	stale := snap("3", &source.Lineage{Applied: rev("1")}, "a")
+	if _, err := s.Sync(t.Context(), tg, stale, false); err == nil || errors.As(err, &serr) || !strings.Contains(err.Error(), "judged again") {
+		t.Fatalf("stale verdict: %v", err)
+	}
+	if cur := stored(); cur.LastAttemptedRevision != rev("0") || cur.LastAppliedRevision != rev("2") {
+		t.Fatalf("the stale snapshot changed the source: %s %s", cur.LastAttemptedRevision, cur.LastAppliedRevision)
+	}
+
+	if err := s.Approve(t.Context(), "infra", rev("0")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Sync(t.Context(), tg, back, false)
+	if err != nil || res.Revision != rev("0") || len(res.Plan.Deletes) != 1 {
+		t.Fatalf("approved rollback: %+v %v", res, err)
+	}
+	if cur := stored(); cur.ApprovedRevision != rev("0") {
+		t.Fatalf("approval %q after its revision was applied", cur.ApprovedRevision)
+	}
+	mustSync(t, s, tg, snap("4", &source.Lineage{Applied: rev("0")}, "a"))
+	if cur := stored(); cur.ApprovedRevision != "" {
+		t.Fatalf("approval %q still stands after another revision was applied", cur.ApprovedRevision)
 	}
 }

@@ -178,7 +178,7 @@ func (s *Source) judge(ctx context.Context, st *filesystem.Storage, repo *gogit.
 		}
 		switch {
 		case back:
-			v.rollback = fmt.Sprintf("commit %s is an ancestor of %s, the commit last applied (%s): the branch went back in history",
+			v.rollback = fmt.Sprintf("commit %s is an ancestor of %s, the commit last applied (%s)",
 				short(head.Hash), short(base), applied)
 		case !known:
 			why := "the clone lacks part of its history"

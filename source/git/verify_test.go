@@ -160,7 +160,7 @@ func rewrite(l *signedLab, key *sigtest.SSHKey) string {
 // are checked as usual, and what the clone cannot tell is a rollback too.
 func TestVerifyLineage(t *testing.T) {
 	t.Parallel()
-	ancestor := []string{"is an ancestor of", "the commit last applied", "went back in history"}
+	ancestor := []string{"is an ancestor of", "the commit last applied"}
 	signedAncestor := func(l *signedLab) (string, string) {
 		_, one, two := signedLine(l)
 		return two, one
