@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -11,7 +12,42 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/source/git/commitsig/sigtest"
+	"github.com/no8s/no8s-agent/store/postgres/pgtest"
 )
+
+// signaturesTokenEnv holds the write token of the agents of these
+// scenarios, with which rollbacks are approved. The agent processes inherit
+// the test binary's environment, which parallel tests cannot change: it is
+// set once, before any test runs.
+const (
+	signaturesTokenEnv = "NO8S_FAULTS_SIGNATURES_TOKEN"
+	signaturesToken    = "signatures-5d0a31"
+)
+
+func init() { os.Setenv(signaturesTokenEnv, signaturesToken) }
+
+// startSignedFleet is startFleet with a write token for approvals.
+func startSignedFleet(t *testing.T, sources string) *fleet {
+	t.Helper()
+	work := t.TempDir()
+	world := newWorld(t, work)
+	cfg := writeConfig(t, work, fmt.Sprintf(`listen: 127.0.0.1:0
+database: %q
+api: {writeTokenEnv: %s}
+sources:
+%s
+actions:
+  web:
+    plugin: exec
+    config:
+      command: [./web.sh]
+      timeout: 1m
+      env: {WORLD: %q}
+reconcile: {workers: 4, leaseDuration: 5s, backoff: {initial: 1s, max: 2s}}
+`, pgtest.URL(t), signaturesTokenEnv, sources, world))
+	a := startAgent(t, work, "run", "--config", cfg)
+	return &fleet{agent: a, base: a.URL(), world: world}
+}
 
 // signedRemote is a Git remote whose commits are signed, or not, with SSH
 // keys made for the test, and the allowed signers file the agent trusts.
@@ -63,9 +99,11 @@ func stalledOnRollback(t *testing.T, f *fleet, commit string) apiSource {
 }
 
 // stillRefused checks, over a few more polls of the source, that the
-// refused revision stays refused and nothing is destroyed.
+// refused revision stays refused and nothing is destroyed: sites resources
+// stay, none deleting, and no destroy is called.
 func stillRefused(t *testing.T, f *fleet, commit string, sites int) {
 	t.Helper()
+	destroys := countCalls(t, f.world, "destroy")
 	runs := syncRuns(t, f.base, "sites")
 	waitUntil(t, time.Minute, "three more looks at the source", func() (bool, string) {
 		n := syncRuns(t, f.base, "sites")
@@ -75,7 +113,21 @@ func stillRefused(t *testing.T, f *fleet, commit string, sites int) {
 	if strings.HasSuffix(src.LastAppliedRevision, commit) || src.Phase != "stalled" {
 		t.Fatalf("the refused revision went through: %+v", src)
 	}
-	f.assertIntact(t, sites)
+	if n := countCalls(t, f.world, "destroy"); n != destroys {
+		t.Fatalf("%d destroy call(s) while the rollback was refused", n-destroys)
+	}
+	rs := listResources(t, f.base)
+	if len(rs) != sites {
+		t.Fatalf("%d resources in the store, want %d", len(rs), sites)
+	}
+	for n, r := range rs {
+		if r.Status == "deleting" {
+			t.Fatalf("%s is being deleted", n)
+		}
+	}
+	if w := readWorld(t, f.world); len(w) != sites {
+		t.Fatalf("world holds %d sites, want %d", len(w), sites)
+	}
 }
 
 // TestSecuritySignaturesRollbackToUnsignedHistory applies a signed commit
@@ -94,7 +146,7 @@ func TestSecuritySignaturesRollbackToUnsignedHistory(t *testing.T) {
 	files["types/site.yaml"] = siteType
 	prePolicy := remote.Commit(t, files, "unsigned, before the policy")
 	head := remote.Signed(t, ops, sites("sites", 3, 1), "signed: three sites")
-	f := startFleet(t, remote.verifiedSource("mode: all"))
+	f := startSignedFleet(t, remote.verifiedSource("mode: all"))
 	f.waitApplied(t, "sites", head, 3)
 
 	remote.ForcePush(t, prePolicy)
@@ -105,7 +157,7 @@ func TestSecuritySignaturesRollbackToUnsignedHistory(t *testing.T) {
 	stillRefused(t, f, prePolicy, 3)
 
 	out, err := exec.CommandContext(t.Context(), agentBinary(t), "approve", "source", "sites", "--server", f.base,
-		"--revision", "main@sha1:"+prePolicy).CombinedOutput()
+		"--token-env", signaturesTokenEnv, "--revision", "main@sha1:"+prePolicy).CombinedOutput()
 	if err != nil {
 		t.Fatalf("approve: %v\n%s", err, out)
 	}
@@ -130,7 +182,7 @@ func TestSecuritySignaturesRollbackToSignedCommit(t *testing.T) {
 			files := sites("sites", 1, 1)
 			files["types/site.yaml"] = siteType
 			old := remote.Signed(t, ops, files, "signed: one site")
-			f := startFleet(t, remote.verifiedSource("mode: "+mode))
+			f := startSignedFleet(t, remote.verifiedSource("mode: "+mode))
 			f.waitApplied(t, "sites", old, 1)
 			head := remote.Signed(t, ops, sites("sites", 3, 1), "signed: three sites")
 			f.waitApplied(t, "sites", head, 3)
@@ -171,7 +223,7 @@ func TestSecuritySignaturesRollbackAllowed(t *testing.T) {
 	prePolicy := remote.Commit(t, files, "unsigned, before the policy")
 	signedOne := remote.Signed(t, ops, sites("sites", 2, 1), "signed: two sites")
 	head := remote.Signed(t, ops, sites("sites", 3, 1), "signed: three sites")
-	f := startFleet(t, remote.verifiedSource("mode: all, rollback: allow"))
+	f := startSignedFleet(t, remote.verifiedSource("mode: all, rollback: allow"))
 	f.waitApplied(t, "sites", head, 3)
 
 	remote.ForcePush(t, signedOne)
@@ -203,7 +255,7 @@ func TestSecuritySignaturesRetiredSSHKey(t *testing.T) {
 	files := sites("sites", 1, 1)
 	files["types/site.yaml"] = siteType
 	head := remote.Signed(t, ops, files, "signed by the current key")
-	f := startFleet(t, remote.verifiedSource("mode: head"))
+	f := startSignedFleet(t, remote.verifiedSource("mode: head"))
 	f.waitApplied(t, "sites", head, 1)
 
 	// The remote's commits are dated May 2024, inside the retired key's window.
@@ -219,13 +271,15 @@ func TestSecuritySignaturesRetiredSSHKey(t *testing.T) {
 	}
 }
 
-// sigPost sends an empty POST and returns the status and body.
+// sigPost sends an empty POST with the write token and returns the status
+// and body.
 func sigPost(t *testing.T, url string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Authorization", "Bearer "+signaturesToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
