@@ -728,8 +728,9 @@ func (s *Server) syncSource(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// approveSource lets a revision past the prune guard: the revision given
-// (?revision= or {"revision": ...}), or the one the source is stalled on.
+// approveSource lets a revision past the prune guard, or a rollback the
+// source refused, through: the revision given (?revision= or
+// {"revision": ...}), or the one the source is stalled on.
 // Any revision but the stalled one is refused with 409.
 func (s *Server) approveSource(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")

@@ -249,8 +249,9 @@ func (c *Client) Sync(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodPost, "/api/v1/sources/"+url.PathEscape(name)+"/sync", nil, nil, nil)
 }
 
-// Approve lets a revision past the source's prune guard; an empty revision
-// approves the one the source is stalled on.
+// Approve lets a revision past the source's prune guard, or a rollback the
+// source refused, through; an empty revision approves the one the source is
+// stalled on.
 func (c *Client) Approve(ctx context.Context, name, revision string) error {
 	var body any
 	if revision != "" {

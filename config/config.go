@@ -156,11 +156,24 @@ const (
 	VerifyAll = "all"
 )
 
+// What a source with verify does with a head that is an ancestor of the
+// commit last applied (a force-push back to older history).
+const (
+	// RollbackRefuse refuses it until that revision is approved.
+	RollbackRefuse = "refuse"
+	// RollbackAllow checks it like any other head.
+	RollbackAllow = "allow"
+)
+
 // GitVerify names the trusted keys of a Git source's commits. The files are
 // read again whenever they change, so keys rotate without a restart.
 type GitVerify struct {
 	// Mode is head (the default) or all.
 	Mode string `json:"mode,omitempty"`
+	// Rollback is refuse (the default) or allow: whether a head that is an
+	// ancestor of the commit last applied waits for an approval. A
+	// signature proves who made a commit, not that it is the newest.
+	Rollback string `json:"rollback,omitempty"`
 	// OpenPGPKeysFile holds trusted OpenPGP public keys, armored
 	// (gpg --export --armor).
 	OpenPGPKeysFile string `json:"openpgpKeysFile,omitempty"`
@@ -481,6 +494,9 @@ func (c *Config) applyDefaults(written func(key string) bool) {
 		}
 		if v := s.Git.Verify; v != nil && v.Mode == "" {
 			v.Mode = VerifyHead
+		}
+		if v := s.Git.Verify; v != nil && v.Rollback == "" {
+			v.Rollback = RollbackRefuse
 		}
 		if s.PullRequests.Enabled && unset(key+".pullRequests.interval", s.PullRequests.Interval.Duration == 0) {
 			s.PullRequests.Interval.Duration = DefaultPullRequestInterval

@@ -299,6 +299,8 @@ func TestParseProblems(t *testing.T) {
 		{"token allowed nothing", "api: {tokens: [{name: ci, tokenEnv: X}]}\n", "api.tokens[0].allow", "required"},
 		{"verify mode", git + ", verify: {mode: some, sshAllowedSignersFile: /etc/hostname}}\n", "sources[0].git.verify.mode", "must be head or all"},
 		{"verify without keys", git + ", verify: {mode: all}}\n", "sources[0].git.verify", "name the trusted keys"},
+		{"verify rollback", git + ", verify: {rollback: sometimes, sshAllowedSignersFile: /etc/hostname}}\n", "sources[0].git.verify.rollback",
+			`must be refuse (the default: a head older than the applied commit waits for an approval) or allow, not "sometimes"`},
 		{"verify keys missing", git + ", verify: {openpgpKeysFile: /nonexistent/keys.asc}}\n", "sources[0].git.verify.openpgpKeysFile", "cannot read /nonexistent/keys.asc"},
 		{"admission hook type", "admission: [{name: h, url: \"https://h.example.com/\", type: auditing}]\n", "admission[0].type", "auditing"},
 		{"admission hook url", "admission: [{name: h, url: \"ftp://h\", type: validating}]\n", "admission[0].url", ""},

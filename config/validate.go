@@ -245,6 +245,12 @@ func validateSource(key string, s *Source, ps *problems) {
 		default:
 			ps.add(key+".verify.mode", "must be %s or %s, not %q", VerifyHead, VerifyAll, v.Mode)
 		}
+		switch v.Rollback {
+		case "", RollbackRefuse, RollbackAllow: // "" is refuse; Parse writes it out
+		default:
+			ps.add(key+".verify.rollback", "must be %s (the default: a head older than the applied commit waits for an approval) or %s, not %q",
+				RollbackRefuse, RollbackAllow, v.Rollback)
+		}
 		if v.OpenPGPKeysFile == "" && v.SSHAllowedSignersFile == "" {
 			ps.add(key+".verify", "name the trusted keys: openpgpKeysFile, sshAllowedSignersFile or both")
 		}

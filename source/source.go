@@ -40,6 +40,29 @@ type Snapshot struct {
 	// Problems are files that could not be used (too large, a symlink out of
 	// the root, unreadable). A sync treats them like invalid manifests.
 	Problems []manifest.Problem
+	// Lineage, set by a source whose verdict on a snapshot depends on the
+	// revision last applied (a Git source with a signature policy), says
+	// what it was judged against; nil otherwise.
+	Lineage *Lineage
+}
+
+// Lineage is where a snapshot's commit stands against the revision last
+// applied from its source, as the source found when it made the snapshot.
+type Lineage struct {
+	// Applied is the revision last applied when the snapshot was judged, ""
+	// when there was none. Once another revision is applied the verdict may
+	// no longer hold, and the snapshot must be judged again before it is.
+	Applied manifest.Revision
+	// Rollback, when not "", says why the snapshot goes back in history:
+	// its commit is an ancestor of Applied's, or whether it is could not be
+	// told. A signature proves who made a commit, not that it is the
+	// newest, so going back to an old commit, signed or not, needs an
+	// approval of that revision.
+	Rollback string
+	// Problems are, for a rollback, what the signature policy found wrong
+	// with the commit: they are shown with the refusal, and an approval
+	// applies the revision regardless (it may predate the policy).
+	Problems []manifest.Problem
 }
 
 // Source produces snapshots.

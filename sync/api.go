@@ -287,11 +287,12 @@ func (s *Syncer) DeleteType(ctx context.Context, id int64) (*store.ResourceType,
 const ReasonNotApprovable = "NotApprovable"
 
 // approvable checks that rev is the revision cur is stalled on (a refusal
-// by the prune guard), the only revision an operator can approve.
+// by the prune guard, or of a rollback), the only revision an operator can
+// approve.
 func approvable(cur *store.Source, rev manifest.Revision) error {
 	if cur.Phase != store.SourceStalled || cur.LastAttemptedRevision == "" {
 		return &Error{Reason: ReasonNotApprovable, Message: fmt.Sprintf(
-			"source %s is not stalled (it is %s): only a revision the prune guard stopped can be approved", cur.Name, phaseOf(cur))}
+			"source %s is not stalled (it is %s): only a revision the prune guard or the rollback guard stopped can be approved", cur.Name, phaseOf(cur))}
 	}
 	if rev != cur.LastAttemptedRevision {
 		return &Error{Reason: ReasonNotApprovable, Message: fmt.Sprintf(

@@ -212,9 +212,13 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 	for _, p := range snap.Problems {
 		against += "\nsnapshot " + p.String()
 	}
+	against += lineageJudged(snap)
 	if !force && s.refusedAlready(t.Name, snap.Revision, cur, against) {
 		res.Skipped, res.Refused = true, true
 		return res, nil
+	}
+	if err := checkLineage(t, snap, cur); err != nil {
+		return nil, s.fail(ctx, t, snap, start, against, err)
 	}
 	set, err := s.validate(ctx, t, snap)
 	if err != nil {
@@ -230,6 +234,9 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 		}
 		if !force && alreadyApplied(cur, snap.Revision) {
 			return errSkip
+		}
+		if err := checkLineage(t, snap, cur); err != nil {
+			return err
 		}
 		plan, err := s.planChecked(ctx, tx, t, snap, set, cur, false)
 		if err != nil {
@@ -285,9 +292,10 @@ func (s *Syncer) Plan(ctx context.Context, t Target, snap *source.Snapshot) (*Pl
 	return s.planChecked(ctx, s.store, t, snap, set, cur, true)
 }
 
-// Approve lets a revision refused by the prune guard through on its next
-// sync. Only the revision the source is stalled on can be approved; any
-// other is an *Error with reason ReasonNotApprovable, and nothing changes.
+// Approve lets a revision refused by the prune guard, or as a rollback,
+// through on its next sync. Only the revision the source is stalled on can
+// be approved; any other is an *Error with reason ReasonNotApprovable, and
+// nothing changes. The approval ends when another revision is applied.
 func (s *Syncer) Approve(ctx context.Context, sourceName string, rev manifest.Revision) error {
 	if rev == "" {
 		return fmt.Errorf("approve: %w: a revision is required", store.ErrInvalid)
@@ -568,7 +576,7 @@ func (s *Syncer) fail(ctx context.Context, t Target, snap *source.Snapshot, star
 	}
 	repeated := false
 	phase := store.SourceFailed
-	if serr.Reason == ReasonPruneLimitExceeded || serr.Reason == ReasonEmptySnapshot {
+	if serr.Reason == ReasonPruneLimitExceeded || serr.Reason == ReasonEmptySnapshot || serr.Reason == ReasonRollbackRefused {
 		phase = store.SourceStalled
 	}
 	err := s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
@@ -635,6 +643,11 @@ func (s *Syncer) recordSuccess(ctx context.Context, tx store.Store, t Target, sn
 	cur.Errors = nil
 	cur.LastSyncTime = &now
 	cur.LastAppliedTime = &now
+	if cur.ApprovedRevision != snap.Revision {
+		// An approval lets one revision through, not that revision again
+		// after the source has moved on (a rollback to it, say).
+		cur.ApprovedRevision = ""
+	}
 	if _, err := tx.PutSource(ctx, cur); err != nil {
 		return err
 	}

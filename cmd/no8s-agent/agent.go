@@ -153,7 +153,7 @@ func gitVerify(name string, v *config.GitVerify, applied appliedFunc) (*git.Veri
 	if err != nil {
 		return nil, fmt.Errorf("git.verify: %w", err)
 	}
-	return &git.Verify{Mode: v.Mode, Verifier: verifier, Applied: func(ctx context.Context) (manifest.Revision, error) {
+	return &git.Verify{Mode: v.Mode, Rollback: v.Rollback, Verifier: verifier, Applied: func(ctx context.Context) (manifest.Revision, error) {
 		return applied(ctx, name)
 	}}, nil
 }

@@ -178,7 +178,7 @@ func approveCommand(stdout io.Writer) *cobra.Command {
 	var sf serverFlags
 	var revision string
 	src := &cobra.Command{
-		Use: "source NAME", Aliases: sourceWords[1:], Short: "let a revision past the source's prune guard",
+		Use: "source NAME", Aliases: sourceWords[1:], Short: "let a revision the source is stalled on (prune guard, rollback) through",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := sf.client()
@@ -198,7 +198,7 @@ func approveCommand(stdout io.Writer) *cobra.Command {
 	}
 	src.Flags().StringVar(&revision, "revision", "", "the revision to approve (default: the one the source is stalled on)")
 	src.ValidArgsFunction = sourceNames(&sf)
-	return verb("approve", "approve a revision that would prune resources", &sf, src)
+	return verb("approve", "approve a revision that would prune resources or roll back a signed source", &sf, src)
 }
 
 func reconcileCommand(stdout, stderr io.Writer) *cobra.Command {

@@ -67,6 +67,12 @@ func (s *Source) chooseEngine() {
 
 // gitFetch fetches the target with the git binary; depth 0 means no limit.
 func (s *Source) gitFetch(ctx context.Context, t *target, depth int) error {
+	return s.gitFetchSpecs(ctx, depth, s.refSpec(t))
+}
+
+// gitFetchSpecs fetches refspecs with the git binary; depth 0 means no
+// limit.
+func (s *Source) gitFetchSpecs(ctx context.Context, depth int, specs ...string) error {
 	creds, err := s.gitCredentials()
 	if err != nil {
 		return err
@@ -83,7 +89,7 @@ func (s *Source) gitFetch(ctx context.Context, t *target, depth int) error {
 	if depth > 0 {
 		args = append(args, "--depth="+strconv.Itoa(depth))
 	}
-	args = append(args, "--", s.transport, s.refSpec(t))
+	args = append(append(args, "--", s.transport), specs...)
 	if err := s.runGit(ctx, creds.env, args...); err != nil {
 		return s.gitError(ctx, "fetch "+s.location, err)
 	}

@@ -89,7 +89,9 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 		snap, err := s.fromIndex(s.last)
 		if err == nil {
 			s.log.Debug("unchanged", "revision", snap.Revision)
-			s.checkSignatures(snap, s.verifyLast)
+			if err := s.verifyUnchanged(ctx, snap); err != nil {
+				return nil, err
+			}
 			return snap, nil
 		}
 		// The clone lost what the index names (emptied behind the agent's
@@ -107,7 +109,7 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 			st.Close()
 		}
 	}()
-	if commit, ok := s.fromCache(repo, t); ok {
+	if commit, ok := s.fromCache(repo, t); ok && s.deepEnough(st) {
 		// Errors here, such as a missing path, are the answer for this
 		// commit: fetching it again would not change them.
 		snap, err := s.read(st, commit, t, t.key(s.remoteKey(t)))
@@ -115,14 +117,24 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 			return nil, err
 		}
 		s.log.Debug("unchanged since a previous run", "revision", snap.Revision)
-		return snap, s.verify(ctx, repo, commit, snap)
+		return snap, s.verify(ctx, st, repo, commit, snap)
 	}
 
 	var how string
-	if st, repo, how, err = s.fetchTarget(ctx, t, st, repo); err != nil {
+	if st, repo, how, err = s.fetchTarget(ctx, t, st, repo, false); err != nil {
 		return nil, err
 	}
 	commit, err := s.localCommit(repo, t)
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		// A head moved back to an ancestor of the clone's (a force-push to
+		// older history) is one go-git believes the clone has, as it has
+		// what came after; a shallow clone does not. Start over, once.
+		s.log.Info("the fetched head is missing from the clone: starting the clone over", "dir", s.cfg.CacheDir, "error", err)
+		if st, repo, how, err = s.fetchTarget(ctx, t, st, repo, true); err != nil {
+			return nil, err
+		}
+		commit, err = s.localCommit(repo, t)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -141,25 +153,18 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 	}
 	s.log.Info("fetched", "url", s.location, "revision", snap.Revision, "with", how,
 		"files", len(snap.Files), "duration", time.Since(start).Round(time.Millisecond))
-	return snap, s.verify(ctx, repo, commit, snap)
+	return snap, s.verify(ctx, st, repo, commit, snap)
 }
 
-// verify checks the signatures the source's policy asks for, when it has
-// one, and keeps what to check again while the head stays.
-func (s *Source) verify(ctx context.Context, repo *gogit.Repository, head *object.Commit, snap *source.Snapshot) error {
-	s.verifyLast = nil
-	if s.cfg.Verify == nil {
-		return nil
+// deepEnough reports whether the clone holds the history the source needs:
+// a shallow one, left by an agent or a setting that did not need it, is
+// fetched into again, which starts it over.
+func (s *Source) deepEnough(st *filesystem.Storage) bool {
+	if !s.fullHistory() {
+		return true
 	}
-	v, err := s.collect(ctx, repo, head)
-	if err != nil {
-		// The snapshot is kept but not used: the next fetch lists again.
-		s.last = nil
-		return err
-	}
-	s.verifyLast = v
-	s.checkSignatures(snap, v)
-	return nil
+	shallow, err := st.Shallow()
+	return err == nil && len(shallow) == 0
 }
 
 // listRefs is ls-remote: one round trip that says whether anything changed.
@@ -418,13 +423,15 @@ func (s *Source) fromCache(repo *gogit.Repository, t *target) (*object.Commit, b
 // depth, fetches the history since the commit it has. A bare commit may be
 // anywhere in the history, so all of it is fetched. Packs pile up either
 // way: past maxPacks the clone starts over, which costs one shallow fetch.
-func (s *Source) fetchTarget(ctx context.Context, t *target, st *filesystem.Storage, repo *gogit.Repository) (*filesystem.Storage, *gogit.Repository, string, error) {
+// With startOver it starts over whatever its state.
+func (s *Source) fetchTarget(ctx context.Context, t *target, st *filesystem.Storage, repo *gogit.Repository, startOver bool) (*filesystem.Storage, *gogit.Repository, string, error) {
 	shallow, err := st.Shallow()
 	if err != nil {
 		return st, repo, "", fmt.Errorf("read clone: %w", err)
 	}
-	reset := false
+	reset := startOver
 	switch {
+	case startOver:
 	case (s.strategy == byCommit || s.fullHistory()) && len(shallow) > 0:
 		// A shallow clone cannot be deepened reliably; start over instead.
 		s.log.Info("replacing shallow clone by a full one", "dir", s.cfg.CacheDir)

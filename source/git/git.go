@@ -158,9 +158,10 @@ type Source struct {
 }
 
 // fullHistory reports whether the clone must hold the whole history: to
-// list the commits since the last applied one.
+// list the commits since the last applied one, or to tell whether a head
+// goes back in history.
 func (s *Source) fullHistory() bool {
-	return s.cfg.Verify != nil && s.cfg.Verify.Mode == VerifyAll
+	return s.cfg.Verify != nil && (s.cfg.Verify.Mode == VerifyAll || s.guardsRollback())
 }
 
 var _ source.Source = (*Source)(nil)
@@ -216,6 +217,13 @@ func New(cfg Config) (*Source, error) {
 			s.cfg.Verify.Mode = VerifyHead
 		case v.Mode != VerifyHead && v.Mode != VerifyAll:
 			return nil, fmt.Errorf("git source %s: verify: mode %q is not %s or %s", cfg.Name, v.Mode, VerifyHead, VerifyAll)
+		}
+		switch v.Rollback {
+		case "":
+			s.cfg.Verify.Rollback = RollbackRefuse
+		case RollbackRefuse, RollbackAllow:
+		default:
+			return nil, fmt.Errorf("git source %s: verify: rollback %q is not %s or %s", cfg.Name, v.Rollback, RollbackRefuse, RollbackAllow)
 		}
 	}
 	s.chooseEngine()

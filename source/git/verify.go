@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source"
@@ -23,15 +25,31 @@ const (
 	VerifyAll = "all"
 )
 
+// What a source with a signature policy does with a head that is an
+// ancestor of the commit last applied: a force-push back to older history.
+const (
+	// RollbackRefuse makes the snapshot a rollback (source.Lineage), which
+	// the sync refuses until that revision is approved.
+	RollbackRefuse = "refuse"
+	// RollbackAllow checks such a head like any other.
+	RollbackAllow = "allow"
+)
+
 // Verify requires commits to carry a good signature by a trusted key.
 type Verify struct {
 	// Mode is VerifyHead or VerifyAll.
 	Mode string
+	// Rollback is RollbackRefuse (the default when "") or RollbackAllow.
+	// A signature proves who made a commit, not that it is the newest: an
+	// old commit signed by a trusted key, or one older than the policy and
+	// not signed at all, would otherwise take the source back.
+	Rollback string
 	// Verifier holds the trusted keys.
 	Verifier *commitsig.Verifier
 	// Applied returns the revision last applied from this source, or ""
-	// when none was; VerifyAll checks the commits since it. It is asked
-	// at each fetch of a new head, so that it answers for every agent.
+	// when none was; VerifyAll checks the commits since it, and a head that
+	// is its ancestor is a rollback. It is asked at each fetch, so that it
+	// answers for every agent.
 	Applied func(ctx context.Context) (manifest.Revision, error)
 }
 
@@ -40,29 +58,105 @@ type Verify struct {
 // minutes.
 const maxVerifyCommits = 10000
 
+// appliedRef is where the clone keeps the last applied commit when it had
+// to fetch it on its own: it is on no branch any more, or the clone was
+// started over since.
+const appliedRef plumbing.ReferenceName = "refs/no8s/applied"
+
 // verifying is what the last snapshot's verification needs again: the
 // commits to check, kept so that a rotation of the keys is noticed while
-// the head stays where it is.
+// the head stays where it is, and what they were judged against.
 type verifying struct {
 	head    plumbing.Hash
 	commits []*object.Commit
 	// problem is why the commits to check could not be listed.
 	problem string
+	// judged is set when the verdict depends on the revision last applied,
+	// which was then applied.
+	judged  bool
+	applied manifest.Revision
+	// rollback, when not "", says why head goes back in history.
+	rollback string
 }
 
-// collect lists the commits the policy checks for head: head alone, or
-// (VerifyAll) every commit reachable from head and not from the last
-// applied commit. The first snapshot of a source has no applied commit:
-// its head alone is checked, as there is no "since".
-func (s *Source) collect(ctx context.Context, repo *gogit.Repository, head *object.Commit) (*verifying, error) {
+// guardsRollback reports whether the source tells a head that goes back
+// in history from new history. A pull request's head is not: it is not the
+// line the applied revision came from, and previews apply nothing.
+func (s *Source) guardsRollback() bool {
+	v := s.cfg.Verify
+	return v != nil && v.Rollback == RollbackRefuse && v.Applied != nil && s.strategy != byPullRequest
+}
+
+// judgesAgainstApplied reports whether the verdict on a head depends on the
+// revision last applied.
+func (s *Source) judgesAgainstApplied() bool {
+	v := s.cfg.Verify
+	return v != nil && v.Applied != nil && (v.Mode == VerifyAll || s.guardsRollback())
+}
+
+// verify checks the signatures the source's policy asks for, when it has
+// one, and keeps what to check again while the head stays.
+func (s *Source) verify(ctx context.Context, st *filesystem.Storage, repo *gogit.Repository, head *object.Commit, snap *source.Snapshot) error {
+	s.verifyLast = nil
+	if s.cfg.Verify == nil {
+		return nil
+	}
+	v, err := s.judge(ctx, st, repo, head)
+	if err != nil {
+		// The snapshot is kept but not used: the next fetch lists again.
+		s.last = nil
+		return err
+	}
+	s.verifyLast = v
+	s.checkSignatures(snap, v)
+	return nil
+}
+
+// verifyUnchanged checks the commits of the last verdict again, with the
+// keys as they are now. When the revision applied has moved since (another
+// agent's sync, an approved rollback), the head is judged again, as what it
+// goes back from and what lies since it changed.
+func (s *Source) verifyUnchanged(ctx context.Context, snap *source.Snapshot) error {
+	v := s.verifyLast
+	if v != nil && v.judged {
+		applied, err := s.cfg.Verify.Applied(ctx)
+		if err != nil {
+			return fmt.Errorf("read the last applied revision of %s: %w", s.cfg.Name, err)
+		}
+		if applied != v.applied {
+			st, repo, err := s.openCache()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			head, err := repo.CommitObject(v.head)
+			if err != nil {
+				s.last = nil
+				return fmt.Errorf("read commit %s of %s: %w", v.head, s.location, err)
+			}
+			return s.verify(ctx, st, repo, head, snap)
+		}
+	}
+	s.checkSignatures(snap, v)
+	return nil
+}
+
+// judge lists the commits the policy checks for head: head alone, or
+// (VerifyAll) head and every commit reachable from it and not from the last
+// applied commit. The first snapshot of a source has no applied commit: its
+// head alone is checked, as there is no "since". With rollbacks refused it
+// also tells whether head is an ancestor of the applied commit, fetching
+// that commit's history when the clone lacks it.
+func (s *Source) judge(ctx context.Context, st *filesystem.Storage, repo *gogit.Repository, head *object.Commit) (*verifying, error) {
 	v := &verifying{head: head.Hash, commits: []*object.Commit{head}}
-	if s.cfg.Verify.Mode != VerifyAll || s.cfg.Verify.Applied == nil {
+	if !s.judgesAgainstApplied() {
 		return v, nil
 	}
 	applied, err := s.cfg.Verify.Applied(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the last applied revision of %s: %w", s.cfg.Name, err)
 	}
+	v.judged, v.applied = true, applied
 	_, hash, found := strings.Cut(string(applied), "sha1:")
 	if !found || !hexSHA1.MatchString(hash) {
 		return v, nil
@@ -71,11 +165,49 @@ func (s *Source) collect(ctx context.Context, repo *gogit.Repository, head *obje
 	if base == head.Hash {
 		return v, nil
 	}
+	// Whatever lies since the applied commit, or goes back from it, is
+	// judged on its history: bring it in when the clone lacks it.
+	fetchErr := s.ensureCommit(ctx, st, repo, base)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("fetch %s, the last applied commit, from %s: %w", base, s.location, ctx.Err())
+	}
+	if s.guardsRollback() {
+		back, known, err := goesBack(ctx, repo, base, head.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("compare %s with %s, the last applied commit: %w", head.Hash, base, err)
+		}
+		switch {
+		case back:
+			v.rollback = fmt.Sprintf("commit %s is an ancestor of %s, the commit last applied (%s)",
+				short(head.Hash), short(base), applied)
+		case !known:
+			why := "the clone lacks part of its history"
+			if fetchErr != nil {
+				why = fmt.Sprintf("the remote would not send it (%v)", fetchErr)
+			}
+			v.rollback = fmt.Sprintf("cannot tell whether commit %s is an ancestor of %s, the commit last applied (%s): %s",
+				short(head.Hash), short(base), applied, why)
+		}
+		if v.rollback != "" {
+			s.log.Warn("head goes back in history", "revision", applied, "head", head.Hash.String(), "why", v.rollback)
+		}
+	}
+	if s.cfg.Verify.Mode == VerifyAll {
+		if err := s.collectSince(ctx, repo, head, base, v); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// collectSince adds to v the commits reachable from head and not from
+// base, the last applied commit, head first; head is always among them.
+func (s *Source) collectSince(ctx context.Context, repo *gogit.Repository, head *object.Commit, base plumbing.Hash, v *verifying) error {
 	baseCommit, err := repo.CommitObject(base)
 	if err != nil {
 		v.problem = fmt.Sprintf("cannot list the commits since %s, the last applied one: it is not in the fetched history (rewritten?); verify mode all refuses what it cannot check",
-			base.String()[:12])
-		return v, nil
+			short(base))
+		return nil
 	}
 	// Everything the applied commit reaches was applied or is older.
 	seen := map[plumbing.Hash]bool{}
@@ -84,32 +216,116 @@ func (s *Source) collect(ctx context.Context, repo *gogit.Repository, head *obje
 		return ctx.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("walk the history of %s: %w", base, err)
+		return fmt.Errorf("walk the history of %s: %w", base, err)
 	}
-	v.commits = v.commits[:0]
+	// v.commits holds the head already, which is checked even when the
+	// applied commit reaches it: a force-push back to older history lists
+	// nothing since.
 	err = object.NewCommitPreorderIter(head, seen, nil).ForEach(func(c *object.Commit) error {
 		if len(v.commits) == maxVerifyCommits {
 			return errTooMany
 		}
-		v.commits = append(v.commits, c)
+		if c.Hash != head.Hash {
+			v.commits = append(v.commits, c)
+		}
 		return ctx.Err()
 	})
 	switch {
 	case errors.Is(err, errTooMany):
-		v.problem = fmt.Sprintf("more than %d commits since %s, the last applied one: verify mode all checks at most that many", maxVerifyCommits, base.String()[:12])
+		v.problem = fmt.Sprintf("more than %d commits since %s, the last applied one: verify mode all checks at most that many", maxVerifyCommits, short(base))
 	case errors.Is(err, plumbing.ErrObjectNotFound):
-		v.problem = fmt.Sprintf("the history since %s, the last applied commit, is incomplete in the clone: %v", base.String()[:12], err)
+		v.problem = fmt.Sprintf("the history since %s, the last applied commit, is incomplete in the clone: %v", short(base), err)
 	case err != nil:
-		return nil, fmt.Errorf("walk the history of %s: %w", head.Hash, err)
+		return fmt.Errorf("walk the history of %s: %w", head.Hash, err)
 	}
-	return v, nil
+	return nil
 }
 
 var errTooMany = errors.New("too many commits")
 
+// short abbreviates a hash for messages.
+func short(h plumbing.Hash) string { return h.String()[:12] }
+
+// goesBack reports whether head is an ancestor of base. known is false when
+// the clone lacks part of base's history, so that it cannot tell. New
+// history, the usual case, is told from head's side at once.
+func goesBack(ctx context.Context, repo *gogit.Repository, base, head plumbing.Hash) (back, known bool, err error) {
+	forward, _, err := reaches(ctx, repo, head, base)
+	if err != nil || forward {
+		return false, err == nil, err
+	}
+	back, complete, err := reaches(ctx, repo, base, head)
+	if err != nil {
+		return false, false, err
+	}
+	return back, back || complete, nil
+}
+
+// reaches walks the history of from, breadth first, until it meets target.
+// complete is false when some commit of that history is missing from the
+// clone (a shallow boundary, or a commit never fetched).
+func reaches(ctx context.Context, repo *gogit.Repository, from, target plumbing.Hash) (found, complete bool, err error) {
+	seen := map[plumbing.Hash]bool{from: true}
+	queue := []plumbing.Hash{from}
+	complete = true
+	for len(queue) > 0 {
+		if err := ctx.Err(); err != nil {
+			return false, false, err
+		}
+		h := queue[0]
+		queue = queue[1:]
+		if h == target {
+			return true, true, nil
+		}
+		c, err := object.GetCommit(repo.Storer, h)
+		if errors.Is(err, plumbing.ErrObjectNotFound) {
+			complete = false
+			continue
+		}
+		if err != nil {
+			return false, false, fmt.Errorf("read commit %s: %w", h, err)
+		}
+		for _, p := range c.ParentHashes {
+			if !seen[p] {
+				seen[p] = true
+				queue = append(queue, p)
+			}
+		}
+	}
+	return false, complete, nil
+}
+
+// ensureCommit fetches commit h, with its history, when the clone lacks it:
+// the commit last applied may be on no branch any more (a force-push), or
+// the clone may have started over since. It keeps it under appliedRef.
+func (s *Source) ensureCommit(ctx context.Context, st *filesystem.Storage, repo *gogit.Repository, h plumbing.Hash) error {
+	if _, err := repo.CommitObject(h); err == nil {
+		return nil
+	}
+	spec := fmt.Sprintf("+%s:%s", h, appliedRef)
+	s.log.Info("fetching the last applied commit, which the clone lacks", "commit", h.String())
+	if s.engine != engineGoGit {
+		if err := s.gitFetchSpecs(ctx, 0, spec); err != nil {
+			return err
+		}
+		st.Reindex()
+		return nil
+	}
+	if err := s.ensureRemote(repo); err != nil {
+		return err
+	}
+	err := repo.FetchContext(ctx, &gogit.FetchOptions{RemoteName: remoteName, RemoteURL: s.transport, Auth: s.auth,
+		Tags: gogit.NoTags, Force: true, RefSpecs: []config.RefSpec{config.RefSpec(spec)}})
+	if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
+		return s.transportError("fetch "+h.String()+" from "+s.location, ctx, err)
+	}
+	return nil
+}
+
 // checkSignatures adds to snap a problem for each commit of v without a
 // good signature by a trusted key, so that the revision is refused like an
-// invalid one. The keys are read again when their files changed.
+// invalid one; for a rollback they go with it instead, and the rollback is
+// refused until approved. The keys are read again when their files changed.
 func (s *Source) checkSignatures(snap *source.Snapshot, v *verifying) {
 	if v == nil {
 		return
@@ -121,6 +337,13 @@ func (s *Source) checkSignatures(snap *source.Snapshot, v *verifying) {
 	for _, c := range v.commits {
 		if _, err := s.cfg.Verify.Verifier.Verify(c); err != nil {
 			problems = append(problems, manifest.Problem{Message: "signature policy: " + err.Error()})
+		}
+	}
+	if v.judged {
+		snap.Lineage = &source.Lineage{Applied: v.applied, Rollback: v.rollback}
+		if v.rollback != "" {
+			snap.Lineage.Problems = problems
+			return
 		}
 	}
 	if len(problems) > 0 {

@@ -73,7 +73,7 @@ func TestVerify(t *testing.T) {
 		// The first line naming the ecdsa key does not allow git; the
 		// second does, and wins.
 		`ci@example.com namespaces="file" ` + ecKey.pub,
-		`*@example.com namespaces="git",valid-after="20240101Z",valid-before="20241231235959Z" ` + ecKey.pub,
+		`*@example.com namespaces="git",valid-after="20240101Z",valid-before="29991231235959Z" ` + ecKey.pub,
 		`carol@example.com NAMESPACES="g*" ` + rsaKey.pub,
 		`files@example.com namespaces="file" ` + fileKey.pub,
 		`old@example.com valid-before="20240101Z" ` + expiredKey.pub,

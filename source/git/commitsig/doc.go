@@ -31,8 +31,12 @@
 //     checking them against the committer). Options are namespaces="list"
 //     (patterns; the key signs commits only if "git" matches), and
 //     valid-after="time" and valid-before="time", both inclusive, with time
-//     as YYYYMMDD[HHMM[SS]] in local time or followed by Z or UTC for UTC;
-//     they are compared with the commit's committer time, as git does.
+//     as YYYYMMDD[HHMM[SS]] in local time or followed by Z or UTC for UTC.
+//     Both the commit's committer time (what git compares them with) and
+//     the time of verification must be inside them: the committer sets the
+//     commit's time, so a key retired with valid-before would otherwise
+//     still sign commits backdated into its window. This is what OpenPGP
+//     expiry does too.
 //     cert-authority lines are refused: SSH certificates are not supported.
 //     The signature's own namespace must be "git". ed25519, ECDSA and RSA
 //     keys are understood; RSA signatures must be rsa-sha2-256 or

@@ -283,7 +283,8 @@ func parseSSHTime(s string) (time.Time, error) {
 	return t, nil
 }
 
-// verify checks an armored SSHSIG signature over payload, made at when.
+// verify checks an armored SSHSIG signature over payload, committed at
+// when, against the allowed signers as they stand now.
 func (a *allowedSigners) verify(commit string, payload []byte, armored string, when time.Time) (*Signer, error) {
 	sig, err := sshsig.Unarmor([]byte(armored))
 	if err != nil {
@@ -306,8 +307,9 @@ func (a *allowedSigners) verify(commit string, payload []byte, armored string, w
 		return nil, &UnverifiedError{Commit: commit, Key: fp, Reason: fmt.Sprintf("bad signature by key %s: %v", fp, err), Err: ErrBadSignature}
 	}
 	var refused string
+	now := time.Now()
 	for _, l := range lines {
-		why := l.refuses(when)
+		why := l.refuses(when, now)
 		if why == "" {
 			return &Signer{Kind: KindSSH, Fingerprint: fp, Identity: l.principals}, nil
 		}
@@ -319,19 +321,31 @@ func (a *allowedSigners) verify(commit string, payload []byte, armored string, w
 }
 
 // refuses says why the line does not trust its key for a git commit made
-// at when, or "" if it does.
-func (s allowedSigner) refuses(when time.Time) string {
+// at when and checked now, or "" if it does. Both times must be inside the
+// line's validity window: the commit's, as git judges it, and now, since
+// the committer sets the commit's time and a key retired by its
+// valid-before would otherwise still sign commits dated in its window.
+func (s allowedSigner) refuses(when, now time.Time) string {
 	if s.namespaces != nil && matchPatternList(gitNamespace, *s.namespaces) != 1 {
 		return fmt.Sprintf("namespaces=%q excludes %q", *s.namespaces, gitNamespace)
 	}
 	if !s.validAfter.IsZero() && when.Before(s.validAfter) {
-		return fmt.Sprintf("valid after %s, committed %s", s.validAfter.UTC().Format(time.RFC3339), when.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("valid after %s, committed %s", rfc3339(s.validAfter), rfc3339(when))
 	}
 	if !s.validBefore.IsZero() && when.After(s.validBefore) {
-		return fmt.Sprintf("valid before %s, committed %s", s.validBefore.UTC().Format(time.RFC3339), when.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("valid before %s, committed %s", rfc3339(s.validBefore), rfc3339(when))
+	}
+	if !s.validAfter.IsZero() && now.Before(s.validAfter) {
+		return fmt.Sprintf("valid after %s, and it is now %s", rfc3339(s.validAfter), rfc3339(now))
+	}
+	if !s.validBefore.IsZero() && now.After(s.validBefore) {
+		return fmt.Sprintf("valid before %s, and it is now %s", rfc3339(s.validBefore), rfc3339(now))
 	}
 	return ""
 }
+
+// rfc3339 writes t in UTC to the second, for messages.
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // matchPatternList matches s against a comma-separated list of patterns as
 // OpenSSH's match_pattern_list does: 1 if a pattern matches, -1 if a
