@@ -94,7 +94,7 @@ func (r *signedRemote) verifiedSource(verify string) string {
 func stalledOnRollback(t *testing.T, f *fleet, commit string) apiSource {
 	t.Helper()
 	return f.waitSource(t, "sites", "the rollback to "+commit[:8]+" to be refused", func(s apiSource) bool {
-		return failedWith("stalled", "RollbackRefused", "approve")(s) && strings.HasSuffix(s.LastAttemptedRevision, commit)
+		return failedWith("stalled", "RollbackRefused", "goes back in history")(s) && strings.HasSuffix(s.LastAttemptedRevision, commit)
 	})
 }
 
@@ -135,8 +135,9 @@ func stillRefused(t *testing.T, f *fleet, commit string, sites int) {
 // signature policy, which declares one, then force-pushes the branch back
 // to the unsigned commit. Mode all checks every commit since the applied
 // one, and there is none: the head must still be checked, and going back
-// must wait for an approval. Approved through the CLI, that revision, and
-// only it, is applied.
+// must wait for an approval. Approved through the CLI, it is still refused:
+// the head is unsigned, and an approval vouches for going back, not for who
+// made the commit.
 func TestSecuritySignaturesRollbackToUnsignedHistory(t *testing.T) {
 	t.Parallel()
 	remote := newSignedRemote(t)
@@ -161,9 +162,21 @@ func TestSecuritySignaturesRollbackToUnsignedHistory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("approve: %v\n%s", err, out)
 	}
-	f.waitApplied(t, "sites", prePolicy, 1)
-	if n := countCalls(t, f.world, "destroy"); n != 2 {
-		t.Fatalf("%d destroy call(s) after the approved rollback, want 2", n)
+	// The approval says going back is intended, not who made the commit:
+	// the head is still verified, refused, and nothing is destroyed.
+	f.waitSource(t, "sites", "the approved rollback to be refused for its signature", func(s apiSource) bool {
+		return failedWith("failed", "ValidationFailed", "commit "+prePolicy[:8]+": not signed")(s) &&
+			strings.HasSuffix(s.LastAttemptedRevision, prePolicy)
+	})
+	src = f.waitSource(t, "sites", "the source to be read", func(apiSource) bool { return true })
+	if strings.HasSuffix(src.LastAppliedRevision, prePolicy) {
+		t.Fatalf("the unsigned revision was applied: %+v", src)
+	}
+	if n := countCalls(t, f.world, "destroy"); n != 0 {
+		t.Fatalf("%d destroy call(s) after the approval of an unsigned rollback", n)
+	}
+	if w := readWorld(t, f.world); len(w) != 3 {
+		t.Fatalf("world holds %d sites, want 3", len(w))
 	}
 }
 

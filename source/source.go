@@ -60,8 +60,9 @@ type Lineage struct {
 	// approval of that revision.
 	Rollback string
 	// Problems are, for a rollback, what the signature policy found wrong
-	// with the commit: they are shown with the refusal, and an approval
-	// applies the revision regardless (it may predate the policy).
+	// with the commit, shown with the refusal. They are among the
+	// snapshot's Problems too: an approval says going back is intended,
+	// not who made the commit, so it never lets an unsigned one through.
 	Problems []manifest.Problem
 }
 

@@ -30,17 +30,20 @@ func checkLineage(t Target, snap *source.Snapshot, cur *store.Source) error {
 	if l.Rollback == "" || cur.ApprovedRevision == snap.Revision {
 		return nil
 	}
-	var signature string
 	if len(l.Problems) > 0 {
-		signature = "; " + strings.TrimPrefix(l.Problems[0].Message, "signature policy: ")
+		signature := strings.TrimPrefix(l.Problems[0].Message, "signature policy: ")
 		if len(l.Problems) > 1 {
 			signature += fmt.Sprintf(" (and %d more)", len(l.Problems)-1)
 		}
+		return &Error{Reason: ReasonRollbackRefused, Problems: l.Problems, Message: fmt.Sprintf(
+			"revision %s goes back in history: %s; and its signature does not verify: %s. "+
+				"An approval would not lift that: to go back, push a new signed commit with the content wanted",
+			snap.Revision, l.Rollback, signature)}
 	}
-	return &Error{Reason: ReasonRollbackRefused, Problems: l.Problems, Message: fmt.Sprintf(
-		"revision %s goes back in history: %s%s. A signature proves who made a commit, not that it is the newest: "+
+	return &Error{Reason: ReasonRollbackRefused, Message: fmt.Sprintf(
+		"revision %s goes back in history: %s. A signature proves who made a commit, not that it is the newest: "+
 			"if going back is intended, approve this revision (no8s-agent approve source %s --revision %s), which applies it as it is, deletions included",
-		snap.Revision, l.Rollback, signature, t.Name, snap.Revision)}
+		snap.Revision, l.Rollback, t.Name, snap.Revision)}
 }
 
 // lineageJudged is what of the snapshot's lineage a refusal depends on,

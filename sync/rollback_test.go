@@ -144,8 +144,8 @@ func TestRollbackNeedsApproval(t *testing.T) {
 }
 
 // TestRollbackGuard drives the guard with the lineage a source reports:
-// a rollback waits for an approval of that revision, with its signature
-// problems shown and then overridden by the approval; a verdict made
+// a rollback waits for an approval of that revision, and one whose
+// signature does not verify stays refused when approved; a verdict made
 // against a revision that is no longer the one applied is not acted on.
 func TestRollbackGuard(t *testing.T) {
 	t.Parallel()
@@ -176,11 +176,12 @@ func TestRollbackGuard(t *testing.T) {
 	notSigned := []manifest.Problem{{Message: "signature policy: commit 00000000: not signed"}}
 	back := snap("0", &source.Lineage{Applied: rev("2"), Rollback: "commit 000000000000 is an ancestor of 222222222222, the commit last applied",
 		Problems: notSigned}, "a")
+	back.Problems = notSigned // as the source reports them: the head is always verified
 	_, err := s.Sync(t.Context(), tg, back, false)
 	var serr *sync.Error
 	if !errors.As(err, &serr) || serr.Reason != sync.ReasonRollbackRefused ||
 		!strings.Contains(err.Error(), "is an ancestor of 222222222222") || !strings.Contains(err.Error(), "commit 00000000: not signed") ||
-		!strings.Contains(err.Error(), "no8s-agent approve source infra --revision "+string(rev("0"))) {
+		!strings.Contains(err.Error(), "An approval would not lift that") {
 		t.Fatalf("rollback: %v", err)
 	}
 	if cur := stored(); cur.Phase != store.SourceStalled || len(cur.Errors) != 1 || cur.Errors[0] != notSigned[0] || cur.LastAppliedRevision != rev("2") {
@@ -189,6 +190,26 @@ func TestRollbackGuard(t *testing.T) {
 	if r := get(t, st, "Widget", "b"); r.DeletionRequestedAt != nil {
 		t.Fatal("the refused rollback deleted b")
 	}
+	// An approval says going back is intended, not who made the commit:
+	// the unsigned head is still refused, and nothing is deleted.
+	if err := s.Approve(t.Context(), "infra", rev("0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sync(t.Context(), tg, back, false); err == nil || !strings.Contains(err.Error(), "1 invalid") && !strings.Contains(err.Error(), "not signed") {
+		t.Fatalf("approved unsigned rollback: %v", err)
+	}
+	if r := get(t, st, "Widget", "b"); r.DeletionRequestedAt != nil {
+		t.Fatal("the approved but unsigned rollback deleted b")
+	}
+	if cur := stored(); cur.LastAppliedRevision != rev("2") {
+		t.Fatalf("applied %s after an unsigned rollback", cur.LastAppliedRevision)
+	}
+	// A signed commit going back is refused until approved, then applied.
+	back = snap("5", &source.Lineage{Applied: rev("2"), Rollback: "commit 555555555555 is an ancestor of 222222222222, the commit last applied"}, "a")
+	if _, err := s.Sync(t.Context(), tg, back, false); !errors.As(err, &serr) || serr.Reason != sync.ReasonRollbackRefused ||
+		!strings.Contains(err.Error(), "no8s-agent approve source infra --revision "+string(rev("5"))) {
+		t.Fatalf("signed rollback: %v", err)
+	}
 
 	// Judged against a revision that is not the one applied: not acted on,
 	// and nothing recorded as a refusal.
@@ -196,21 +217,21 @@ func TestRollbackGuard(t *testing.T) {
 	if _, err := s.Sync(t.Context(), tg, stale, false); err == nil || errors.As(err, &serr) || !strings.Contains(err.Error(), "judged again") {
 		t.Fatalf("stale verdict: %v", err)
 	}
-	if cur := stored(); cur.LastAttemptedRevision != rev("0") || cur.LastAppliedRevision != rev("2") {
+	if cur := stored(); cur.LastAttemptedRevision != rev("5") || cur.LastAppliedRevision != rev("2") {
 		t.Fatalf("the stale snapshot changed the source: %s %s", cur.LastAttemptedRevision, cur.LastAppliedRevision)
 	}
 
-	if err := s.Approve(t.Context(), "infra", rev("0")); err != nil {
+	if err := s.Approve(t.Context(), "infra", rev("5")); err != nil {
 		t.Fatal(err)
 	}
 	res, err := s.Sync(t.Context(), tg, back, false)
-	if err != nil || res.Revision != rev("0") || len(res.Plan.Deletes) != 1 {
+	if err != nil || res.Revision != rev("5") || len(res.Plan.Deletes) != 1 {
 		t.Fatalf("approved rollback: %+v %v", res, err)
 	}
-	if cur := stored(); cur.ApprovedRevision != rev("0") {
+	if cur := stored(); cur.ApprovedRevision != rev("5") {
 		t.Fatalf("approval %q after its revision was applied", cur.ApprovedRevision)
 	}
-	mustSync(t, s, tg, snap("4", &source.Lineage{Applied: rev("0")}, "a"))
+	mustSync(t, s, tg, snap("4", &source.Lineage{Applied: rev("5")}, "a"))
 	if cur := stored(); cur.ApprovedRevision != "" {
 		t.Fatalf("approval %q still stands after another revision was applied", cur.ApprovedRevision)
 	}

@@ -324,8 +324,9 @@ func (s *Source) ensureCommit(ctx context.Context, st *filesystem.Storage, repo 
 
 // checkSignatures adds to snap a problem for each commit of v without a
 // good signature by a trusted key, so that the revision is refused like an
-// invalid one; for a rollback they go with it instead, and the rollback is
-// refused until approved. The keys are read again when their files changed.
+// invalid one; for a rollback they are also named in its refusal, and an
+// approval of the rollback does not lift them. The keys are read again when
+// their files changed.
 func (s *Source) checkSignatures(snap *source.Snapshot, v *verifying) {
 	if v == nil {
 		return
@@ -342,8 +343,10 @@ func (s *Source) checkSignatures(snap *source.Snapshot, v *verifying) {
 	if v.judged {
 		snap.Lineage = &source.Lineage{Applied: v.applied, Rollback: v.rollback}
 		if v.rollback != "" {
+			// Shown with the rollback's refusal; an approval of the
+			// rollback does not lift them: they refuse the revision
+			// like any other, since the head is always verified.
 			snap.Lineage.Problems = problems
-			return
 		}
 	}
 	if len(problems) > 0 {
