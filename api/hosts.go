@@ -33,6 +33,8 @@ func (s *Server) hostGuard(listen net.Addr, h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
+		// Debug, not more: anyone can send these, as often as they like.
+		s.log.Debug("request for another host refused", "host", r.Host, "method", r.Method, "path", r.URL.Path)
 		why := "it listens on a loopback address and answers only localhost, 127.0.0.1 or [::1]"
 		if !loopback {
 			why = "it answers only the names in api.allowedHosts, loopback names and the address it is reached at"
