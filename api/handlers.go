@@ -138,6 +138,15 @@ func (s *Server) createType(w http.ResponseWriter, r *http.Request) error {
 // applyType writes a type version the API declares.
 func (s *Server) applyType(w http.ResponseWriter, r *http.Request, req *ResourceTypeRequest) error {
 	written, err := s.syncer.ApplyDocument(r.Context(), func(ctx context.Context, tx store.Store) ([]byte, error) {
+		// A POST of a version that exists updates it.
+		switch cur, err := tx.GetResourceTypeByName(ctx, req.Name, req.Version); {
+		case err == nil:
+			if err := may(ctx, VerbUpdate, cur.Name, cur.Source.Name); err != nil {
+				return nil, err
+			}
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
 		// A new version of a type the API declared before keeps what the
 		// request leaves out, as one type shares group, description and action.
 		versions, err := tx.ListResourceTypes(ctx, store.TypeFilter{Name: req.Name, Source: store.APISource})
@@ -401,8 +410,10 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 	if err := req.metadataAnnotations(); err != nil {
 		return err
 	}
+	// Refused early what the token may not do whatever it finds; what it
+	// finds is checked under the lock.
 	if id == 0 {
-		if err := may(r.Context(), VerbCreate, *req.ResourceTypeName, store.APISource); err != nil {
+		if err := mayAction(r.Context(), VerbCreate, *req.ResourceTypeName, store.APISource, anyAction); err != nil {
 			return err
 		}
 	} else if err := s.mayResource(r, VerbUpdate, id); err != nil {
@@ -415,9 +426,13 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 	}
 	written, err := s.syncer.ApplyDocument(r.Context(), func(ctx context.Context, tx store.Store) ([]byte, error) {
 		var d resourceDraft
+		verb := VerbUpdate
 		if id != 0 {
 			cur, err := tx.GetResource(ctx, id)
 			if err != nil {
+				return nil, err
+			}
+			if err := s.mayOn(ctx, verb, cur); err != nil {
 				return nil, err
 			}
 			if cur.Source.Name != store.APISource {
@@ -430,6 +445,17 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 				labels: cur.Labels, annotations: cur.Annotations, dependsOn: cur.DependsOn, pluginConfig: cur.PluginConfig}
 		} else {
 			d.kind, d.name = *req.ResourceTypeName, *req.Name
+			// A POST of a resource that exists updates it.
+			switch cur, err := tx.GetResourceByName(ctx, d.kind, d.name); {
+			case errors.Is(err, store.ErrNotFound):
+				verb = VerbCreate
+			case err != nil:
+				return nil, err
+			default:
+				if err := s.mayOn(ctx, verb, cur); err != nil {
+					return nil, err
+				}
+			}
 		}
 		d.apply(req)
 		t, err := resourceType(ctx, tx, d.kind, d.version)
@@ -437,6 +463,10 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 			return nil, err
 		}
 		if err := s.checkPluginConfig(d, t); err != nil {
+			return nil, err
+		}
+		// The resource as it will be: its action instance may be another.
+		if err := mayAction(ctx, verb, d.kind, store.APISource, s.instance(ctx, d.action, t.Action)); err != nil {
 			return nil, err
 		}
 		return resourceDocument(t.Group, t.Version, d)
@@ -554,7 +584,7 @@ func (s *Server) reconcileResource(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if err := may(r.Context(), VerbReconcile, cur.Kind, cur.Source.Name); err != nil {
+	if err := s.mayOn(r.Context(), VerbReconcile, cur); err != nil {
 		return err
 	}
 	if cur.Suspended() {

@@ -90,6 +90,11 @@ type Options struct {
 	// MaskEvent, when set, is applied to the JSON of each event once, as the
 	// hub encodes it for every stream.
 	MaskEvent func(json.RawMessage) json.RawMessage
+	// AllowedHosts are the host names (or addresses), each with a port or
+	// not, whose requests Serve answers besides loopback ones: on a
+	// loopback address it answers only those (against DNS rebinding), and
+	// elsewhere it checks the Host header only when they are set.
+	AllowedHosts []string
 	// Profiling serves the Go runtime's profiles (net/http/pprof) under
 	// /debug/pprof/, as reads: behind the read token when one is set, since
 	// a profile shows the agent's internals.
@@ -177,10 +182,11 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) Run(ctx context.Context) error { return s.events.run(ctx) }
 
 // Serve serves on ln until ctx is done, then stops accepting, ends the
-// event streams, and waits up to five seconds for requests in flight.
+// event streams, and waits up to five seconds for requests in flight. It
+// refuses requests for hosts it does not answer to (see AllowedHosts).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
-		Handler:           s.handler,
+		Handler:           s.hostGuard(ln.Addr(), s.handler),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// Requests in flight finish after ctx is done (Shutdown waits for
@@ -489,11 +495,13 @@ func (s *Server) authorize(pattern string, need access, h http.Handler) http.Han
 	}
 	verb := routeVerb(pattern, need)
 	whole := !strings.HasPrefix(pattern, "GET /api/") && !strings.HasPrefix(pattern, "POST /api/") &&
-		!strings.HasPrefix(pattern, "PUT /api/") && !strings.HasPrefix(pattern, "DELETE /api/")
+		!strings.HasPrefix(pattern, "PUT /api/") && !strings.HasPrefix(pattern, "DELETE /api/") ||
+		slices.Contains(everythingRoutes, pattern)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t, err := s.check(need, verb, r)
 		if err == nil && whole && t != nil && !t.allows(VerbList, "", "") {
-			// The dashboard, the metrics and the profiles show everything.
+			// The dashboard, the metrics, the profiles, the agents and the
+			// action instances are about every kind and source.
 			err = errorf(http.StatusForbidden, "token %q may not read everything, which %s shows (missing permission list on every kind and source)",
 				t.Name, r.URL.Path)
 		}
@@ -511,7 +519,7 @@ func (s *Server) authorize(pattern string, need access, h http.Handler) http.Han
 		}
 		if t != nil {
 			// The token's name is the author of its writes in the sync history.
-			ctx := sync.WithActor(context.WithValue(r.Context(), tokenKey{}, t), "token "+t.Name)
+			ctx := sync.WithActor(context.WithValue(r.Context(), tokenKey{}, t), t.actor())
 			r = r.WithContext(ctx)
 			// The audit trail: writes at info, reads at debug.
 			level := slog.LevelDebug
@@ -523,6 +531,10 @@ func (s *Server) authorize(pattern string, need access, h http.Handler) http.Han
 		h.ServeHTTP(w, r)
 	})
 }
+
+// everythingRoutes are the API's routes about no kind or source, which only
+// a token that may list every kind and source may read, as the dashboard.
+var everythingRoutes = []string{"GET /api/v1/agents", "GET /api/v1/plugins/actions"}
 
 // check finds the request's token and checks that it may do verb at all;
 // what it is done to is checked by the handler (may, maySource). Reads
@@ -572,12 +584,16 @@ func (s *Server) oidcToken(ctx context.Context, raw string) (*Token, *Error) {
 	case err != nil:
 		return nil, errorf(http.StatusUnauthorized, "the ID token is not valid: %v", err)
 	}
-	for _, t := range s.tokens {
-		if t.Name == name {
-			return t, nil
+	// Only the entries declared for ID tokens: an ID token whose claim is
+	// write, read or the name of a token with a secret is none of those.
+	for i := range s.opts.Tokens {
+		if e := &s.opts.Tokens[i]; e.Value == "" && e.Name == name {
+			t := *e
+			t.Name, t.idToken = IDTokenPrefix+name, true
+			return &t, nil
 		}
 	}
-	return nil, errorf(http.StatusForbidden, "the ID token names %q, which no token in api.tokens is named: it may do nothing", name)
+	return nil, errorf(http.StatusForbidden, "the ID token names %q, which no entry of api.tokens for ID tokens (one without tokenEnv) is named: it may do nothing", name)
 }
 
 // presentedToken returns the bearer token, or a basic-auth password

@@ -1,11 +1,15 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/store"
 )
 
 // The verbs a token may be granted.
@@ -30,14 +34,40 @@ type Grant struct {
 	Verbs   []string
 	Kinds   []string
 	Sources []string
+	// Actions, when set, narrows the grant to writes to resources whose
+	// action instance is one of these: the instance a resource names, its
+	// type's default when it names none, else noop; a write is checked
+	// against the resource as it is and as it will be. Such a grant covers
+	// only the verbs of ActionVerbs, on resources: no read, list, type or
+	// source.
+	Actions []string
 }
 
 // Token is an API token with a name (written to the log and the sync
 // history of the writes it makes) and what it may do.
 type Token struct {
-	Name   string
+	Name string
+	// Value is the secret a client sends. An entry without one is for
+	// OpenID Connect ID tokens: its grants go to the ID tokens whose claim
+	// names it, and to nothing else.
 	Value  string
 	Grants []Grant
+	// idToken marks the token an ID token was given; its Name is then
+	// IDTokenPrefix and the claim's value.
+	idToken bool
+}
+
+// IDTokenPrefix starts the name the log and the sync history give a
+// request made with an ID token, before the value of its claim, so that it
+// is never taken for a token of the configuration.
+const IDTokenPrefix = "oidc:"
+
+// actor is the author of the token's writes in the sync history.
+func (t *Token) actor() string {
+	if t.idToken {
+		return t.Name
+	}
+	return "token " + t.Name
 }
 
 // allowsVerb reports whether some grant has the verb, whatever its scope.
@@ -54,8 +84,21 @@ func (t *Token) allowsVerb(verb string) bool {
 // source. An empty kind or source stands for all of them, or for none (a
 // source's own verbs are about no kind): only a grant without that
 // restriction covers it, since a grant limited to some kinds is about
-// resources of those kinds alone.
+// resources of those kinds alone. Grants limited to action instances do not
+// cover it either.
 func (t *Token) allows(verb, kind, source string) bool {
+	return t.allowsAction(verb, kind, source, "")
+}
+
+// anyAction stands, in a check made before the write's action instance is
+// known, for whichever it will be: a grant limited to some instances covers
+// it, and the write is checked again once the instance is known.
+const anyAction = "*"
+
+// allowsAction is allows for a resource whose action instance is inst; ""
+// is what is no one resource, which grants limited to instances do not
+// cover.
+func (t *Token) allowsAction(verb, kind, source, inst string) bool {
 	for _, g := range t.Grants {
 		if !slices.Contains(g.Verbs, verb) {
 			continue
@@ -66,10 +109,24 @@ func (t *Token) allows(verb, kind, source string) bool {
 		if len(g.Sources) > 0 && (source == "" || !slices.Contains(g.Sources, source)) {
 			continue
 		}
+		if len(g.Actions) > 0 && (!slices.Contains(ActionVerbs, verb) ||
+			inst != anyAction && (inst == "" || !slices.Contains(g.Actions, inst))) {
+			continue
+		}
 		return true
 	}
 	return false
 }
+
+// narrowsActions reports whether a grant is limited to action instances:
+// only then does a check need a resource's instance.
+func (t *Token) narrowsActions() bool {
+	return slices.ContainsFunc(t.Grants, func(g Grant) bool { return len(g.Actions) > 0 })
+}
+
+// ActionVerbs are the verbs a grant limited to action instances covers:
+// the writes to one resource, which run its action.
+var ActionVerbs = []string{VerbCreate, VerbUpdate, VerbDelete, VerbReconcile, VerbSuspend}
 
 // Names of the tokens that stand for ReadToken and WriteToken.
 const (
@@ -106,8 +163,14 @@ func TokenName(ctx context.Context) string {
 // may refuses with 403 what the request's token may not do to a resource
 // of kind in source; kind "" is every kind.
 func may(ctx context.Context, verb, kind, source string) error {
+	return mayAction(ctx, verb, kind, source, "")
+}
+
+// mayAction is may for a resource whose action instance is inst (see
+// allowsAction).
+func mayAction(ctx context.Context, verb, kind, source, inst string) error {
 	t := requestToken(ctx)
-	if t == nil || t.allows(verb, kind, source) {
+	if t == nil || t.allowsAction(verb, kind, source, inst) {
 		return nil
 	}
 	what := "resources of every kind"
@@ -118,8 +181,38 @@ func may(ctx context.Context, verb, kind, source string) error {
 	if source != "" {
 		where = "source " + source
 	}
-	return errorf(http.StatusForbidden, "token %q may not %s %s in %s (missing permission %s on %s)",
-		t.Name, verb, what, where, verb, describeScope(kind, source))
+	if inst == anyAction {
+		inst = ""
+	}
+	with := ""
+	if inst != "" {
+		with = " with action " + inst
+	}
+	return errorf(http.StatusForbidden, "token %q may not %s %s in %s%s (missing permission %s on %s)",
+		t.Name, verb, what, where, with, verb, describeScope(kind, source, inst))
+}
+
+// instance is the action instance a resource runs whose action (its own,
+// else its type's, as a write fills it in) is the first name set, else
+// noop; a plugin's name stands for its one instance. It is "" when the
+// request's token has no grant limited to instances: nothing needs it then.
+func (s *Server) instance(ctx context.Context, names ...string) string {
+	if t := requestToken(ctx); t == nil || !t.narrowsActions() {
+		return ""
+	}
+	name := cmp.Or(append(names, action.Noop)...)
+	if s.opts.Actions != nil {
+		if i, err := s.opts.Actions.Resolve(name); err == nil {
+			return i.Name
+		}
+	}
+	return name
+}
+
+// mayOn refuses with 403 what the request's token may not do to the
+// stored resource r.
+func (s *Server) mayOn(ctx context.Context, verb string, r *store.Resource) error {
+	return mayAction(ctx, verb, r.Kind, r.Source.Name, s.instance(ctx, r.Action))
 }
 
 // maySource refuses with 403 what the request's token may not do to a source.
@@ -132,13 +225,16 @@ func maySource(ctx context.Context, verb, source string) error {
 		t.Name, verb, source, verb, source)
 }
 
-func describeScope(kind, source string) string {
+func describeScope(kind, source, inst string) string {
 	var parts []string
 	if kind != "" {
 		parts = append(parts, "kinds ["+kind+"]")
 	}
 	if source != "" {
 		parts = append(parts, "sources ["+source+"]")
+	}
+	if inst != "" {
+		parts = append(parts, "actions ["+inst+"]")
 	}
 	if len(parts) == 0 {
 		return "every kind and source"
@@ -211,6 +307,9 @@ func describeGrants(t *Token) string {
 		if len(g.Sources) > 0 {
 			s += " in " + strings.Join(g.Sources, ",")
 		}
+		if len(g.Actions) > 0 {
+			s += " with " + strings.Join(g.Actions, ",")
+		}
 		out = append(out, s)
 	}
 	return fmt.Sprintf("[%s]", strings.Join(out, "; "))
@@ -229,5 +328,5 @@ func (s *Server) mayResource(r *http.Request, verb string, id int64) error {
 	if err != nil {
 		return err
 	}
-	return may(r.Context(), verb, cur.Kind, cur.Source.Name)
+	return s.mayOn(r.Context(), verb, cur)
 }

@@ -171,9 +171,14 @@ func (c *Client) ListResources(ctx context.Context, kind, source string) ([]Reso
 	}
 }
 
-// FindResource returns the resource kind/name; kind matches any case.
+// FindResource returns the resource kind/name; kind matches any case,
+// unless the token may list only some kinds: then it must be spelt as the
+// kind is.
 func (c *Client) FindResource(ctx context.Context, kind, name string) (*Resource, error) {
 	all, err := c.ListResources(ctx, "", "")
+	if e := (*Error)(nil); errors.As(err, &e) && e.Status == http.StatusForbidden {
+		all, err = c.ListResources(ctx, kind, "")
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -309,9 +309,16 @@ type API struct {
 	// list.
 	Tokens []APIToken `json:"tokens,omitempty"`
 	// OIDC takes OpenID Connect ID tokens as bearer tokens: the claim it
-	// names (default sub) holds the name of the token in Tokens whose
-	// grants apply; such tokens need no tokenEnv.
+	// names (default sub) holds the name of the entry in Tokens whose
+	// grants apply, among those without tokenEnv, which are for ID tokens
+	// only.
 	OIDC *OIDC `json:"oidc,omitempty"`
+	// AllowedHosts are the host names (or addresses), each with a port or
+	// not, that the API answers to besides loopback names: an agent
+	// listening on a loopback address answers no other Host (against DNS
+	// rebinding); one listening elsewhere checks the Host only when this
+	// list is set.
+	AllowedHosts []string `json:"allowedHosts,omitempty"`
 
 	writeToken, readToken *secret
 }
@@ -336,15 +343,29 @@ type APIToken struct {
 func (t APIToken) Value() string { return t.value.get() }
 
 // APIGrant allows verbs on the kinds and in the sources it names; none
-// named means all.
+// named means all. Actions narrows it to writes to resources whose action
+// instance is one of those named.
 type APIGrant struct {
 	Verbs   []string `json:"verbs"`
 	Kinds   []string `json:"kinds,omitempty"`
 	Sources []string `json:"sources,omitempty"`
+	Actions []string `json:"actions,omitempty"`
 }
 
 // APIVerbs are the verbs a grant may name.
 var APIVerbs = []string{"get", "list", "create", "update", "delete", "reconcile", "sync", "approve", "suspend"}
+
+// APIActionVerbs are the verbs of a grant that names actions: the writes
+// to one resource, which run its action.
+var APIActionVerbs = []string{"create", "update", "delete", "reconcile", "suspend"}
+
+// Names of the tokens that readTokenEnv and writeTokenEnv stand for, and
+// the prefix of the names the audit trail gives ID tokens.
+const (
+	ReadTokenName  = "read"
+	WriteTokenName = "write"
+	IDTokenPrefix  = "oidc:"
+)
 
 // WriteToken returns the resolved write token, or "".
 func (a API) WriteToken() string { return a.writeToken.get() }

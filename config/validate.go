@@ -133,31 +133,10 @@ func (c *Config) validate(ps *problems) {
 			ps.add("api.oidc.audience", "required: the audience (client ID) the ID tokens are issued for")
 		}
 	}
-	tokenNames := map[string]bool{"read": c.API.ReadTokenEnv != "", "write": c.API.WriteTokenEnv != ""}
-	for i, t := range c.API.Tokens {
-		key := fmt.Sprintf("api.tokens[%d]", i)
-		switch {
-		case t.Name == "":
-			ps.add(key+".name", "required: the name the audit trail shows")
-		case tokenNames[t.Name]:
-			ps.add(key+".name", "%q is taken: names are unique, and read and write are those of readTokenEnv and writeTokenEnv", t.Name)
-		}
-		tokenNames[t.Name] = true
-		if t.TokenEnv == "" && c.API.OIDC == nil {
-			ps.add(key+".tokenEnv", "required: the variable holding the token (or configure api.oidc and name the token after an ID token's claim)")
-		}
-		if len(t.Allow) == 0 {
-			ps.add(key+".allow", "required: what the token may do")
-		}
-		for j, g := range t.Allow {
-			if len(g.Verbs) == 0 {
-				ps.add(fmt.Sprintf("%s.allow[%d].verbs", key, j), "required: one or more of %s", strings.Join(APIVerbs, ", "))
-			}
-			for _, v := range g.Verbs {
-				if !slices.Contains(APIVerbs, v) {
-					ps.add(fmt.Sprintf("%s.allow[%d].verbs", key, j), "unknown verb %q (known: %s)", v, strings.Join(APIVerbs, ", "))
-				}
-			}
+	c.validateTokens(ps)
+	for i, h := range c.API.AllowedHosts {
+		if msg := checkAllowedHost(h); msg != "" {
+			ps.add(fmt.Sprintf("api.allowedHosts[%d]", i), "%s", msg)
 		}
 	}
 	for _, p := range admission.CheckHooks(c.Admission) {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -55,6 +57,12 @@ func describeCommand(stdout, _ io.Writer) *cobra.Command {
 
 func describeResource(ctx context.Context, c *client.Client, w io.Writer, kind, name string) error {
 	all, err := c.ListResources(ctx, "", "")
+	// A token limited to some kinds may list those only: this kind's then,
+	// and what depends on the others is not shown.
+	partial := forbidden(err)
+	if partial {
+		all, err = c.ListResources(ctx, kind, "")
+	}
 	if err != nil {
 		return err
 	}
@@ -74,8 +82,10 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, kind, 
 		return err
 	}
 	var agents []api.Agent
+	agentsHidden := false
 	if r.Lease != nil {
-		if agents, err = c.Agents(ctx); err != nil {
+		agents, err = c.Agents(ctx)
+		if agentsHidden = forbidden(err); err != nil && !agentsHidden {
 			return err
 		}
 	}
@@ -122,6 +132,8 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, kind, 
 	if l := r.Lease; l != nil {
 		holder := orDash(l.Holder)
 		switch alive, known := holderAlive(agents, l.Holder); {
+		case agentsHidden:
+			holder += " (the token may not list the agents)"
 		case !known:
 			holder += " (not a registered agent)"
 		case alive:
@@ -158,6 +170,9 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, kind, 
 	}
 	for _, d := range r.DependsOn {
 		state := "not found"
+		if partial && d.Kind != r.Kind {
+			state = "not shown: the token may not list " + d.Kind
+		}
 		for _, o := range all {
 			if o.Kind == d.Kind && o.Name == d.Name {
 				state = string(o.Status)
@@ -175,6 +190,9 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, kind, 
 		}
 	}
 	sort.Strings(dependents)
+	if partial {
+		dependents = append(dependents, "(resources of other kinds not shown: the token may not list them)")
+	}
 	if len(dependents) == 0 {
 		fmt.Fprintln(w, "  <none>")
 	}
@@ -349,4 +367,10 @@ func suspendedBy(by string, at *time.Time) string {
 		out += ", " + when(*at)
 	}
 	return out
+}
+
+// forbidden reports whether err is the API's 403: the token may not.
+func forbidden(err error) bool {
+	var e *client.Error
+	return errors.As(err, &e) && e.Status == http.StatusForbidden
 }

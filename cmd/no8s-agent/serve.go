@@ -56,6 +56,7 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		Wrap:          masker.HTTP,
 		MaskEvent:     masker.MaskJSON,
 		Profiling:     profiling,
+		AllowedHosts:  cfg.API.AllowedHosts,
 	})
 	return &httpServer{ln: ln, srv: srv, log: log}, nil
 }
@@ -96,7 +97,7 @@ func apiTokens(c config.API) []api.Token {
 	for i, t := range c.Tokens {
 		out[i] = api.Token{Name: t.Name, Value: t.Value()}
 		for _, g := range t.Allow {
-			out[i].Grants = append(out[i].Grants, api.Grant{Verbs: g.Verbs, Kinds: g.Kinds, Sources: g.Sources})
+			out[i].Grants = append(out[i].Grants, api.Grant{Verbs: g.Verbs, Kinds: g.Kinds, Sources: g.Sources, Actions: g.Actions})
 		}
 	}
 	return out
