@@ -445,14 +445,14 @@ func (c *Chain) ask(ctx context.Context, h *hook, body []byte, uid string, op Op
 	case r == nil:
 		return verdict{}, failed("answered without a response")
 	case r.UID != uid:
-		return verdict{}, failed("answered with uid %q, not the request's %q", h.redact(clip(r.UID, maxErrorQuoted)), uid)
+		return verdict{}, failed("answered with uid %q, not the request's %q", clip(h.redact(r.UID), maxErrorQuoted), uid)
 	case r.Allowed == nil:
 		return verdict{}, failed("answered without response.allowed")
 	}
 
 	v := verdict{allowed: *r.Allowed}
 	if r.Status != nil {
-		v.message = h.redact(clip(strings.TrimSpace(r.Status.Message), maxMessage))
+		v.message = clip(h.redact(strings.TrimSpace(r.Status.Message)), maxMessage)
 		if r.Status.Code >= 400 && r.Status.Code <= 599 {
 			v.code = r.Status.Code
 		}
@@ -462,7 +462,7 @@ func (c *Chain) ask(ctx context.Context, h *hook, body []byte, uid string, op Op
 			v.warnings = append(v.warnings, fmt.Sprintf("%d more warnings left out", len(r.Warnings)-maxWarnings))
 			break
 		}
-		v.warnings = append(v.warnings, h.redact(clip(w, maxWarning)))
+		v.warnings = append(v.warnings, clip(h.redact(w), maxWarning))
 	}
 	if !v.allowed {
 		// A refusal's patch would be applied to nothing.
@@ -522,8 +522,10 @@ func (c *Chain) post(ctx context.Context, h *hook, body []byte) ([]byte, error) 
 		return nil, failed("answered %s: redirects are not followed; configure the final URL", resp.Status)
 	case resp.StatusCode < 200 || resp.StatusCode >= 300:
 		msg := "answered " + resp.Status
-		if quoted := strings.TrimSpace(clip(string(data), maxErrorQuoted)); quoted != "" {
-			msg += ": " + h.redact(quoted)
+		// Redacted before it is cut: a cut through the key would leave a
+		// piece that no masking afterwards could find.
+		if quoted := strings.TrimSpace(clip(h.redact(string(data)), maxErrorQuoted)); quoted != "" {
+			msg += ": " + quoted
 		}
 		return nil, &failure{msg: msg}
 	case len(data) > MaxResponseSize:

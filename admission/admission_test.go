@@ -571,6 +571,20 @@ func TestReview(t *testing.T) {
 			specs: []spec{{hook: validating("leaky"), secret: "s3cret-key", respond: deny("your key s3cret-key is wrong", 0)}},
 			want:  want{denial: "leaky", message: "your key [redacted] is wrong", warnings: []string{"looked at it"}, calls: map[string]int{"leaky": 1}},
 		},
+		{
+			// Cut first, the message would keep a piece of the key that
+			// no masking could find afterwards.
+			name:  "denial cut inside the secret is redacted before it is cut",
+			req:   createReq,
+			specs: []spec{{hook: validating("leaky"), secret: "s3cret-key", respond: deny(strings.Repeat("x", 4096-4)+"s3cret-key", 0)}},
+			want:  want{denial: "leaky", message: "x[red", warnings: []string{"looked at it"}, calls: map[string]int{"leaky": 1}},
+		},
+		{
+			name:  "error body cut inside the secret is redacted before it is cut",
+			req:   createReq,
+			specs: []spec{{hook: validating("leaky"), secret: "s3cret-key", respond: status(http.StatusInternalServerError, strings.Repeat("x", 256-4)+"s3cret-key")}},
+			want:  want{denial: "leaky!", message: "x[red", calls: map[string]int{"leaky": 1}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package redact
 
 import (
 	"context"
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -103,31 +104,35 @@ func (t *table) attr(a slog.Attr) slog.Attr {
 	return a
 }
 
-// anyValue masks a value of kind Any: replaced by its masked text when its
-// text holds a secret, kept as it is otherwise so that handlers still
-// format it their way.
+// anyValue masks a value of kind Any: replaced by its masked text when any
+// text a handler could write for it holds a secret, kept as it is otherwise
+// so that handlers still format it their way. Handlers differ: the text
+// handler writes an error's Error, a TextMarshaler's text or %+v (which is
+// String for a Stringer); the JSON handler writes an error's Error and
+// marshals anything else, fields a String leaves out included.
 func (t *table) anyValue(v slog.Value) slog.Value {
-	var text string
+	var texts []string
 	switch x := v.Any().(type) {
 	case error:
-		text = x.Error()
+		texts = append(texts, x.Error())
 	case []byte:
-		text = string(x)
+		texts = append(texts, string(x))
 	case json.RawMessage:
-		text = string(x)
-	case fmt.Stringer:
-		text = x.String()
+		texts = append(texts, string(x))
 	default:
-		text = fmt.Sprintf("%+v", x)
-		if !t.contains(text) {
-			// A JSON handler marshals the value instead: look there too.
-			if data, err := json.Marshal(x); err == nil {
-				text = string(data)
+		if m, ok := x.(encoding.TextMarshaler); ok {
+			if b, err := m.MarshalText(); err == nil {
+				texts = append(texts, string(b))
 			}
 		}
+		texts = append(texts, fmt.Sprintf("%+v", x))
+		if data, err := json.Marshal(x); err == nil {
+			texts = append(texts, string(data))
+		}
 	}
-	if !t.contains(text) {
+	if !slices.ContainsFunc(texts, t.contains) {
 		return v
 	}
-	return slog.StringValue(t.mask(text))
+	// The first text is the one the handlers would most likely write.
+	return slog.StringValue(t.mask(texts[0]))
 }

@@ -123,6 +123,8 @@ var emptyTable table
 // table is an immutable set of patterns: every form of every value.
 type table struct {
 	values []string
+	// patterns are every form of every value, longest first.
+	patterns []string
 	// pairs has a bit set for each pair of bytes a pattern starts with,
 	// the cheap test made at every position of a text.
 	pairs [1 << 16 / 64]uint64
@@ -149,6 +151,7 @@ func newTable(values []string) *table {
 		}
 	}
 	slices.SortStableFunc(patterns, func(a, b string) int { return len(b) - len(a) })
+	t.patterns = patterns
 	for _, p := range patterns {
 		k := pair(p, 0)
 		t.pairs[k/64] |= 1 << (k % 64)

@@ -199,7 +199,8 @@ func TestHandler(t *testing.T) {
 					"error", fmt.Errorf("wrapped: %w", errors.New("bad "+secret)),
 					"bytes", []byte(secret), "raw", json.RawMessage(`{"t":"`+secret+`"}`),
 					"struct", settings{Token: secret}, "pointer", &settings{Token: secret},
-					"stringer", stringer(secret), "valuer", valuer(secret),
+					"stringer", stringer(secret), "valuer", valuer(secret), "ref", ref{Name: "db", Token: secret},
+					"text", textMarshaler(secret),
 					slog.Group("group", "nested", secret, slog.Group("deeper", "x", secret)),
 					"number", 12345678)
 			log.WithGroup("empty").Debug("debug", "d", secret)
@@ -230,6 +231,19 @@ func TestHandler(t *testing.T) {
 type stringer string
 
 func (s stringer) String() string { return "stringer " + string(s) }
+
+// ref is a Stringer whose text leaves out a field that JSON shows.
+type ref struct{ Name, Token string }
+
+func (r ref) String() string { return "ref " + r.Name }
+
+// textMarshaler has a text, which the text handler writes, other than its
+// %+v.
+type textMarshaler string
+
+func (m textMarshaler) MarshalText() ([]byte, error) { return []byte("text " + string(m)), nil }
+
+func (m textMarshaler) String() string { return "a text marshaler" }
 
 type valuer string
 

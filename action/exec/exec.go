@@ -51,6 +51,7 @@ import (
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/action/proc"
+	"github.com/no8s/no8s-agent/redact"
 )
 
 // Plugin is the plugin's name in the agent configuration.
@@ -126,7 +127,11 @@ type runner struct {
 	timeout  time.Duration
 	env      []string // PATH, HOME, env and passEnv, in that order
 	secrets  []string // the values of the passEnv variables
-	log      *slog.Logger
+	// masker masks the secrets in what the action keeps of stdout and
+	// stderr before cutting it: the agent masks again, but cannot find
+	// a piece a cut left.
+	masker *redact.Masker
+	log    *slog.Logger
 }
 
 // planner is a runner that is also an action.Planner: what New returns when
@@ -203,7 +208,7 @@ func New(s action.Settings) (action.Action, error) {
 	}
 
 	vars, secrets, envProblems := s.CommandEnv(cfg.Env, cfg.PassEnv, reservedEnv, "is set by the agent for each request")
-	a.env, a.secrets = vars, secrets
+	a.env, a.secrets, a.masker = vars, secrets, redact.New(secrets...)
 	problems = append(problems, envProblems...)
 
 	if len(problems) > 0 {
@@ -283,7 +288,7 @@ func (a *runner) operate(ctx context.Context, op action.Operation, req *action.R
 		return res, nil
 	}
 	if !json.Valid(out) {
-		return nil, fmt.Errorf("stdout is not one JSON value (%s): stdout is for the outputs only; write logs to stderr", excerpt(out))
+		return nil, fmt.Errorf("stdout is not one JSON value (%s): stdout is for the outputs only; write logs to stderr", excerpt([]byte(a.masker.Mask(string(out)))))
 	}
 	res.Outputs = json.RawMessage(bytes.Clone(out))
 	return res, nil
@@ -359,7 +364,7 @@ func (a *runner) run(ctx context.Context, op action.Operation, req *action.Reque
 	runCtx, cancel := context.WithTimeoutCause(ctx, a.timeout, errTimeout)
 	defer cancel()
 
-	res := &result{stdout: &capped{limit: maxStdout}, stderr: &stderrWriter{reporter: req.Reporter}}
+	res := &result{stdout: &capped{limit: maxStdout}, stderr: &stderrWriter{reporter: req.Reporter, masker: a.masker}}
 	cmd := osexec.CommandContext(runCtx, a.path, a.args...)
 	cmd.Dir = a.dir
 	cmd.Env = append(slices.Clip(a.env), requestEnv(&r)...)
@@ -575,12 +580,16 @@ func (c *capped) String() string { return c.buf.String() }
 // from one goroutine only.
 type stderrWriter struct {
 	reporter action.Reporter
+	masker   *redact.Masker
 	line     []byte // the incomplete current line, at most maxProgressLine
+	lineCut  bool   // the current line was longer than maxProgressLine
 	tail     []byte // the last bytes written, up to 2*stderrTail
+	written  int    // how many bytes were written in all
 	lastLine string
 }
 
 func (w *stderrWriter) Write(p []byte) (int, error) {
+	w.written += len(p)
 	w.tail = append(w.tail, p...)
 	if len(w.tail) > 2*stderrTail {
 		w.tail = append(w.tail[:0], w.tail[len(w.tail)-stderrTail:]...)
@@ -600,14 +609,21 @@ func (w *stderrWriter) Write(p []byte) (int, error) {
 }
 
 func (w *stderrWriter) appendLine(p []byte) {
-	if room := maxProgressLine - len(w.line); room > 0 {
+	room := maxProgressLine - len(w.line)
+	if room > 0 {
 		w.line = append(w.line, p[:min(room, len(p))]...)
+	}
+	if len(p) > room {
+		w.lineCut = true
 	}
 }
 
 func (w *stderrWriter) endLine() {
-	line := strings.TrimSpace(strings.ToValidUTF8(string(w.line), "\uFFFD"))
-	w.line = w.line[:0]
+	// A secret the cut went through would be left in part: mask before
+	// the agent sees the line.
+	line := w.masker.MaskCut(string(w.line), false, w.lineCut)
+	line = strings.TrimSpace(strings.ToValidUTF8(line, "\uFFFD"))
+	w.line, w.lineCut = w.line[:0], false
 	if line == "" {
 		return
 	}
@@ -626,5 +642,7 @@ func (w *stderrWriter) tailText() string {
 			t = t[1:]
 		}
 	}
-	return strings.TrimSpace(strings.ToValidUTF8(string(t), "\uFFFD"))
+	// The tail may begin inside a secret: mask what is left of it.
+	masked := w.masker.MaskCut(string(t), w.written > len(t), false)
+	return strings.TrimSpace(strings.ToValidUTF8(masked, "\uFFFD"))
 }

@@ -34,6 +34,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/redact"
 )
 
 // Plugin is the plugin's name in the agent configuration.
@@ -99,6 +100,7 @@ type poster struct {
 	url      string // without credentials, so messages may show it
 	secret   []byte
 	token    string
+	masker   *redact.Masker // the secret and the token
 	headers  http.Header
 	timeout  time.Duration
 	client   *http.Client
@@ -184,6 +186,7 @@ func New(s action.Settings) (action.Action, error) {
 			p.token = v
 		}
 	}
+	p.masker = redact.New(string(p.secret), p.token)
 
 	for _, name := range slices.Sorted(maps.Keys(cfg.Headers)) {
 		value := cfg.Headers[name]
@@ -374,7 +377,9 @@ func (p *poster) post(ctx context.Context, op action.Operation, req *action.Requ
 			p.url, resp.Status, resp.Header.Get("Location")))
 	case resp.StatusCode < 200 || resp.StatusCode >= 300:
 		msg := fmt.Sprintf("POST %s: %s", p.url, resp.Status)
-		if quoted := strings.TrimSpace(string(truncate(data, errorBody))); quoted != "" {
+		// Mask before cutting: a cut through a credential would leave a
+		// piece that no masking afterwards can find.
+		if quoted := strings.TrimSpace(string(truncate([]byte(p.mask(string(data))), errorBody))); quoted != "" {
 			msg += ": " + quoted
 		}
 		return nil, p.redact(errors.New(msg))
@@ -414,6 +419,18 @@ func (p *poster) redact(err error) error {
 		return err
 	}
 	return &redactedError{msg: redacted, err: err}
+}
+
+// mask replaces the secret and the token in s, as they are and (with the
+// agent's placeholder) in the other forms the agent masks them in.
+func (p *poster) mask(s string) string {
+	if p.token != "" {
+		s = strings.ReplaceAll(s, p.token, "[redacted]")
+	}
+	if len(p.secret) > 0 {
+		s = strings.ReplaceAll(s, string(p.secret), "[redacted]")
+	}
+	return p.masker.Mask(s)
 }
 
 // redactedError shows a redacted message but still matches what the

@@ -552,3 +552,26 @@ func TestSecretsNotInErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSecretCutInErrorBody has a receiver echo the token where the error's
+// quote of its body is cut: no piece of it is left.
+func TestSecretCutInErrorBody(t *testing.T) {
+	t.Parallel()
+	{
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, strings.Repeat("x", errorBody-10)+testToken)
+		}))
+		t.Cleanup(srv.Close)
+		a := newAction(t, map[string]any{"url": srv.URL, "tokenEnv": "HOOK_TOKEN"})
+		_, err := a.Apply(t.Context(), request())
+		if err == nil || !strings.Contains(err.Error(), "xxxxxxxx") {
+			t.Fatalf("error = %.200v, want the body quoted", err)
+		}
+		for i := 0; i+6 <= len(testToken); i++ {
+			if piece := testToken[i : i+6]; strings.Contains(err.Error(), piece) {
+				t.Fatalf("the error holds %q, a piece of the token: ...%s", piece, err.Error()[len(err.Error())-40:])
+			}
+		}
+	}
+}

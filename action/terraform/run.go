@@ -20,6 +20,7 @@ import (
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/action/proc"
+	"github.com/no8s/no8s-agent/redact"
 )
 
 const (
@@ -94,7 +95,7 @@ func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
 	cmd.Stdout, cmd.Stderr = outFile, errFile
 	var progress io.Writer = io.Discard
 	if spec.req != nil && spec.req.Reporter != nil {
-		progress = &progressWriter{phase: spec.phase, reporter: spec.req.Reporter}
+		progress = &progressWriter{phase: spec.phase, reporter: spec.req.Reporter, masker: a.masker}
 	}
 	tailDone, stopTail := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -174,7 +175,9 @@ func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
 		return nil, fmt.Errorf("run %s: %w", a.binary, waitErr)
 	}
 	if res.code != 0 && !slices.Contains(spec.okCodes, res.code) {
-		return res, &runError{args: args, code: res.code, output: res.stderr + res.stdout}
+		// Masked before the error cuts it to its tail, which may begin
+		// inside a secret.
+		return res, &runError{args: args, code: res.code, output: a.masker.Mask(res.stderr + res.stdout)}
 	}
 	return res, nil
 }
@@ -216,6 +219,7 @@ type progressWriter struct {
 	mu       sync.Mutex
 	phase    string
 	reporter action.Reporter
+	masker   *redact.Masker // masks a line before it is cut
 	buf      []byte
 }
 
@@ -234,6 +238,7 @@ func (w *progressWriter) Write(p []byte) (int, error) {
 		line := strings.TrimSpace(string(w.buf[:i]))
 		w.buf = w.buf[i+1:]
 		if resourceLine.MatchString(line) {
+			line = w.masker.Mask(line)
 			if len(line) > 200 {
 				line = line[:200]
 			}

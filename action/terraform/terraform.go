@@ -55,6 +55,7 @@ import (
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/action/proc"
+	"github.com/no8s/no8s-agent/redact"
 )
 
 // Plugin is the plugin's name in the agent configuration.
@@ -117,13 +118,16 @@ var reservedEnv = []string{"TF_IN_AUTOMATION", "TF_INPUT", "CHECKPOINT_DISABLE",
 // on different resources use different work folders, and the reconciler
 // never runs two operations on one resource at once.
 type Action struct {
-	instance    string
-	binary      string // absolute
-	module      module
-	root        string // absolute workingDir
-	backend     *template.Template
-	env         []string
-	secrets     []string
+	instance string
+	binary   string // absolute
+	module   module
+	root     string // absolute workingDir
+	backend  *template.Template
+	env      []string
+	secrets  []string
+	// masker masks the secrets in output before the plugin cuts it: the
+	// agent masks again, but cannot find a piece a cut left.
+	masker      *redact.Masker
 	vars        map[string]json.RawMessage
 	parallelism int
 	timeout     time.Duration
@@ -243,6 +247,7 @@ func New(s action.Settings) (action.Action, error) {
 
 	vars, secrets, envProblems := s.CommandEnv(cfg.Env, cfg.PassEnv, reservedEnv, "is set by the plugin")
 	a.env, a.secrets = append(vars, "TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1"), secrets
+	a.masker = redact.New(secrets...)
 	problems = append(problems, envProblems...)
 	if cfg.PluginCacheDir != "" {
 		abs, err := filepath.Abs(cfg.PluginCacheDir)
