@@ -33,9 +33,10 @@
 // stopping) sends the group SIGINT and waits up to the interrupt grace for
 // the binary to stop, which lets it persist its state and release its
 // lock, then kills the group. When the agent dies, even by SIGKILL, the
-// supervisor does the same. The group (host, leader's pid and start time)
-// is recorded as the attempt's handle, so that the next attempt, on any
-// agent, waits until every process of a previous run on this host is gone,
+// supervisor does the same. The group (host, boot id, PID namespace,
+// leader's pid and start time) is recorded as the attempt's handle, so that
+// the next attempt, on any agent, waits until every process of a previous
+// run on this host (and namespace) is gone,
 // and may force-unlock a lock only when its holder provably is.
 package terraform
 
