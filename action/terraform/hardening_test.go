@@ -109,3 +109,30 @@ func TestTakeoverFromAnotherPIDNamespace(t *testing.T) {
 		t.Error("the lock of a run that may still go on was forced")
 	}
 }
+
+// An instance's folder that is a symlink (moved to another disk) still
+// holds its resources: one bound to another instance is refused.
+func TestInstanceChangeRefusedThroughSymlink(t *testing.T) {
+	t.Parallel()
+	work := filepath.Join(t.TempDir(), "work")
+	events := filepath.Join(t.TempDir(), "events")
+	a := mustInstance(t, "tf-a", fmt.Sprintf(recordingModule, "a", events), work, nil)
+	b := mustInstance(t, "tf-b", fmt.Sprintf(recordingModule, "b", events), work, nil)
+	if _, err := a.Apply(t.Context(), request("linked", 1, `{}`, &recorder{})); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(t.TempDir(), "tf-a")
+	if err := os.Rename(filepath.Join(work, "tf-a"), elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(work, "tf-a")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.Apply(t.Context(), request("linked", 2, `{}`, &recorder{}))
+	if err == nil || !strings.Contains(err.Error(), `has state under terraform instance "tf-a"`) {
+		t.Errorf("apply by tf-b: %v", err)
+	}
+	if got := readEvents(t, events); got != "created a" {
+		t.Errorf("events: %q", got)
+	}
+}
