@@ -4,9 +4,9 @@
 // On Linux a program runs under a supervisor: the agent's own binary,
 // started again in supervisor mode (see supervise_linux.go). It leads the
 // group, runs the program in it and, when the agent dies, even by SIGKILL,
-// ends the whole group: at once, or after an interrupt and a grace in which
-// the program may stop by itself (OpenTofu saving its state and releasing
-// its lock). Elsewhere the program runs directly and outlives a killed
+// ends the whole group, and the program's processes that left it (setsid):
+// at once, or after an interrupt and a grace in which the program may stop
+// by itself (OpenTofu saving its state and releasing its lock). Elsewhere the program runs directly and outlives a killed
 // agent.
 //
 // GroupAlive tells whether a group still has a process that has not ended,

@@ -23,7 +23,9 @@ import (
 // leader of a new process group with the parent-death signal set to
 // SIGTERM; the supervisor starts the command in that group and, when the
 // agent dies, even by SIGKILL, kills the whole group with SIGKILL, at once
-// or after an interrupt and a grace (Options.InterruptGrace). The
+// or after an interrupt and a grace (Options.InterruptGrace). As the
+// subreaper of the command's processes it also finds and kills those that
+// left the group. The
 // parent-death signal alone would not do: it reaches only the process that
 // the agent started, and a script's children (terraform, sleep, ...) do not
 // inherit it.
@@ -147,6 +149,13 @@ func supervise(setting string, argv []string) int {
 	}
 	// The command must not inherit the status pipe: it would keep it open.
 	syscall.CloseOnExec(statusFD)
+	// A process of the run that leaves the group (setsid, as a daemon
+	// does) stays the supervisor's descendant: orphaned, it is reparented
+	// to the supervisor rather than to init, so that it can be found and
+	// ended with the group when the agent dies.
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		return fail(fmt.Sprintf("become the subreaper of the command's processes: %v", errno))
+	}
 
 	// The command's parent-death signal guards against the supervisor
 	// itself being killed (by the OOM killer, say); set from this thread,
@@ -190,7 +199,9 @@ func supervise(setting string, argv []string) int {
 			if grace > 0 {
 				interrupt(done, sigs, grace)
 			}
-			// Kill the whole group, the supervisor included.
+			// Kill what left the group, then the whole group, the
+			// supervisor included.
+			killDescendants()
 			syscall.Kill(0, syscall.SIGKILL)
 			return 128 + int(syscall.SIGKILL)
 		}
@@ -203,6 +214,11 @@ func supervise(setting string, argv []string) int {
 // its state and releases its lock), and what it started (a provisioner's
 // shell and its children), which would otherwise run on unwatched.
 func interrupt(done <-chan struct{}, sigs <-chan os.Signal, grace time.Duration) {
+	for _, pid := range descendants() {
+		if pgid, err := syscall.Getpgid(pid); err == nil && pgid != syscall.Getpgrp() {
+			syscall.Kill(pid, syscall.SIGINT) // left the group: not reached below
+		}
+	}
 	syscall.Kill(0, syscall.SIGINT)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
@@ -250,4 +266,64 @@ func exitAs(ps *os.ProcessState) int {
 		syscall.Tgkill(os.Getpid(), syscall.Gettid(), sig)
 	}
 	return 128 + int(sig)
+}
+
+// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
+const prSetChildSubreaper = 36
+
+// descendants lists the supervisor's descendants that have not ended, from
+// the parent pids in /proc.
+func descendants() []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// The command name, in parentheses, may hold spaces: count fields
+		// after its closing parenthesis. state is field 3, ppid field 4.
+		st := string(raw)
+		i := strings.LastIndexByte(st, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(st[i+1:])
+		if len(f) < 2 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	var out []int
+	queue := []int{os.Getpid()}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		out = append(out, children[p]...)
+		queue = append(queue, children[p]...)
+	}
+	return out
+}
+
+// killDescendants kills the supervisor's descendants, again while one is
+// found (one may fork while they are listed), up to a bound.
+func killDescendants() {
+	for range 20 {
+		pids := descendants()
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }

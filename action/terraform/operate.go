@@ -21,16 +21,36 @@ import (
 // next attempt, on any agent, to tell whether any process of its run still
 // runs. PID is the leader of the run's process group (the supervisor on
 // Linux), whose pid is the group's id; Start is the leader's start time.
+//
+// A host name does not tell where a pid means that process: agents in
+// containers given one name (pods on the host's network) each have their
+// own PID namespace, and a machine rebooted, or another one, may have the
+// same name. Boot and PIDNS are the kernel's boot id and the leader's PID
+// namespace: a handle is read here only when both are this agent's. A
+// handle without them, of an earlier version, is read by its host alone.
 type handle struct {
 	Host  string `json:"host"`
+	Boot  string `json:"boot,omitempty"`
+	PIDNS string `json:"pidns,omitempty"`
 	PID   int    `json:"pid"`
 	Start string `json:"start,omitempty"`
 }
 
 func encodeHandle(pid int) string {
 	start, _ := startTime(pid)
-	raw, _ := json.Marshal(handle{Host: hostname, PID: pid, Start: start})
+	raw, _ := json.Marshal(handle{Host: hostname, Boot: bootID, PIDNS: pidNamespace, PID: pid, Start: start})
 	return string(raw)
+}
+
+// here reports whether h's pid names a process as this agent sees it.
+func (h handle) here() bool {
+	if h.Host == "" || h.Host != hostname {
+		return false
+	}
+	if h.Boot == "" && h.PIDNS == "" {
+		return true // an earlier version's handle
+	}
+	return bootID != "" && pidNamespace != "" && h.Boot == bootID && h.PIDNS == pidNamespace
 }
 
 // priorState is what is known of a previous attempt's process.
@@ -52,7 +72,7 @@ func prior(req *action.Request) (priorState, handle) {
 	if err := json.Unmarshal([]byte(req.PriorHandle.Value), &h); err != nil || h.PID <= 0 {
 		return priorUnknown, h
 	}
-	if h.Host == "" || h.Host != hostname {
+	if !h.here() {
 		return priorUnknown, h
 	}
 	start, known := startTime(h.PID)

@@ -35,3 +35,23 @@ func startTime(pid int) (start string, known bool) {
 	}
 	return fields[19], true
 }
+
+// bootID tells this boot of the kernel from any other, of this machine or
+// another; "" when unknown.
+var bootID = func() string {
+	raw, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(raw))
+}()
+
+// pidNamespace is the agent's PID namespace ("pid:[4026531836]"), in which
+// the pids it records mean its processes; "" when unknown.
+var pidNamespace = func() string {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	return ns
+}()

@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if cfg, ok := os.LookupEnv(agentEnv); ok {
 		os.Exit(runAgent(cfg))
 	}
+	if _, ok := os.LookupEnv(handleEnv); ok {
+		os.Exit(printHandle())
+	}
 	os.Exit(m.Run())
 }
 

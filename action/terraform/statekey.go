@@ -110,7 +110,9 @@ func (a *Action) locate(ctx context.Context, res action.Resource, adopt bool) (d
 		return "", "", fmt.Errorf("read workingDir: %w", err)
 	}
 	for _, e := range entries {
-		if !e.IsDir() || e.Name() == parts[0] || strings.HasPrefix(e.Name(), ".") {
+		// Not only folders: an instance's folder may be a symlink (to
+		// another disk). Under a file, nothing is a work folder.
+		if e.Name() == parts[0] || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		other := filepath.Join(append([]string{a.root, e.Name()}, parts[1:]...)...)

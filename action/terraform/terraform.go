@@ -33,9 +33,10 @@
 // stopping) sends the group SIGINT and waits up to the interrupt grace for
 // the binary to stop, which lets it persist its state and release its
 // lock, then kills the group. When the agent dies, even by SIGKILL, the
-// supervisor does the same. The group (host, leader's pid and start time)
-// is recorded as the attempt's handle, so that the next attempt, on any
-// agent, waits until every process of a previous run on this host is gone,
+// supervisor does the same. The group (host, boot id, PID namespace,
+// leader's pid and start time) is recorded as the attempt's handle, so that
+// the next attempt, on any agent, waits until every process of a previous
+// run on this host (and namespace) is gone,
 // and may force-unlock a lock only when its holder provably is.
 package terraform
 
@@ -48,6 +49,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"text/template"
@@ -55,6 +57,7 @@ import (
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/action/proc"
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/redact"
 )
 
@@ -365,6 +368,95 @@ func checkBackend(t *template.Template, instance string) error {
 			return fmt.Errorf("the state's key or workspace must differ for each instance and resource, and this one does not change with the %s: "+
 				"use {{ .Key }} (<instance>/<kind>/<name>), e.g. key = \"no8s/{{ .Key }}.tfstate\"; "+
 				"a work folder initialised with an earlier key moves its state to the new one (init -migrate-state) on its next run", v.part)
+		}
+	}
+	return checkSeparators(t, instance)
+}
+
+// instanceNameRE is what the configuration accepts as an instance's name.
+var instanceNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9_-]{0,61}[a-z0-9])?$`)
+
+// checkSeparators refuses a template in which two of the identity's parts
+// follow each other with a separator that the parts may hold themselves:
+// with "{{ .Instance }}-{{ .Name }}", instance tf's "eu-db" and instance
+// tf-eu's "db" get one key. It finds where the parts land by rendering
+// marker values, then renders the two identities that shift the separator
+// from one part into the other: when they render the same, that is the
+// proof. (A part the template transforms is not found; the probes of
+// checkBackend still apply to it.)
+func checkSeparators(t *template.Template, instance string) error {
+	type part struct {
+		label  string
+		marker string
+		valid  func(string) bool
+	}
+	parts := []part{
+		{"instance", "zqinstancezq", instanceNameRE.MatchString},
+		{"kind", "ZqkindZq", manifest.ValidKindName},
+		{"name", "zqnamezq", manifest.ValidName},
+	}
+	data := func(v [3]string) backendData {
+		return backendData{Key: encodeComponent(v[0]) + "/" + encodeComponent(v[1]) + "/" + encodeComponent(v[2]),
+			Instance: v[0], Kind: v[1], Name: v[2]}
+	}
+	out, err := render(t, data([3]string{parts[0].marker, parts[1].marker, parts[2].marker}))
+	if err != nil {
+		return err
+	}
+	type occurrence struct{ start, end, part int }
+	var occ []occurrence
+	for i, p := range parts {
+		for from := 0; ; {
+			j := strings.Index(out[from:], p.marker)
+			if j < 0 {
+				break
+			}
+			occ = append(occ, occurrence{from + j, from + j + len(p.marker), i})
+			from += j + len(p.marker)
+		}
+	}
+	slices.SortFunc(occ, func(a, b occurrence) int { return a.start - b.start })
+	base := [3]string{instance, "Kind", "name"}
+	if len(instance) > 48 {
+		base[0] = "a" // room for a separator and more
+	}
+	for i := 1; i < len(occ); i++ {
+		x, y := occ[i-1], occ[i]
+		if x.part == y.part || y.start < x.end {
+			continue
+		}
+		sep := out[x.end:y.start]
+		for _, mid := range []string{"m", "M", "1"} {
+			// One identity has "…sep mid" at the end of x's part, the other
+			// "mid sep…" at the start of y's: the rendered text is alike
+			// where the two parts meet.
+			left, right := base, base
+			left[x.part] += sep + mid
+			right[y.part] = mid + sep + right[y.part]
+			ok := true
+			for k, p := range parts {
+				ok = ok && p.valid(left[k]) && p.valid(right[k])
+			}
+			if !ok {
+				continue
+			}
+			l, err := render(t, data(left))
+			if err != nil {
+				return err
+			}
+			r, err := render(t, data(right))
+			if err != nil {
+				return err
+			}
+			if l == r {
+				between := fmt.Sprintf("at %q", sep)
+				if sep == "" {
+					between = "with nothing between them"
+				}
+				return fmt.Errorf("the template renders the same for instance %q, kind %q, name %q and instance %q, kind %q, name %q: "+
+					"the %s and the %s meet %s, and the one may end or the other begin with the same; separate them with '/' or use {{ .Key }} (<instance>/<kind>/<name>)",
+					left[0], left[1], left[2], right[0], right[1], right[2], parts[x.part].label, parts[y.part].label, between)
+			}
 		}
 	}
 	return nil
