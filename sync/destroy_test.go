@@ -208,7 +208,10 @@ func TestAdmissionEveryDestroyPath(t *testing.T) {
 				if _, err := s.MarkOrphans(t.Context(), []string{"types"}); err != nil {
 					t.Fatal(err)
 				}
-				return func(ctx context.Context) error { _, err := s.RemoveSource(ctx, "old", sync.ModePrune, true); return err }
+				return func(ctx context.Context) error {
+					_, err := s.RemoveSource(ctx, "old", sync.ModePrune, true)
+					return err
+				}
 			},
 			victims: []string{"o1", "o2"},
 			source:  "old",
@@ -410,7 +413,10 @@ func TestAdmissionHooksOutsideLocks(t *testing.T) {
 				if _, err := s.MarkOrphans(t.Context(), []string{"types", "other"}); err != nil {
 					t.Fatal(err)
 				}
-				return func(ctx context.Context) error { _, err := s.RemoveSource(ctx, "slow", sync.ModePrune, true); return err }
+				return func(ctx context.Context) error {
+					_, err := s.RemoveSource(ctx, "slow", sync.ModePrune, true)
+					return err
+				}
 			},
 			check: func(t *testing.T, st store.Store) {
 				if r := get(t, st, "Widget", "slow-1"); r.DeletionRequestedAt == nil {
