@@ -10,6 +10,7 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	gosync "sync"
 	"sync/atomic"
@@ -286,25 +287,44 @@ func TestAdmissionEveryDestroyPath(t *testing.T) {
 	}
 }
 
-// The only function that may ask the store to destroy resources, and the
-// file it is in: it insists on what the admission hooks allowed.
-const (
-	destroyFile = "sync/destroy.go"
-	destroyFunc = "requestDestroys"
-)
+// oneDoor is a call that only one function may make.
+type oneDoor struct {
+	// methods are the names of the methods called.
+	methods []string
+	// file and fn are where they may be called.
+	file, fn string
+	// outside are the folders whose code may call them too: those that
+	// implement them.
+	outside []string
+	what    string
+}
 
-// TestDestroyRequestsOnlyThroughReview fails when code outside the store
-// asks for a destruction (store.Store's RequestDeletion or
-// RequestDeletions) anywhere but in requestDestroys: a new path that
-// destroys must go through the admission review there.
+// doors: destructions are requested only by requestDestroys, which insists
+// on what the admission hooks allowed; the hooks are called only by admit.
+var doors = []oneDoor{
+	{methods: []string{"RequestDeletion", "RequestDeletions"}, file: "sync/destroy.go", fn: "requestDestroys",
+		outside: []string{"store"}, what: "a destruction requested"},
+	{methods: []string{"Review"}, file: "sync/admission.go", fn: "admit",
+		outside: []string{"admission"}, what: "admission hooks called"},
+}
+
+// TestDestroyRequestsOnlyThroughReview parses the agent's code and fails
+// when a destruction (store.Store's RequestDeletion or RequestDeletions)
+// is requested anywhere but in requestDestroys, or the admission hooks are
+// called anywhere but in admit: a new path that destroys must go through
+// the admission review there.
 func TestDestroyRequestsOnlyThroughReview(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var callers []string
-	allowed := 0
+	type file struct {
+		rel  string
+		fset *token.FileSet
+		ast  *ast.File
+	}
+	var files []file
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -312,10 +332,7 @@ func TestDestroyRequestsOnlyThroughReview(t *testing.T) {
 		rel, _ := filepath.Rel(root, path)
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
-			// The store implements the requests (and tests them); node
-			// modules and hidden folders hold no Go of the agent.
-			if rel == "store" || rel == "testdata" || strings.HasSuffix(rel, "/testdata") || d.Name() == "node_modules" ||
-				(strings.HasPrefix(d.Name(), ".") && rel != ".") {
+			if d.Name() == "testdata" || d.Name() == "node_modules" || (strings.HasPrefix(d.Name(), ".") && rel != ".") {
 				return filepath.SkipDir
 			}
 			return nil
@@ -328,40 +345,49 @@ func TestDestroyRequestsOnlyThroughReview(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, decl := range f.Decls {
-			fn, _ := decl.(*ast.FuncDecl)
-			ast.Inspect(decl, func(n ast.Node) bool {
-				call, ok := n.(*ast.CallExpr)
-				if !ok {
-					return true
-				}
-				sel, ok := call.Fun.(*ast.SelectorExpr)
-				if !ok || (sel.Sel.Name != "RequestDeletion" && sel.Sel.Name != "RequestDeletions") {
-					return true
-				}
-				where := "package level"
-				if fn != nil {
-					where = fn.Name.Name
-				}
-				if rel == destroyFile && where == destroyFunc {
-					allowed++
-					return true
-				}
-				callers = append(callers, fmt.Sprintf("%s (%s): %s", fset.Position(call.Pos()), where, sel.Sel.Name))
-				return true
-			})
-		}
+		files = append(files, file{rel: rel, fset: fset, ast: f})
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(callers) > 0 {
-		t.Errorf("destruction requested outside %s in %s, where the admission hooks are not asked:\n%s",
-			destroyFunc, destroyFile, strings.Join(callers, "\n"))
-	}
-	if allowed == 0 {
-		t.Errorf("%s in %s requests no destruction: the guard looks at the wrong place", destroyFunc, destroyFile)
+	for _, door := range doors {
+		var callers []string
+		allowed := 0
+		for _, f := range files {
+			if slices.ContainsFunc(door.outside, func(dir string) bool { return strings.HasPrefix(f.rel, dir+"/") }) {
+				continue
+			}
+			for _, decl := range f.ast.Decls {
+				fn, _ := decl.(*ast.FuncDecl)
+				ast.Inspect(decl, func(n ast.Node) bool {
+					call, ok := n.(*ast.CallExpr)
+					if !ok {
+						return true
+					}
+					sel, ok := call.Fun.(*ast.SelectorExpr)
+					if !ok || !slices.Contains(door.methods, sel.Sel.Name) {
+						return true
+					}
+					where := "package level"
+					if fn != nil {
+						where = fn.Name.Name
+					}
+					if f.rel == door.file && where == door.fn {
+						allowed++
+						return true
+					}
+					callers = append(callers, fmt.Sprintf("%s (%s): %s", f.fset.Position(call.Pos()), where, sel.Sel.Name))
+					return true
+				})
+			}
+		}
+		if len(callers) > 0 {
+			t.Errorf("%s outside %s in %s:\n%s", door.what, door.fn, door.file, strings.Join(callers, "\n"))
+		}
+		if allowed == 0 {
+			t.Errorf("%s in %s makes no call of %v: the guard looks at the wrong place", door.fn, door.file, door.methods)
+		}
 	}
 }
 
@@ -474,7 +500,7 @@ func TestAdmissionHooksOutsideLocks(t *testing.T) {
 					}},
 				}
 				for i, op := range ops {
-					opCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					opCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 					err := op.run(opCtx, i)
 					cancel()
 					if err != nil {
