@@ -125,13 +125,14 @@ func (s *Syncer) checkTransitions(ctx context.Context, st store.Store, t Target,
 // reviews its plan here, and destructions are requested only with the
 // review it returns (requestDestroys).
 func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Chain, t Target, snap *source.Snapshot, set *manifest.Set, p *Plan, dryRun bool) (*review, error) {
-	rv := &review{basis: p.basis, set: set, destroys: make(map[int64]string, len(p.Deletes))}
+	rv := &review{set: set, destroys: make(map[int64]string, len(p.Deletes))}
 	if chain == nil {
 		for _, c := range p.Deletes {
 			rv.destroys[c.ID] = ""
 		}
 		return rv, nil
 	}
+	rv.basis = p.stateBasis()
 	declared := make(map[manifest.ObjectRef]int, len(set.Resources))
 	for i, r := range set.Resources {
 		declared[r.Ref()] = i

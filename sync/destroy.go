@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
@@ -28,8 +29,8 @@ import (
 // review is what the admission hooks allowed of a plan, and what the store
 // held when they judged it. Only admit makes one.
 type review struct {
-	// basis is the plan's basis when it was reviewed (see Plan.basis): the
-	// plan still holds while the store gives the same basis.
+	// basis is the plan's basis when it was reviewed (Plan.stateBasis):
+	// the plan still holds while the store gives the same basis.
 	basis string
 	// set is the declared set as mutating hooks left it.
 	set *manifest.Set
@@ -122,14 +123,31 @@ func rowStamp(r *store.Resource) (string, error) {
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }
 
-// digestBasis fingerprints the resources a source owns as a plan read
-// them: a plan made again gives the same changes, judged against the same
-// stored objects, exactly when the basis is the same.
-func digestBasis(owned []store.ResourceDigest) string {
-	sum := sha256.New()
-	for _, d := range owned {
-		fmt.Fprintf(sum, "%d\x00%s\x00%s\x00%s\x00%s\x00%s\x00%d\x00%t\x00%t\n",
-			d.ID, d.Kind, d.Name, d.SpecHash, d.Action, d.MetaHash, d.Generation, d.Deleting, d.PruneDisabled)
+// stateBasis returns the plan's basis: for a plan made from a source's
+// resources, a fingerprint of their digests as the plan read them. The
+// same declared set planned again, and not refused, gives the same
+// resource changes, against the same stored objects, when the basis is the
+// same. It is computed on first use: only admission reviews need it.
+func (p *Plan) stateBasis() string {
+	if p.basis != "" {
+		return p.basis
 	}
-	return hex.EncodeToString(sum.Sum(nil))
+	sum := sha256.New()
+	var b []byte
+	for _, d := range p.owned {
+		b = strconv.AppendInt(b[:0], d.ID, 10)
+		for _, f := range []string{d.Kind, d.Name, d.SpecHash, d.Action, d.MetaHash} {
+			b = append(append(b, 0), f...)
+		}
+		b = append(b, 0)
+		b = strconv.AppendInt(b, d.Generation, 10)
+		b = append(b, 0)
+		b = strconv.AppendBool(b, d.Deleting)
+		b = append(b, 0)
+		b = strconv.AppendBool(b, d.PruneDisabled)
+		b = append(b, '\n')
+		sum.Write(b)
+	}
+	p.basis = hex.EncodeToString(sum.Sum(nil))
+	return p.basis
 }

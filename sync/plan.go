@@ -84,9 +84,13 @@ type Plan struct {
 	deleteIDs   []int64
 	forgetIDs   []int64
 	// basis fingerprints the stored state the plan was made from (see
-	// digestBasis; an API write's is the stamp of its one resource): an
-	// admission review of the plan holds while the basis stays the same.
+	// stateBasis; an API write's is its object and the stamp of its one
+	// resource): an admission review of the plan holds while the basis
+	// stays the same.
 	basis string
+	// owned are the digests of the source's resources the plan was made
+	// from, fingerprinted into basis only when it is needed.
+	owned []store.ResourceDigest
 
 	// Warnings are about what the revision uses that it should not for
 	// long: deprecated type versions.
@@ -169,7 +173,7 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 		return nil, fmt.Errorf("list resources of %s: %w", t.Name, err)
 	}
 	p.Owned = len(owned)
-	p.basis = digestBasis(owned)
+	p.owned = owned
 	// One map from ref to the stored row, looked up once per declared
 	// resource; declared marks the rows the snapshot still declares.
 	byRef := make(map[manifest.ObjectRef]int, len(owned))

@@ -257,7 +257,7 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 				if rv, err = s.admit(ctx, tx, nil, t, snap, declared, plan, false); err != nil {
 					return err
 				}
-			case rv == nil || rv.basis != plan.basis:
+			case rv == nil || rv.basis != plan.stateBasis():
 				return errPlanMoved
 			}
 			if err := s.checkTransitions(ctx, tx, t, declared, plan.Updates); err != nil {
