@@ -138,6 +138,8 @@ func (s *Server) createType(w http.ResponseWriter, r *http.Request) error {
 // applyType writes a type version the API declares.
 func (s *Server) applyType(w http.ResponseWriter, r *http.Request, req *ResourceTypeRequest) error {
 	written, err := s.syncer.ApplyDocument(r.Context(), func(ctx context.Context, tx store.Store) ([]byte, error) {
+		// The document may be built more than once: fill in a copy.
+		req := *req
 		// A POST of a version that exists updates it.
 		switch cur, err := tx.GetResourceTypeByName(ctx, req.Name, req.Version); {
 		case err == nil:
@@ -165,7 +167,7 @@ func (s *Server) applyType(w http.ResponseWriter, r *http.Request, req *Resource
 				req.DriftInterval = v.DriftInterval.String()
 			}
 		}
-		return typeDocument(req)
+		return typeDocument(&req)
 	})
 	var owned *store.OwnerConflictError
 	switch {

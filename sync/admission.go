@@ -2,6 +2,8 @@ package sync
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -42,30 +44,27 @@ func (s *Syncer) admissionChain() *admission.Chain {
 // admission hooks and checks the updates against the transition rules of
 // their types. The resources mutating hooks patch are validated again and
 // planned anew; a denial or a broken rule refuses the whole revision.
-// dryRun tells the hooks that nothing will be applied (a preview).
+// dryRun tells the hooks that nothing will be applied: it serves previews,
+// which apply nothing (a sync reviews its plan with reviewSync instead).
 func (s *Syncer) planChecked(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, dryRun bool) (*Plan, error) {
 	p, err := makePlan(ctx, st, t, snap, set, cur, dryRun)
 	if err != nil || (p.Changes() == 0 && len(p.writes) == 0) {
 		return p, err
 	}
-	var warnings []string
-	if chain := s.admissionChain(); chain != nil {
-		var patched *manifest.Set
-		patched, warnings, err = s.admit(ctx, st, chain, t, snap, set, p, dryRun)
-		if err != nil {
+	rv, err := s.admit(ctx, st, s.admissionChain(), t, snap, set, p, dryRun)
+	if err != nil {
+		return p, err
+	}
+	if rv.set != set {
+		set = rv.set
+		if p, err = makePlan(ctx, st, t, snap, set, cur, dryRun); err != nil {
 			return p, err
-		}
-		if patched != nil {
-			set = patched
-			if p, err = makePlan(ctx, st, t, snap, set, cur, dryRun); err != nil {
-				return p, err
-			}
 		}
 	}
 	if err := s.checkTransitions(ctx, st, t, set, p.Updates); err != nil {
 		return p, err
 	}
-	p.Warnings = append(p.Warnings, warnings...)
+	p.Warnings = append(p.Warnings, rv.warnings...)
 	return p, nil
 }
 
@@ -115,10 +114,25 @@ func (s *Syncer) checkTransitions(ctx context.Context, st store.Store, t Target,
 	return nil
 }
 
-// admit reviews each create, update and delete of p. It returns the set
-// with the patched resources in place of the declared ones, or nil when no
-// hook patched anything.
-func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Chain, t Target, snap *source.Snapshot, set *manifest.Set, p *Plan, dryRun bool) (*manifest.Set, []string, error) {
+// admit puts each create, update and delete of p to the hooks of chain
+// and returns what they allowed: the set with the resources they patched
+// in place of the declared ones, and the deletions, each with the stored
+// row it was judged on. With no hooks it allows everything and asks
+// nothing. It reads through st and, since hooks may take long to answer,
+// must not be called inside a write transaction when chain is not nil.
+//
+// It is the only caller of the hooks: every path that changes resources
+// reviews its plan here, and destructions are requested only with the
+// review it returns (requestDestroys).
+func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Chain, t Target, snap *source.Snapshot, set *manifest.Set, p *Plan, dryRun bool) (*review, error) {
+	rv := &review{set: set, destroys: make(map[int64]string, len(p.Deletes))}
+	if chain == nil {
+		for _, c := range p.Deletes {
+			rv.destroys[c.ID] = ""
+		}
+		return rv, nil
+	}
+	rv.basis = p.stateBasis()
 	declared := make(map[manifest.ObjectRef]int, len(set.Resources))
 	for i, r := range set.Resources {
 		declared[r.Ref()] = i
@@ -132,6 +146,9 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 	)
 	review := func(c Change, op admission.Operation, r *manifest.Resource) error {
 		if !chain.Matches(c.Kind, op) {
+			if op == admission.Delete {
+				rv.destroys[c.ID] = ""
+			}
 			return nil
 		}
 		req := admission.Request{Kind: c.Kind, Name: c.Name, Operation: op, Source: t.Name,
@@ -149,11 +166,20 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 			} else {
 				old, err = st.GetResourceByName(ctx, c.Kind, c.Name)
 			}
+			if errors.Is(err, store.ErrNotFound) {
+				// Gone since the plan was made: plan again.
+				return fmt.Errorf("read %s/%s for admission: %w", c.Kind, c.Name, errPlanMoved)
+			}
 			if err != nil {
 				return fmt.Errorf("read %s/%s for admission: %w", c.Kind, c.Name, err)
 			}
 			if req.OldObject, err = old.Resource.Object(); err != nil {
 				return err
+			}
+			if op == admission.Delete {
+				if rv.destroys[c.ID], err = rowStamp(old); err != nil {
+					return err
+				}
 			}
 		}
 		res, err := chain.Review(ctx, req)
@@ -223,7 +249,7 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 				r = set.Resources[i]
 			}
 			if err := review(c, group.op, r); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
 	}
@@ -233,11 +259,12 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 		if denied {
 			reason = ReasonAdmissionDenied
 		}
-		return nil, nil, &Error{Reason: reason, Problems: problems,
+		return nil, &Error{Reason: reason, Problems: problems,
 			Message: fmt.Sprintf("%d change(s) refused at admission; first: %s", len(problems), problems[0])}
 	}
+	rv.warnings = warnings
 	if patched == nil {
-		return nil, warnings, nil
+		return rv, nil
 	}
 	// The validated set may be shared with the validator's cache: the
 	// patched resources go into a copy.
@@ -245,7 +272,8 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 	for i, r := range patched {
 		out.Resources[i] = r
 	}
-	return out, warnings, nil
+	rv.set = out
+	return rv, nil
 }
 
 // kindLookup resolves kinds as the validation of t's snapshot did: the
@@ -273,41 +301,43 @@ func (s *Syncer) kindLookup(ctx context.Context, st store.Store, t Target, set *
 	}, nil
 }
 
-// admitWrite puts the one resource of an API write to the admission hooks
-// as a create or an update of what the store holds, and returns it as the
-// hooks left it.
-func (s *Syncer) admitWrite(ctx context.Context, tx store.Store, set *manifest.Set, rev manifest.Revision) (*manifest.Resource, []string, error) {
+// writePlan plans the API write of set's one resource: a create, or an
+// update of what the store holds when anything a hook judges changes (its
+// spec, action, labels or annotations, or a destruction it calls off),
+// else nothing. Its basis is the stored row's stamp and the declared
+// object: a review of the plan holds while both stay the same.
+func writePlan(ctx context.Context, st store.Store, set *manifest.Set, rev manifest.Revision) (*Plan, error) {
 	r := set.Resources[0]
-	chain := s.admissionChain()
-	if chain == nil {
-		return r, nil, nil
-	}
 	p := &Plan{Source: apiTarget.Name, Revision: rev}
+	obj, err := r.Object()
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(obj)
+	p.basis = hex.EncodeToString(sum[:])
 	c := Change{Kind: r.Kind, Name: r.Name, File: r.Origin.File, Line: r.Origin.Line}
-	old, err := tx.GetResourceByName(ctx, r.Kind, r.Name)
+	old, err := st.GetResourceByName(ctx, r.Kind, r.Name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		c.Action = Create
 		p.Creates = append(p.Creates, c)
+		return p, nil
 	case err != nil:
-		return nil, nil, err
+		return nil, err
 	case old.Source.Name != apiTarget.Name:
 		// The write is refused as another source's object; no hook need see it.
-		return r, nil, nil
+		return p, nil
 	case old.SpecHash == r.SpecHash && old.Action == r.Action && old.DeletionRequestedAt == nil &&
 		maps.Equal(old.Labels, r.Labels) && maps.Equal(old.Annotations, r.Annotations):
 		// Nothing a hook could judge changes.
-		return r, nil, nil
-	default:
-		c.Action, c.ID = Update, old.ID
-		p.Updates = append(p.Updates, c)
+		return p, nil
 	}
-	patched, warnings, err := s.admit(ctx, tx, chain, apiTarget, apiSnapshot(ctx, rev), set, p, false)
+	stamp, err := rowStamp(old)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if patched != nil {
-		r = patched.Resources[0]
-	}
-	return r, warnings, nil
+	p.basis += " " + stamp
+	c.Action, c.ID = Update, old.ID
+	p.Updates = append(p.Updates, c)
+	return p, nil
 }

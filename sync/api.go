@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/no8s/no8s-agent/admission"
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source"
 	"github.com/no8s/no8s-agent/store"
@@ -31,10 +32,12 @@ type Written struct {
 	Warnings []string
 }
 
-// DocumentFunc builds the manifest document of an API write. It runs inside
-// the write's transaction, after the API source's lock is taken, and reads
-// through tx: what it reads (the resource being changed, the types) cannot
-// change before the document is written.
+// DocumentFunc builds the manifest document of an API write. It reads
+// through tx: inside the write's transaction, after the API source's lock
+// is taken, what it reads (the resource being changed, the types) cannot
+// change before the document is written. With admission hooks it is also
+// called before, through the store, so that the hooks judge the document
+// before any lock is taken: it must not change anything but its result.
 type DocumentFunc func(ctx context.Context, tx store.Store) ([]byte, error)
 
 // ApplyDocument applies one manifest document written through the API, as
@@ -46,6 +49,10 @@ type DocumentFunc func(ctx context.Context, tx store.Store) ([]byte, error)
 // before and the document leaves out are kept. API writes are serialized,
 // so a read-modify-write in build loses no concurrent change.
 //
+// A resource is put to the admission hooks before the lock is taken; the
+// write goes ahead only if the document and the stored resource are still
+// those the hooks judged, else it is reviewed again.
+//
 // A document that does not validate returns an *Error with reason
 // ValidationFailed; an object another source owns returns an
 // *store.OwnerConflictError naming that source, its file and revision; an
@@ -53,77 +60,129 @@ type DocumentFunc func(ctx context.Context, tx store.Store) ([]byte, error)
 func (s *Syncer) ApplyDocument(ctx context.Context, build DocumentFunc) (*Written, error) {
 	start := s.now()
 	out := &Written{}
-	err := s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
-		if err := tx.LockSource(ctx, apiTarget.Name); err != nil {
-			return err
-		}
-		data, err := build(ctx, tx)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(data)
-		rev := manifest.Revision("api@sha256:" + hex.EncodeToString(sum[:]))
-		out.Revision = rev
-		docs, problems := manifest.DecodeFile("api", data, manifest.DecodeOptions{})
-		if len(problems) == 0 && len(docs) != 1 {
-			problems = append(problems, manifest.Problem{File: "api", Message: fmt.Sprintf("want one document, got %d", len(docs))})
-		}
-		if len(problems) > 0 {
-			return invalidDocument(problems)
-		}
-		known, err := s.otherTypes(ctx, tx, "")
-		if err != nil {
-			return err
-		}
-		set, err := manifest.Validate(docs, known)
-		var verr *manifest.ValidationError
-		switch {
-		case errors.As(err, &verr):
-			return invalidDocument(verr.Problems)
-		case err != nil:
-			return err
-		}
-		cur, err := s.sourceState(ctx, tx, apiTarget)
-		if err != nil {
-			return err
-		}
-		p := &Plan{Source: apiTarget.Name, Revision: rev}
-		switch {
-		case len(set.Types) == 1:
-			if err := s.writeType(ctx, tx, set.Types[0], rev, p, out); err != nil {
+	chain := s.admissionChain()
+	err := reviewed(func() error {
+		var rv *review
+		if chain != nil {
+			var err error
+			if rv, err = s.reviewDocument(ctx, chain, build); err != nil {
 				return err
 			}
-		case len(set.Resources) == 1:
-			r, admitted, err := s.admitWrite(ctx, tx, set, rev)
+		}
+		return s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+			*out = Written{}
+			if err := tx.LockSource(ctx, apiTarget.Name); err != nil {
+				return err
+			}
+			set, rev, err := s.buildDocument(ctx, tx, build)
 			if err != nil {
 				return err
 			}
-			if old, err := tx.GetResourceByName(ctx, r.Kind, r.Name); err == nil && old.Source.Name == apiTarget.Name {
-				written := &manifest.Set{Types: set.Types, Resources: []*manifest.Resource{r}}
-				if err := s.checkTransitions(ctx, tx, apiTarget, written, []Change{{Kind: r.Kind, Name: r.Name, ID: old.ID}}); err != nil {
+			out.Revision = rev
+			cur, err := s.sourceState(ctx, tx, apiTarget)
+			if err != nil {
+				return err
+			}
+			p := &Plan{Source: apiTarget.Name, Revision: rev}
+			switch {
+			case len(set.Types) == 1:
+				if err := s.writeType(ctx, tx, set.Types[0], rev, p, out); err != nil {
 					return err
 				}
-			} else if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
+			case len(set.Resources) == 1:
+				wp, err := writePlan(ctx, tx, set, rev)
+				if err != nil {
+					return err
+				}
+				r := set.Resources[0]
+				if chain != nil && len(wp.Creates)+len(wp.Updates) > 0 {
+					// Something the hooks judge changes: they must have
+					// judged this very change.
+					if rv == nil || rv.basis != wp.basis {
+						return errPlanMoved
+					}
+					r = rv.set.Resources[0]
+					p.Warnings = append(p.Warnings, rv.warnings...)
+				}
+				if old, err := tx.GetResourceByName(ctx, r.Kind, r.Name); err == nil && old.Source.Name == apiTarget.Name {
+					written := &manifest.Set{Types: set.Types, Resources: []*manifest.Resource{r}}
+					if err := s.checkTransitions(ctx, tx, apiTarget, written, []Change{{Kind: r.Kind, Name: r.Name, ID: old.ID}}); err != nil {
+						return err
+					}
+				} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
+				if err := writeResource(ctx, tx, r, rev, p, out); err != nil {
+					return err
+				}
+				deprecated, err := deprecations(ctx, tx, set)
+				if err != nil {
+					return err
+				}
+				p.Warnings = append(deprecated, p.Warnings...)
+				out.Warnings = p.Warnings
+			default:
+				return fmt.Errorf("api write: %w: the document declares nothing", store.ErrInvalid)
 			}
-			if err := writeResource(ctx, tx, r, rev, p, out); err != nil {
-				return err
-			}
-			if p.Warnings, err = deprecations(ctx, tx, set); err != nil {
-				return err
-			}
-			p.Warnings = append(p.Warnings, admitted...)
-			out.Warnings = p.Warnings
-		default:
-			return fmt.Errorf("api write: %w: the document declares nothing", store.ErrInvalid)
-		}
-		return s.recordSuccess(ctx, tx, apiTarget, apiSnapshot(ctx, rev), cur, p, start)
+			return s.recordSuccess(ctx, tx, apiTarget, apiSnapshot(ctx, rev), cur, p, start)
+		})
 	})
+	if errors.Is(err, errReviewOutdated) {
+		return nil, fmt.Errorf("api write: %w", err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	s.log.Info("applied through the API", "revision", string(out.Revision), "outcome", string(out.Outcome))
 	return out, nil
+}
+
+// buildDocument builds the document of an API write through st, decodes
+// it and validates it against the stored types, and returns it with the
+// pseudo-revision it is recorded under.
+func (s *Syncer) buildDocument(ctx context.Context, st store.Store, build DocumentFunc) (*manifest.Set, manifest.Revision, error) {
+	data, err := build(ctx, st)
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(data)
+	rev := manifest.Revision("api@sha256:" + hex.EncodeToString(sum[:]))
+	docs, problems := manifest.DecodeFile("api", data, manifest.DecodeOptions{})
+	if len(problems) == 0 && len(docs) != 1 {
+		problems = append(problems, manifest.Problem{File: "api", Message: fmt.Sprintf("want one document, got %d", len(docs))})
+	}
+	if len(problems) > 0 {
+		return nil, rev, invalidDocument(problems)
+	}
+	known, err := s.otherTypes(ctx, st, "")
+	if err != nil {
+		return nil, rev, err
+	}
+	set, err := manifest.Validate(docs, known)
+	var verr *manifest.ValidationError
+	switch {
+	case errors.As(err, &verr):
+		return nil, rev, invalidDocument(verr.Problems)
+	case err != nil:
+		return nil, rev, err
+	}
+	return set, rev, nil
+}
+
+// reviewDocument builds the document of an API write through the store,
+// outside any transaction, and puts the resource it declares to the hooks
+// of chain. A type, or a resource whose write changes nothing a hook
+// judges, gives no review.
+func (s *Syncer) reviewDocument(ctx context.Context, chain *admission.Chain, build DocumentFunc) (*review, error) {
+	set, rev, err := s.buildDocument(ctx, s.store, build)
+	if err != nil || len(set.Resources) != 1 {
+		return nil, err
+	}
+	p, err := writePlan(ctx, s.store, set, rev)
+	if err != nil || len(p.Creates)+len(p.Updates) == 0 {
+		return nil, err
+	}
+	return s.admit(ctx, s.store, chain, apiTarget, apiSnapshot(ctx, rev), set, p, false)
 }
 
 // writeType writes the versions a ResourceType document declares. A type
@@ -195,51 +254,70 @@ func writeResource(ctx context.Context, tx store.Store, r *manifest.Resource, re
 // is annotated no8s.io/prune: disabled, in which case it is forgotten. It
 // returns the resource as it is now, or nil when it was forgotten. A
 // resource another source owns returns an *store.OwnerConflictError and is
-// left alone.
+// left alone. The destruction is put to the admission hooks first, as a
+// sync's would be; a forgotten resource is not destroyed, so it is not.
 func (s *Syncer) DeleteResource(ctx context.Context, id int64) (*store.Resource, error) {
 	start := s.now()
 	var out *store.Resource
-	err := s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
-		if err := tx.LockSource(ctx, apiTarget.Name); err != nil {
-			return err
-		}
-		r, err := tx.GetResource(ctx, id)
+	err := reviewed(func() error {
+		// Reviewed before the API source's lock is taken.
+		r, err := s.store.GetResource(ctx, id)
 		if err != nil {
 			return err
 		}
 		if r.Source.Name != apiTarget.Name {
 			return &store.OwnerConflictError{What: r.Ref().String(), Owner: r.Source}
 		}
-		cur, err := s.sourceState(ctx, tx, apiTarget)
-		if err != nil {
-			return err
-		}
 		rev := manifest.Revision("api@delete:" + r.Ref().String())
-		p := &Plan{Source: apiTarget.Name, Revision: rev}
-		c := Change{Kind: r.Kind, Name: r.Name, ID: r.ID, File: r.Source.Path}
-		if chain := s.admissionChain(); chain != nil && !r.PruneDisabled() {
-			// A destruction is put to the hooks as a sync's would be; a
-			// forgotten resource is not destroyed, so it is not.
-			review := &Plan{Deletes: []Change{c}}
-			if _, _, err := s.admit(ctx, tx, chain, apiTarget, apiSnapshot(ctx, rev), &manifest.Set{}, review, false); err != nil {
+		var rv *review
+		if !r.PruneDisabled() {
+			p := &Plan{Source: apiTarget.Name, Revision: rev, Deletes: []Change{{Action: Delete, Kind: r.Kind, Name: r.Name, ID: r.ID, File: r.Source.Path}},
+				deleteIDs: []int64{r.ID}}
+			if rv, err = s.admit(ctx, s.store, s.admissionChain(), apiTarget, apiSnapshot(ctx, rev), &manifest.Set{}, p, false); err != nil {
 				return err
 			}
 		}
-		if r.PruneDisabled() {
-			c.Action = Forget
-			p.Forgets = append(p.Forgets, c)
-			if err := tx.DeleteResource(ctx, id); err != nil {
+		return s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+			if err := tx.LockSource(ctx, apiTarget.Name); err != nil {
 				return err
 			}
-		} else {
-			c.Action = Delete
-			p.Deletes = append(p.Deletes, c)
-			if out, err = tx.RequestDeletion(ctx, id); err != nil {
+			r, err := tx.GetResource(ctx, id)
+			if err != nil {
 				return err
 			}
-		}
-		return s.recordSuccess(ctx, tx, apiTarget, apiSnapshot(ctx, rev), cur, p, start)
+			if r.Source.Name != apiTarget.Name {
+				return &store.OwnerConflictError{What: r.Ref().String(), Owner: r.Source}
+			}
+			cur, err := s.sourceState(ctx, tx, apiTarget)
+			if err != nil {
+				return err
+			}
+			rev := manifest.Revision("api@delete:" + r.Ref().String())
+			p := &Plan{Source: apiTarget.Name, Revision: rev}
+			c := Change{Kind: r.Kind, Name: r.Name, ID: r.ID, File: r.Source.Path}
+			if r.PruneDisabled() {
+				c.Action = Forget
+				p.Forgets = append(p.Forgets, c)
+				if err := tx.DeleteResource(ctx, id); err != nil {
+					return err
+				}
+				out = nil
+			} else {
+				c.Action = Delete
+				p.Deletes = append(p.Deletes, c)
+				if err := requestDestroys(ctx, tx, rv, []int64{id}); err != nil {
+					return err
+				}
+				if out, err = tx.GetResource(ctx, id); err != nil {
+					return err
+				}
+			}
+			return s.recordSuccess(ctx, tx, apiTarget, apiSnapshot(ctx, rev), cur, p, start)
+		})
 	})
+	if errors.Is(err, errReviewOutdated) {
+		return nil, fmt.Errorf("delete resource %d: %w", id, err)
+	}
 	if err != nil {
 		return nil, err
 	}

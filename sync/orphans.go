@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/source"
 	"github.com/no8s/no8s-agent/store"
 )
 
@@ -140,8 +142,9 @@ func (e *PruneApprovalError) Is(target error) bool { return target == store.ErrC
 // store.ErrNotFound, the API's pseudo-source and an unknown mode with
 // store.ErrInvalid, and a source whose resource types resources of other
 // sources use with store.ErrInUse. A prune that would destroy resources
-// fails with a *PruneApprovalError unless approve is set. Nothing changes
-// when it fails.
+// fails with a *PruneApprovalError unless approve is set, and then puts
+// each destruction to the admission hooks, as a sync's: a refusal is an
+// *Error. Nothing changes when it fails.
 func (s *Syncer) RemoveSource(ctx context.Context, name string, mode RemoveMode, approve bool) (*Removal, error) {
 	if mode != ModeForget && mode != ModePrune {
 		return nil, fmt.Errorf("remove source %s: mode %q: use %s or %s: %w", name, mode, ModeForget, ModePrune, store.ErrInvalid)
@@ -150,63 +153,58 @@ func (s *Syncer) RemoveSource(ctx context.Context, name string, mode RemoveMode,
 		return nil, fmt.Errorf("remove source %s: it is the API's pseudo-source; delete its resources through the API: %w", name, store.ErrInvalid)
 	}
 	out := &Removal{Source: name, Mode: mode}
-	err := s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
-		*out = Removal{Source: name, Mode: mode}
-		if err := tx.LockSource(ctx, name); err != nil {
-			return err
-		}
-		cur, err := tx.GetSource(ctx, name)
-		if err != nil {
-			return err
-		}
-		if !cur.Phase.Retired() {
-			return fmt.Errorf("source %s is %s, not orphaned: it is configured; remove it from the configuration of every agent and restart them first: %w",
-				name, cur.Phase, store.ErrConflict)
-		}
-		if err := typesFree(ctx, tx, name); err != nil {
-			return err
-		}
-		owned, err := tx.ListResourceDigests(ctx, name)
-		if err != nil {
-			return err
-		}
-		var forget, destroy []int64
-		for _, d := range owned {
-			if mode == ModeForget || d.PruneDisabled {
-				forget = append(forget, d.ID)
-			} else {
-				destroy = append(destroy, d.ID)
-			}
-		}
-		if len(destroy) > 0 && !approve {
-			return &PruneApprovalError{Source: name, Destroying: len(destroy)}
-		}
-		if err := tx.DeleteResources(ctx, forget); err != nil {
-			return err
-		}
-		out.Forgotten, out.Destroying = len(forget), len(destroy)
-		if len(destroy) > 0 {
-			if err := tx.RequestDeletions(ctx, destroy); err != nil {
+	err := reviewed(func() error {
+		// The destructions are reviewed before the source's lock is taken.
+		var rv *review
+		if mode == ModePrune {
+			cur, _, destroy, err := planRemoval(ctx, s.store, name, mode, approve)
+			if err != nil {
 				return err
 			}
-			cur.Phase = store.SourcePruning
-			cur.Message = fmt.Sprintf("pruning: destroying %d resource(s) through their actions; the source goes once they are gone", len(destroy))
-			if _, err := tx.PutSource(ctx, cur); err != nil {
-				return err
-			}
-			return tx.Notify(ctx, store.TopicSources, name)
-		}
-		types, err := tx.ListResourceTypes(ctx, store.TypeFilter{Source: name})
-		if err != nil {
-			return err
-		}
-		for _, t := range types {
-			if err := tx.DeleteResourceType(ctx, t.Name, t.Version); err != nil {
+			if rv, err = s.reviewRemoval(ctx, s.store, cur, destroy); err != nil {
 				return err
 			}
 		}
-		out.Removed = true
-		return tx.DeleteSource(ctx, name)
+		return s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+			*out = Removal{Source: name, Mode: mode}
+			if err := tx.LockSource(ctx, name); err != nil {
+				return err
+			}
+			cur, forget, destroy, err := planRemoval(ctx, tx, name, mode, approve)
+			if err != nil {
+				return err
+			}
+			if err := tx.DeleteResources(ctx, forget); err != nil {
+				return err
+			}
+			out.Forgotten, out.Destroying = len(forget), len(destroy)
+			if len(destroy) > 0 {
+				ids := make([]int64, len(destroy))
+				for i, d := range destroy {
+					ids[i] = d.ID
+				}
+				if err := requestDestroys(ctx, tx, rv, ids); err != nil {
+					return err
+				}
+				cur.Phase = store.SourcePruning
+				cur.Message = fmt.Sprintf("pruning: destroying %d resource(s) through their actions; the source goes once they are gone", len(destroy))
+				if _, err := tx.PutSource(ctx, cur); err != nil {
+					return err
+				}
+				return tx.Notify(ctx, store.TopicSources, name)
+			}
+			types, err := tx.ListResourceTypes(ctx, store.TypeFilter{Source: name})
+			if err != nil {
+				return err
+			}
+			for _, t := range types {
+				if err := tx.DeleteResourceType(ctx, t.Name, t.Version); err != nil {
+					return err
+				}
+			}
+			out.Removed = true
+			return tx.DeleteSource(ctx, name)
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s source %s: %w", mode, name, err)
@@ -214,6 +212,53 @@ func (s *Syncer) RemoveSource(ctx context.Context, name string, mode RemoveMode,
 	s.log.Info("source removed", "source", name, "mode", string(mode), "forgotten", out.Forgotten,
 		"destroying", out.Destroying, "removed", out.Removed)
 	return out, nil
+}
+
+// planRemoval checks that the named source may be removed in mode, and
+// returns it with the IDs of the resources to forget and the resources to
+// destroy.
+func planRemoval(ctx context.Context, st store.Store, name string, mode RemoveMode, approve bool) (*store.Source, []int64, []store.ResourceDigest, error) {
+	cur, err := st.GetSource(ctx, name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if !cur.Phase.Retired() {
+		return nil, nil, nil, fmt.Errorf("source %s is %s, not orphaned: it is configured; remove it from the configuration of every agent and restart them first: %w",
+			name, cur.Phase, store.ErrConflict)
+	}
+	if err := typesFree(ctx, st, name); err != nil {
+		return nil, nil, nil, err
+	}
+	owned, err := st.ListResourceDigests(ctx, name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var forget []int64
+	var destroy []store.ResourceDigest
+	for _, d := range owned {
+		if mode == ModeForget || d.PruneDisabled {
+			forget = append(forget, d.ID)
+		} else {
+			destroy = append(destroy, d)
+		}
+	}
+	if len(destroy) > 0 && !approve {
+		return nil, nil, nil, &PruneApprovalError{Source: name, Destroying: len(destroy)}
+	}
+	return cur, forget, destroy, nil
+}
+
+// reviewRemoval puts the destruction of each of destroy, the resources of
+// the retired source src, to the admission hooks.
+func (s *Syncer) reviewRemoval(ctx context.Context, st store.Store, src *store.Source, destroy []store.ResourceDigest) (*review, error) {
+	t := Target{Name: src.Name, Kind: src.Kind, URL: src.URL, Path: src.Path}
+	snap := &source.Snapshot{Revision: src.LastAppliedRevision}
+	p := &Plan{Source: src.Name, Revision: src.LastAppliedRevision}
+	for _, d := range destroy {
+		p.Deletes = append(p.Deletes, Change{Action: Delete, Kind: d.Kind, Name: d.Name, File: d.Path, ID: d.ID})
+		p.deleteIDs = append(p.deleteIDs, d.ID)
+	}
+	return s.admit(ctx, st, s.admissionChain(), t, snap, &manifest.Set{}, p, false)
 }
 
 // typesFree fails with store.ErrInUse when resources of other sources use

@@ -83,6 +83,14 @@ type Plan struct {
 	removeTypes []TypeChange
 	deleteIDs   []int64
 	forgetIDs   []int64
+	// basis fingerprints the stored state the plan was made from (see
+	// stateBasis; an API write's is its object and the stamp of its one
+	// resource): an admission review of the plan holds while the basis
+	// stays the same.
+	basis string
+	// owned are the digests of the source's resources the plan was made
+	// from, fingerprinted into basis only when it is needed.
+	owned []store.ResourceDigest
 
 	// Warnings are about what the revision uses that it should not for
 	// long: deprecated type versions.
@@ -165,6 +173,7 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 		return nil, fmt.Errorf("list resources of %s: %w", t.Name, err)
 	}
 	p.Owned = len(owned)
+	p.owned = owned
 	// One map from ref to the stored row, looked up once per declared
 	// resource; declared marks the rows the snapshot still declares.
 	byRef := make(map[manifest.ObjectRef]int, len(owned))
@@ -433,8 +442,12 @@ func pruneGuard(t Target, snap *source.Snapshot, set *manifest.Set, cur *store.S
 	return nil
 }
 
-// apply writes the plan.
-func apply(ctx context.Context, tx store.Store, t Target, snap *source.Snapshot, p *Plan) error {
+// apply writes the plan, whose deletions rv allowed.
+func apply(ctx context.Context, tx store.Store, t Target, snap *source.Snapshot, p *Plan, rv *review) error {
+	// First, while the resources to destroy are as the hooks saw them.
+	if err := requestDestroys(ctx, tx, rv, p.deleteIDs); err != nil {
+		return err
+	}
 	for _, row := range p.putTypes {
 		if _, err := tx.PutResourceType(ctx, row); err != nil {
 			return fmt.Errorf("write resource type %s %s: %w", row.Name, row.Version, err)
@@ -455,9 +468,6 @@ func apply(ctx context.Context, tx store.Store, t Target, snap *source.Snapshot,
 	}
 	for i := range p.Updates {
 		p.Updates[i].Generation = gens[p.Updates[i].Ref()].Generation
-	}
-	if err := tx.RequestDeletions(ctx, p.deleteIDs); err != nil {
-		return err
 	}
 	if err := tx.DeleteResources(ctx, p.forgetIDs); err != nil {
 		return err

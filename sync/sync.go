@@ -224,30 +224,60 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 	if err != nil {
 		return nil, s.fail(ctx, t, snap, start, against, err)
 	}
-	err = s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
-		if err := tx.LockSource(ctx, t.Name); err != nil {
-			return err
+	chain := s.admissionChain()
+	err = reviewed(func() error {
+		// The hooks judge the plan before the source's lock and the
+		// transaction are taken; the transaction applies it only if it
+		// still holds.
+		var rv *review
+		if chain != nil {
+			var err error
+			if rv, err = s.reviewSync(ctx, chain, t, snap, set, force); err != nil {
+				return err
+			}
 		}
-		cur, err := s.sourceState(ctx, tx, t)
-		if err != nil {
-			return err
-		}
-		if !force && alreadyApplied(cur, snap.Revision) {
-			return errSkip
-		}
-		if err := checkLineage(t, snap, cur); err != nil {
-			return err
-		}
-		plan, err := s.planChecked(ctx, tx, t, snap, set, cur, false)
-		if err != nil {
-			return err
-		}
-		if err := apply(ctx, tx, t, snap, plan); err != nil {
-			return err
-		}
-		res.Plan = plan
-		res.Duration = s.now().Sub(start)
-		return s.recordSuccess(ctx, tx, t, snap, cur, plan, start)
+		return s.store.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+			if err := tx.LockSource(ctx, t.Name); err != nil {
+				return err
+			}
+			cur, err := s.sourceState(ctx, tx, t)
+			if err != nil {
+				return err
+			}
+			if !force && alreadyApplied(cur, snap.Revision) {
+				return errSkip
+			}
+			if err := checkLineage(t, snap, cur); err != nil {
+				return err
+			}
+			declared := set
+			if rv != nil {
+				declared = rv.set
+			}
+			plan, err := makePlan(ctx, tx, t, snap, declared, cur, false)
+			if err != nil {
+				return err
+			}
+			switch {
+			case chain == nil:
+				// No hooks: nothing to ask, everything allowed.
+				if rv, err = s.admit(ctx, tx, nil, t, snap, declared, plan, false); err != nil {
+					return err
+				}
+			case rv == nil || rv.basis != plan.stateBasis():
+				return errPlanMoved
+			}
+			if err := s.checkTransitions(ctx, tx, t, declared, plan.Updates); err != nil {
+				return err
+			}
+			plan.Warnings = append(plan.Warnings, rv.warnings...)
+			if err := apply(ctx, tx, t, snap, plan, rv); err != nil {
+				return err
+			}
+			res.Plan = plan
+			res.Duration = s.now().Sub(start)
+			return s.recordSuccess(ctx, tx, t, snap, cur, plan, start)
+		})
 	})
 	switch {
 	case errors.Is(err, errSkip):
@@ -274,6 +304,29 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 		"created", len(p.Creates), "updated", len(p.Updates), "deleted", len(p.Deletes)+len(p.Forgets),
 		"unchanged", p.Unchanged, "duration", res.Duration.Round(time.Microsecond))
 	return res, nil
+}
+
+// reviewSync plans set against the store as it is, outside any
+// transaction, and puts the plan to the hooks of chain. A plan refused
+// before the hooks are asked (a conflict, the prune guard) gives no review
+// and no error: the refusal is judged under the source's lock.
+func (s *Syncer) reviewSync(ctx context.Context, chain *admission.Chain, t Target, snap *source.Snapshot, set *manifest.Set, force bool) (*review, error) {
+	cur, err := s.sourceState(ctx, s.store, t)
+	if err != nil {
+		return nil, err
+	}
+	if !force && alreadyApplied(cur, snap.Revision) {
+		return nil, errSkip
+	}
+	p, err := makePlan(ctx, s.store, t, snap, set, cur, false)
+	var serr *Error
+	switch {
+	case errors.As(err, &serr):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return s.admit(ctx, s.store, chain, t, snap, set, p, false)
 }
 
 // Plan validates snap and plans it against the store without changing

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
+	"github.com/no8s/no8s-agent/admission"
 	"github.com/no8s/no8s-agent/sync"
 )
 
@@ -18,7 +20,8 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		"the store and destroys nothing (another source may then declare them); --mode prune asks\n"+
 		"the agents to destroy its resources through their actions, and the source goes once they\n"+
 		"are gone. Pruning destroys everything the source declared, so, like a sync that would\n"+
-		"empty a source, it needs --approve. History stays either way.", stdout, stderr)
+		"empty a source, it needs --approve, and the configuration's admission hooks review\n"+
+		"each destruction. History stays either way.", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
 	mode := fs.String("mode", "", "forget (remove from the store, destroy nothing) or prune (destroy through the actions)")
@@ -44,7 +47,17 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return fail(stderr, "delete", fmt.Errorf("source %q is in the configuration %s: remove it there and restart the agents first", name, sf.config))
 		}
 	}
-	removal, err := sync.New(st, slog.New(slog.DiscardHandler)).RemoveSource(ctx, name, m, *approve)
+	syncer := sync.New(st, slog.New(slog.DiscardHandler))
+	if len(cfg.Admission) > 0 {
+		// A prune destroys: the configured admission hooks review it, as
+		// they would through an agent's API. Their calls are logged here.
+		hooks, err := admission.New(cfg.Admission, os.LookupEnv, slog.New(slog.NewTextHandler(stderr, nil)), nil)
+		if err != nil {
+			return fail(stderr, "delete", err)
+		}
+		syncer.UseAdmission(hooks)
+	}
+	removal, err := syncer.RemoveSource(ctx, name, m, *approve)
 	if err != nil {
 		return fail(stderr, "delete", err)
 	}
