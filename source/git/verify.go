@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	gogit "github.com/go-git/go-git/v5"
@@ -172,14 +173,18 @@ func (s *Source) judge(ctx context.Context, st *filesystem.Storage, repo *gogit.
 		return nil, fmt.Errorf("fetch %s, the last applied commit, from %s: %w", base, s.location, ctx.Err())
 	}
 	if s.guardsRollback() {
-		back, known, err := goesBack(ctx, repo, base, head.Hash)
+		back, known, err := goesBack(ctx, repo, base, head)
 		if err != nil {
 			return nil, fmt.Errorf("compare %s with %s, the last applied commit: %w", head.Hash, base, err)
 		}
 		switch {
-		case back:
+		case back == head.Hash:
 			v.rollback = fmt.Sprintf("commit %s is an ancestor of %s, the commit last applied (%s)",
 				short(head.Hash), short(base), applied)
+		case !back.IsZero():
+			v.rollback = fmt.Sprintf("commit %s is a copy of %s, an ancestor of %s, the commit last applied (%s): "+
+				"the same signed content under another encoding of its signature",
+				short(head.Hash), short(back), short(base), applied)
 		case !known:
 			why := "the clone lacks part of its history"
 			if fetchErr != nil {
@@ -246,36 +251,64 @@ var errTooMany = errors.New("too many commits")
 // short abbreviates a hash for messages.
 func short(h plumbing.Hash) string { return h.String()[:12] }
 
-// goesBack reports whether head is an ancestor of base. known is false when
-// the clone lacks part of base's history, so that it cannot tell. New
-// history, the usual case, is told from head's side at once.
-func goesBack(ctx context.Context, repo *gogit.Repository, base, head plumbing.Hash) (back, known bool, err error) {
-	forward, _, err := reaches(ctx, repo, head, base)
-	if err != nil || forward {
-		return false, err == nil, err
+// goesBack returns head's hash when head is an ancestor of base, or the
+// hash of an ancestor of base that head is a copy of: the same signed
+// content (tree, parents, author, committer, message) with its signature
+// headers written another way. Anyone can make such a copy of a signed
+// commit without the key, by wrapping its signature's lines differently,
+// say; it has a hash of its own, so it is no ancestor, yet it takes the
+// source back all the same. A copy of base itself goes nowhere. known is
+// false when the clone lacks part of base's history, so that it cannot
+// tell. New history, the usual case, is told from head's side at once.
+func goesBack(ctx context.Context, repo *gogit.Repository, base plumbing.Hash, head *object.Commit) (back plumbing.Hash, known bool, err error) {
+	forward, _, err := reaches(ctx, repo, head.Hash, base, nil)
+	if err != nil || !forward.IsZero() {
+		return plumbing.ZeroHash, err == nil, err
 	}
-	back, complete, err := reaches(ctx, repo, base, head)
+	signed, err := signedHash(head)
 	if err != nil {
-		return false, false, err
+		return plumbing.ZeroHash, false, err
 	}
-	return back, back || complete, nil
+	copyOfHead := func(c *object.Commit) bool {
+		if c.Hash == base || c.TreeHash != head.TreeHash || !slices.Equal(c.ParentHashes, head.ParentHashes) {
+			return false
+		}
+		h, err := signedHash(c)
+		return err == nil && h == signed
+	}
+	back, complete, err := reaches(ctx, repo, base, head.Hash, copyOfHead)
+	if err != nil {
+		return plumbing.ZeroHash, false, err
+	}
+	return back, !back.IsZero() || complete, nil
 }
 
-// reaches walks the history of from, breadth first, until it meets target.
+// signedHash is the hash of the commit as its signature covers it: the
+// object without its signature headers.
+func signedHash(c *object.Commit) (plumbing.Hash, error) {
+	var o plumbing.MemoryObject
+	if err := c.EncodeWithoutSignature(&o); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("encode commit %s: %w", c.Hash, err)
+	}
+	return o.Hash(), nil
+}
+
+// reaches walks the history of from, breadth first, until it meets target
+// or a commit same (when not nil) accepts, and returns that commit's hash.
 // complete is false when some commit of that history is missing from the
 // clone (a shallow boundary, or a commit never fetched).
-func reaches(ctx context.Context, repo *gogit.Repository, from, target plumbing.Hash) (found, complete bool, err error) {
+func reaches(ctx context.Context, repo *gogit.Repository, from, target plumbing.Hash, same func(*object.Commit) bool) (found plumbing.Hash, complete bool, err error) {
 	seen := map[plumbing.Hash]bool{from: true}
 	queue := []plumbing.Hash{from}
 	complete = true
 	for len(queue) > 0 {
 		if err := ctx.Err(); err != nil {
-			return false, false, err
+			return plumbing.ZeroHash, false, err
 		}
 		h := queue[0]
 		queue = queue[1:]
 		if h == target {
-			return true, true, nil
+			return h, true, nil
 		}
 		c, err := object.GetCommit(repo.Storer, h)
 		if errors.Is(err, plumbing.ErrObjectNotFound) {
@@ -283,7 +316,10 @@ func reaches(ctx context.Context, repo *gogit.Repository, from, target plumbing.
 			continue
 		}
 		if err != nil {
-			return false, false, fmt.Errorf("read commit %s: %w", h, err)
+			return plumbing.ZeroHash, false, fmt.Errorf("read commit %s: %w", h, err)
+		}
+		if same != nil && same(c) {
+			return h, true, nil
 		}
 		for _, p := range c.ParentHashes {
 			if !seen[p] {
@@ -292,7 +328,7 @@ func reaches(ctx context.Context, repo *gogit.Repository, from, target plumbing.
 			}
 		}
 	}
-	return false, complete, nil
+	return plumbing.ZeroHash, complete, nil
 }
 
 // ensureCommit fetches commit h, with its history, when the clone lacks it:

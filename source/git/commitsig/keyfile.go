@@ -44,7 +44,7 @@ func (f *keyFile[T]) get() (T, error) {
 	if err != nil {
 		return zero, f.readError(err)
 	}
-	if f.stat != nil && sameStat(f.stat, info) && f.readAt.Sub(info.ModTime()) > racyWindow {
+	if f.stat != nil && sameStat(f.stat, info) && f.readAt.Sub(lastChange(info)) > racyWindow {
 		return f.val, f.err
 	}
 	// The stat is taken before the read, so a write between the two leaves
@@ -76,9 +76,24 @@ func (f *keyFile[T]) readError(err error) error {
 }
 
 // sameStat reports whether two stats of the file show the same contents,
-// as far as a stat can tell.
+// as far as a stat can tell. The modification time alone proves nothing:
+// cp -p, rsync -t or an archive's extraction rewrite a file in place and
+// set it back; the change time they cannot. Where it is unknown, the file
+// is read at every check (its digest spares the parse).
 func sameStat(a, b fs.FileInfo) bool {
-	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && a.Mode() == b.Mode()
+	ca, okA := changeTime(a)
+	cb, okB := changeTime(b)
+	return okA && okB && ca.Equal(cb) &&
+		os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && a.Mode() == b.Mode()
+}
+
+// lastChange is the later of the file's modification and change times.
+func lastChange(info fs.FileInfo) time.Time {
+	t := info.ModTime()
+	if c, ok := changeTime(info); ok && c.After(t) {
+		t = c
+	}
+	return t
 }
 
 // splitLines splits a file into lines without their line endings, so that

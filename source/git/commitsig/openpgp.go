@@ -80,9 +80,15 @@ func (k *openpgpKeys) verify(commit string, payload []byte, armored string) (*Si
 	if err != nil {
 		return nil, bad("", fmt.Sprintf("cannot decode OpenPGP armor: %v", err))
 	}
-	issuer, err := signatureIssuer(body)
+	issuer, sigType, err := signatureIssuer(body)
 	if err != nil {
 		return nil, bad("", err.Error())
+	}
+	// A text signature (gpg --textmode) covers the commit with its line
+	// endings made CRLF, so that a copy with other line endings in its
+	// message verifies too: a commit no one signed. git makes binary ones.
+	if sigType != packet.SigTypeBinary {
+		return nil, bad(issuer, fmt.Sprintf("a text-mode or other non-binary signature (type %#02x): git signs commits in binary mode", uint8(sigType)))
 	}
 
 	// A nil config checks expiry and revocation against the current time.
@@ -115,27 +121,28 @@ func (k *openpgpKeys) verify(commit string, payload []byte, armored string) (*Si
 }
 
 // signatureIssuer reads the one signature packet of a detached signature
-// and says which key made it, so that an untrusted signer can be named.
-func signatureIssuer(body []byte) (string, error) {
+// and says which key made it, so that an untrusted signer can be named,
+// and its type.
+func signatureIssuer(body []byte) (string, packet.SignatureType, error) {
 	r := packet.NewReader(bytes.NewReader(body))
 	p, err := r.Next()
 	if err != nil {
-		return "", fmt.Errorf("cannot read OpenPGP signature: %w", err)
+		return "", 0, fmt.Errorf("cannot read OpenPGP signature: %w", err)
 	}
 	sig, ok := p.(*packet.Signature)
 	if !ok {
-		return "", fmt.Errorf("OpenPGP packet is a %T, not a signature", p)
+		return "", 0, fmt.Errorf("OpenPGP packet is a %T, not a signature", p)
 	}
 	if _, err := r.Next(); !errors.Is(err, io.EOF) {
-		return "", errors.New("OpenPGP signature holds more than one packet")
+		return "", 0, errors.New("OpenPGP signature holds more than one packet")
 	}
 	switch {
 	case len(sig.IssuerFingerprint) > 0:
-		return fingerprintHex(sig.IssuerFingerprint), nil
+		return fingerprintHex(sig.IssuerFingerprint), sig.SigType, nil
 	case sig.IssuerKeyId != nil:
-		return fmt.Sprintf("%016X", *sig.IssuerKeyId), nil
+		return fmt.Sprintf("%016X", *sig.IssuerKeyId), sig.SigType, nil
 	}
-	return "", errors.New("OpenPGP signature names no issuer")
+	return "", 0, errors.New("OpenPGP signature names no issuer")
 }
 
 func fingerprintHex(fp []byte) string {
