@@ -2,13 +2,13 @@ package api_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"net"
-	"time"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/action/builtin"
