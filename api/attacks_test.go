@@ -13,8 +13,12 @@ import (
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/action/builtin"
 	"github.com/no8s/no8s-agent/api"
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/oidc"
 	"github.com/no8s/no8s-agent/oidc/oidctest"
+	"github.com/no8s/no8s-agent/source"
+	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/sync"
 )
 
 // TestGrantActionsTypeVersions: the versions of a type the API declared may
@@ -162,4 +166,41 @@ func sendRaw(t *testing.T, addr, req string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestEventsOfOtherKinds: a token limited to Widget cannot open the event
+// stream of every kind, of another kind or source, or of a resource of
+// another kind; the stream of its kind, whatever other filter the request
+// names beside, carries no event of another kind.
+func TestEventsOfOtherKinds(t *testing.T) {
+	t.Parallel()
+	const ci = "ci-token-e7d2"
+	e := newEnv(t, func(o *api.Options) {
+		o.Tokens = []api.Token{{Name: "ci", Value: ci, Grants: []api.Grant{{Verbs: []string{api.VerbGet, api.VerbList}, Kinds: []string{"Widget"}}}}}
+	})
+	for _, path := range []string{"/api/v1/events", "/api/v1/events?resource_type=Network", "/api/v1/events?source=infra",
+		"/api/v1/events?kind=&resource_type=Network", "/api/v1/resources/" + itoa(e.gitRes.ID) + "/events"} {
+		if status, body, _ := e.call("GET", path, ci, ""); status != http.StatusForbidden {
+			t.Errorf("GET %s = %d %s; want 403", path, status, body)
+		}
+	}
+	if status, _, _ := e.call("GET", "/api/v1/events?kind=Widget&token="+ci, "", ""); status != http.StatusUnauthorized {
+		t.Errorf("a token in the query string = %d; want 401", status)
+	}
+	all := streamWith(t, e.http.URL+"/api/v1/events", writeToken)
+	mine := streamWith(t, e.http.URL+"/api/v1/events?kind=Widget&resource_type=Network&source=", ci)
+	// A change of the Network, which the unfiltered stream carries.
+	snap := &source.Snapshot{Revision: "main@sha1:" + manifest.Revision(strings.Repeat("cd", 20)), Files: []manifest.File{
+		file("net/network.yaml", strings.Replace(gitResources, "10.0.0.0/16", "10.2.0.0/16", 1)), file("types/network.yaml", gitTypes)}}
+	if _, err := e.syncer.Sync(t.Context(), sync.Target{Name: "infra", Kind: store.SourceGit, URL: "https://git.example.com/infra.git"}, snap, false); err != nil {
+		t.Fatal(err)
+	}
+	if ev := all.nextResource(); ev.Kind != "Network" {
+		t.Fatalf("the change of the Network sent %+v", ev)
+	}
+	e.must("POST", "/api/v1/resource-types", writeToken, widgetType, http.StatusCreated, nil)
+	e.must("POST", "/api/v1/resources", writeToken, `{"name": "w1", "resource_type_name": "Widget", "spec": {"size": 1}}`, http.StatusCreated, nil)
+	if ev := mine.nextResource(); ev.Kind != "Widget" {
+		t.Errorf("the stream of Widget sent an event of %s: %+v", ev.Kind, ev)
+	}
 }
