@@ -36,11 +36,20 @@ func stream(t *testing.T, base, query string) *sse {
 // streamAt opens the event stream at url and returns once subscribed.
 func streamAt(t *testing.T, url string) *sse {
 	t.Helper()
+	return streamWith(t, url, "")
+}
+
+// streamWith is streamAt with a bearer token, when not empty.
+func streamWith(t *testing.T, url, token string) *sse {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

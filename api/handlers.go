@@ -467,8 +467,15 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 		if err := s.checkPluginConfig(d, t); err != nil {
 			return nil, err
 		}
+		// A resource naming no action runs its type version's default,
+		// written into the document: the versions of a type the API declared
+		// may default to different instances, and the instance checked must
+		// be the one stored, whichever version the type's default is taken from.
+		if d.action == "" {
+			d.action = t.Action
+		}
 		// The resource as it will be: its action instance may be another.
-		if err := mayAction(ctx, verb, d.kind, store.APISource, s.instance(ctx, d.action, t.Action)); err != nil {
+		if err := mayAction(ctx, verb, d.kind, store.APISource, s.instance(ctx, d.action)); err != nil {
 			return nil, err
 		}
 		return resourceDocument(t.Group, t.Version, d)

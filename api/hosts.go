@@ -51,6 +51,10 @@ type allowedHost struct{ host, port string }
 // address r arrived on, or one of allowed.
 func hostAllowed(r *http.Request, allowed []allowedHost) bool {
 	host, port := splitHost(r.Host)
+	if strings.Trim(port, "0123456789") != "" {
+		// No browser sends it: not a Host to read a name out of.
+		return false
+	}
 	if host == "localhost" {
 		return true
 	}

@@ -134,6 +134,14 @@ func (v *Verifier) Name(ctx context.Context, raw string) (string, error) {
 	if !ok || name == "" {
 		return "", fmt.Errorf("%w: no string claim %q", ErrInvalid, v.claim)
 	}
+	// An issuer that lets users give any address says so with
+	// email_verified: false; an address it did not verify names whoever
+	// typed it. Issuers that do not send the claim at all are trusted.
+	if v.claim == "email" {
+		if verified, ok := claims["email_verified"]; ok && verified != true && verified != "true" {
+			return "", fmt.Errorf("%w: the issuer did not verify the email address (email_verified: %v)", ErrInvalid, verified)
+		}
+	}
 	return name, nil
 }
 
