@@ -1,12 +1,12 @@
 package sync
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/no8s/no8s-agent/admission"
@@ -302,10 +302,10 @@ func (s *Syncer) kindLookup(ctx context.Context, st store.Store, t Target, set *
 }
 
 // writePlan plans the API write of set's one resource: a create, or an
-// update of what the store holds when anything a hook judges changes (its
-// spec, action, labels or annotations, or a destruction it calls off),
-// else nothing. Its basis is the stored row's stamp and the declared
-// object: a review of the plan holds while both stay the same.
+// update of what the store holds when anything a hook judges changes (the
+// object it is shown, or a destruction the write calls off), else
+// nothing. Its basis is the stored row's stamp and the declared object: a
+// review of the plan holds while both stay the same.
 func writePlan(ctx context.Context, st store.Store, set *manifest.Set, rev manifest.Revision) (*Plan, error) {
 	r := set.Resources[0]
 	p := &Plan{Source: apiTarget.Name, Revision: rev}
@@ -327,10 +327,18 @@ func writePlan(ctx context.Context, st store.Store, set *manifest.Set, rev manif
 	case old.Source.Name != apiTarget.Name:
 		// The write is refused as another source's object; no hook need see it.
 		return p, nil
-	case old.SpecHash == r.SpecHash && old.Action == r.Action && old.DeletionRequestedAt == nil &&
-		maps.Equal(old.Labels, r.Labels) && maps.Equal(old.Annotations, r.Annotations):
-		// Nothing a hook could judge changes.
-		return p, nil
+	case old.DeletionRequestedAt == nil:
+		// The write changes nothing a hook could judge when the object the
+		// hooks are shown stays the same: not only the spec, action, labels
+		// and annotations, but the type version, the dependencies and the
+		// plugin configuration too, all of which the write stores.
+		stored, err := old.Resource.Object()
+		if err != nil {
+			return nil, err
+		}
+		if bytes.Equal(stored, obj) {
+			return p, nil
+		}
 	}
 	stamp, err := rowStamp(old)
 	if err != nil {

@@ -21,11 +21,13 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		"the agents to destroy its resources through their actions, and the source goes once they\n"+
 		"are gone. Pruning destroys everything the source declared, so, like a sync that would\n"+
 		"empty a source, it needs --approve, and the configuration's admission hooks review\n"+
-		"each destruction. History stays either way.", stdout, stderr)
+		"each destruction: a prune without --config is refused unless --no-admission says to do it\n"+
+		"unreviewed. History stays either way.", stdout, stderr)
 	var sf storeFlags
 	sf.register(fs)
 	mode := fs.String("mode", "", "forget (remove from the store, destroy nothing) or prune (destroy through the actions)")
 	approve := fs.Bool("approve", false, "with --mode prune: approve destroying every resource of the source")
+	noAdmission := fs.Bool("no-admission", false, "with --mode prune and no --config: prune without admission hooks reviewing it")
 	rest, code := parseFlags(ctx, fs, args)
 	if code >= 0 {
 		return code
@@ -36,6 +38,13 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	name, m := rest[1], sync.RemoveMode(*mode)
 	if m != sync.ModeForget && m != sync.ModePrune {
 		return fail(stderr, "delete", fmt.Errorf("--mode %q: want forget (destroy nothing) or prune (destroy its resources)", *mode))
+	}
+	if m == sync.ModePrune && *approve && sf.config == "" && !*noAdmission {
+		// The agents' admission hooks are in their configuration: without
+		// it, nothing would review the destructions (without --approve,
+		// none is made). Pruning unreviewed is for whoever says so.
+		return fail(stderr, "delete", errors.New("--mode prune without --config: the admission hooks of the agents' configuration would not review the destructions; "+
+			"pass the agents' --config, or --no-admission to prune without hooks"))
 	}
 	cfg, st, err := sf.open(ctx)
 	if err != nil {

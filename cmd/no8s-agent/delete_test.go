@@ -85,6 +85,9 @@ func TestDeleteSourceCLI(t *testing.T) {
 		{[]string{"delete", "source", "kept", "--mode", "forget", "--config", cfg}, "in the configuration"},
 		{[]string{"delete", "source", "kept", "--mode", "forget", "--database", path}, "not orphaned"},
 		{[]string{"delete", "source", "doomed", "--mode", "prune", "--database", path}, "--approve"},
+		// Without the agents' configuration, the CLI does not know their
+		// admission hooks: a prune would go unreviewed unless asked for.
+		{[]string{"delete", "source", "doomed", "--mode", "prune", "--approve", "--database", path}, "--no-admission"},
 	} {
 		code, out, errOut := runCLI(t, tt.args...)
 		if code == 0 || !strings.Contains(errOut, tt.want) {
@@ -95,7 +98,7 @@ func TestDeleteSourceCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "2 resource(s) forgotten") {
 		t.Fatalf("forget: exit %d, %s %s", code, out, errOut)
 	}
-	code, out, errOut = runCLI(t, "delete", "source", "doomed", "--mode", "prune", "--approve", "--database", path)
+	code, out, errOut = runCLI(t, "delete", "source", "doomed", "--mode", "prune", "--approve", "--no-admission", "--database", path)
 	if code != 0 || !strings.Contains(out, "2 resource(s) to destroy") {
 		t.Fatalf("prune: exit %d, %s %s", code, out, errOut)
 	}
