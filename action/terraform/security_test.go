@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/action/proc"
 	"github.com/no8s/no8s-agent/action/terraform"
 	"github.com/no8s/no8s-agent/action/terraform/tofutest"
 )
@@ -360,32 +361,13 @@ func TestVarsSettingCollisions(t *testing.T) {
 
 // groupMembers lists the processes of group pgid that have not ended
 // (zombies are over, whoever reaps them).
-func groupMembers(pgid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(raw)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if g, _ := strconv.Atoi(f[2]); g == pgid {
-			out = append(out, pid)
-		}
+func groupMembers(t *testing.T, pgid int) []int {
+	t.Helper()
+	pids, err := proc.GroupMembers(pgid)
+	if err != nil {
+		t.Error(err) // not Fatal: called from the action's goroutines too
 	}
-	return out
+	return pids
 }
 
 // waitFor polls cond until it holds or timeout passes.
@@ -439,14 +421,10 @@ func TestTakeoverWaitsForTheProcessGroup(t *testing.T) {
 	if err != nil {
 		t.Fatalf("child pid %q: %v", line[:n], err)
 	}
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pgid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := strings.Fields(string(raw)[strings.LastIndexByte(string(raw), ')')+1:])[19]
+	start := processStart(t, pgid)
 	stdin.Close()
 	_ = leader.Wait()
-	if len(groupMembers(pgid)) == 0 {
+	if len(groupMembers(t, pgid)) == 0 {
 		t.Fatal("the previous run's group is gone already: the scenario needs it alive")
 	}
 
@@ -457,7 +435,7 @@ func TestTakeoverWaitsForTheProcessGroup(t *testing.T) {
 			waited.Store(true)
 			_ = syscall.Kill(child, syscall.SIGKILL)
 		case m == "init" || m == "plan":
-			if len(groupMembers(pgid)) > 0 {
+			if len(groupMembers(t, pgid)) > 0 {
 				early.Store(true)
 			}
 		}
@@ -540,7 +518,7 @@ resource "terraform_data" "slow" {
 	agent.Wait()
 	killed = true
 	waitFor(t, 15*time.Second, "the provisioner's processes to die with the agent", func() (bool, string) {
-		left := groupMembers(pgid)
+		left := groupMembers(t, pgid)
 		return len(left) == 0, fmt.Sprintf("group %d still has %v", pgid, left)
 	})
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
