@@ -148,21 +148,32 @@ func orphanResourceID(t *testing.T, base, name string) int64 {
 // orphanCall sends a request with the write token and fails unless it answers want.
 func orphanCall(t *testing.T, method, url string, want int) string {
 	t.Helper()
+	status, body := tokenCall(t, method, url, orphanToken)
+	if status != want {
+		t.Fatalf("%s %s = %d %s, want %d", method, url, status, body, want)
+	}
+	return body
+}
+
+// tokenCall sends a request with the bearer token and returns the status
+// and body of the answer.
+func tokenCall(t *testing.T, method, url, token string) (int, string) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+orphanToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s = %d %s, want %d", method, url, resp.StatusCode, body, want)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return string(body)
+	return resp.StatusCode, string(body)
 }
 
 // TestOrphanedSourceForget drops a source from the configuration and then
