@@ -55,21 +55,13 @@ func TestSecurityTerraformInstanceMove(t *testing.T) {
 		writeFile(t, filepath.Join(repo, "stack.yaml"), fmt.Sprintf("apiVersion: no8s.io/v1\nkind: Stack\nmetadata: {name: prod}\naction: %s\nspec: {size: 1}\n", action))
 	}
 	workDirs := filepath.Join(work, "tf")
-	config := writeConfig(t, filepath.Join(work, "agent"), fmt.Sprintf(`listen: 127.0.0.1:0
-database: %q
-sources:
-  - name: stacks
-    dir: %q
-    interval: 1m
-actions:
-  tfa:
+	config := writeConfig(t, filepath.Join(work, "agent"), stacksConfig(dbURL, repo, fmt.Sprintf(`  tfa:
     plugin: terraform
     config: {binary: %q, module: %q, workingDir: %q, timeout: 2m}
   tfb:
     plugin: terraform
     config: {binary: %q, module: %q, workingDir: %q, timeout: 2m}
-reconcile: {workers: 2, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
-`, dbURL, repo, bin, modA, workDirs, bin, modB, workDirs))
+`, bin, modA, workDirs, bin, modB, workDirs)))
 	readEvents := func() string {
 		b, err := os.ReadFile(events)
 		if err != nil && !os.IsNotExist(err) {
@@ -165,18 +157,10 @@ resource "terraform_data" "stack" {
 	writeFile(t, filepath.Join(repo, "types.yaml"), stackType)
 	writeFile(t, filepath.Join(repo, "stack.yaml"), "apiVersion: no8s.io/v1\nkind: Stack\nmetadata: {name: prod}\nspec: {size: 1}\n")
 	config := func(name string) string {
-		return writeConfig(t, filepath.Join(work, name), fmt.Sprintf(`listen: 127.0.0.1:0
-database: %q
-sources:
-  - name: stacks
-    dir: %q
-    interval: 1m
-actions:
-  tf:
+		return writeConfig(t, filepath.Join(work, name), stacksConfig(dbURL, repo, fmt.Sprintf(`  tf:
     plugin: terraform
     config: {binary: %q, module: %q, workingDir: %q, timeout: 2m}
-reconcile: {workers: 2, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
-`, dbURL, repo, bin, module, filepath.Join(work, "tf")))
+`, bin, module, filepath.Join(work, "tf"))))
 	}
 	startRE := regexp.MustCompile(`(?m)^start (\d+)$`)
 
