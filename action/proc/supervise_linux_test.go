@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/action/proc"
+	"github.com/no8s/no8s-agent/action/proc/proctest"
 )
 
 // agentEnv makes the test binary a stand-in for the agent: it runs the
@@ -88,19 +89,7 @@ func startAgent(t *testing.T, spec agentSpec, stderr io.Writer, env ...string) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent := osexec.Command(self, "-test.run=^$")
-	agent.Env = append(append(os.Environ(), agentEnv+"="+string(raw)), env...)
-	if stderr != nil {
-		agent.Stderr = stderr
-	}
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return agent
+	return proctest.StartAgent(t, stderr, append([]string{agentEnv + "=" + string(raw)}, env...)...)
 }
 
 // waitPidFile waits until the pid file holds a pid, and returns it.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/action/proc"
+	"github.com/no8s/no8s-agent/action/proc/proctest"
 	"github.com/no8s/no8s-agent/action/terraform"
 	"github.com/no8s/no8s-agent/action/terraform/tofutest"
 )
@@ -370,6 +371,23 @@ func groupMembers(t *testing.T, pgid int) []int {
 	return pids
 }
 
+// startPiped starts cmd with pipes to its standard input and output.
+func startPiped(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return stdin, stdout
+}
+
 // waitFor polls cond until it holds or timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
@@ -399,17 +417,7 @@ func TestTakeoverWaitsForTheProcessGroup(t *testing.T) {
 	// The previous run: its leader is gone, one of its processes is not.
 	leader := exec.Command("sh", "-c", "sleep 300 & echo $!; read _")
 	leader.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := leader.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := leader.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := leader.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := startPiped(t, leader)
 	pgid := leader.Process.Pid
 	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
 	line := make([]byte, 32)
@@ -480,24 +488,8 @@ resource "terraform_data" "slow" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent := exec.Command(self, "-test.run=^$")
-	agent.Env = append(os.Environ(), agentEnv+"="+string(cfg))
 	var agentErr strings.Builder
-	agent.Stderr = &agentErr
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	t.Cleanup(func() {
-		if !killed {
-			agent.Process.Kill()
-			agent.Wait()
-		}
-	})
+	agent := proctest.StartAgent(t, &agentErr, agentEnv+"="+string(cfg))
 	var shell int
 	waitFor(t, 60*time.Second, "the provisioner to start", func() (bool, string) {
 		b, err := os.ReadFile(pidfile)
@@ -516,7 +508,6 @@ resource "terraform_data" "slow" {
 		t.Fatal(err)
 	}
 	agent.Wait()
-	killed = true
 	waitFor(t, 15*time.Second, "the provisioner's processes to die with the agent", func() (bool, string) {
 		left := groupMembers(t, pgid)
 		return len(left) == 0, fmt.Sprintf("group %d still has %v", pgid, left)
