@@ -36,11 +36,18 @@ type fleet struct {
 // under "sources:") and the world script as the action instance "web".
 func startFleet(t *testing.T, sources string) *fleet {
 	t.Helper()
+	return startFleetWith(t, "", sources)
+}
+
+// startFleetWith is startFleet with the configuration lines head (YAML, at
+// the top level) before the sources.
+func startFleetWith(t *testing.T, head, sources string) *fleet {
+	t.Helper()
 	work := t.TempDir()
 	world := newWorld(t, work)
 	cfg := writeConfig(t, work, fmt.Sprintf(`listen: 127.0.0.1:0
 database: %q
-sources:
+%ssources:
 %s
 actions:
   web:
@@ -50,7 +57,7 @@ actions:
       timeout: 1m
       env: {WORLD: %q}
 reconcile: {workers: 4, leaseDuration: 5s, backoff: {initial: 1s, max: 2s}}
-`, pgtest.URL(t), sources, world))
+`, pgtest.URL(t), head, sources, world))
 	a := startAgent(t, work, "run", "--config", cfg)
 	return &fleet{agent: a, base: a.URL(), world: world}
 }
@@ -115,6 +122,13 @@ func (f *fleet) assertIntact(t *testing.T, want int) {
 	if n := countCalls(t, f.world, "destroy"); n != 0 {
 		t.Fatalf("%d destroy call(s), want none", n)
 	}
+	f.assertKept(t, want)
+}
+
+// assertKept fails the test unless the store holds want sites, none of
+// them deleting, and the world holds want sites.
+func (f *fleet) assertKept(t *testing.T, want int) {
+	t.Helper()
 	rs := listResources(t, f.base)
 	if len(rs) != want {
 		t.Fatalf("%d resources in the store, want %d", len(rs), want)

@@ -42,24 +42,27 @@ reconcile: {workers: 4, leaseDuration: 5s, backoff: {initial: 1s, max: 2s}}
 	return b.String()
 }
 
-// orphanSetup runs an agent with sources alpha (the Site type and a1) and
-// beta (b1 and b2) until everything is ready, then restarts it with a
-// configuration without beta, and waits until the API shows beta orphaned
-// and a manual reconcile of a1 went through. It returns the second agent's
-// base URL and the world folder.
-func orphanSetup(t *testing.T) (string, string) {
+// orphanFixture is a database, a Git remote and a world folder on which
+// an agent with sources alpha (the Site type and a1) and beta (b1 and b2)
+// ran until everything was ready, and was stopped.
+type orphanFixture struct {
+	dbURL, work, world string
+	remote             *gitRemote
+}
+
+// newOrphanFixture runs an agent with sources alpha and beta until their
+// resources are ready and applied to the world, then stops it.
+func newOrphanFixture(t *testing.T) orphanFixture {
 	t.Helper()
-	dbURL := pgtest.URL(t)
-	work := t.TempDir()
-	world := newWorld(t, work)
-	remote := newGitRemote(t)
-	remote.Commit(t, map[string]string{
+	f := orphanFixture{dbURL: pgtest.URL(t), work: t.TempDir(), remote: newGitRemote(t)}
+	f.world = newWorld(t, f.work)
+	f.remote.Commit(t, map[string]string{
 		"alpha/types.yaml": siteType, "alpha/a1.yaml": site("a1", 1),
 		"beta/b1.yaml": site("b1", 1), "beta/b2.yaml": site("b2", 1),
 	}, "two sources")
 
-	cfg := writeConfig(t, work, orphanConfig(dbURL, remote.FileURL(), world, "alpha", "beta"))
-	first := startAgent(t, work, "run", "--config", cfg)
+	cfg := writeConfig(t, f.work, f.config("alpha", "beta"))
+	first := startAgent(t, f.work, "run", "--config", cfg)
 	base := first.URL()
 	waitUntil(t, 90*time.Second, "both sources' resources to be ready", func() (bool, string) {
 		rs := listResources(t, base)
@@ -68,13 +71,30 @@ func orphanSetup(t *testing.T) (string, string) {
 				return false, fmt.Sprintf("%s: %+v", name, r)
 			}
 		}
-		return len(readWorld(t, world)) == 3, fmt.Sprintf("world %v", readWorld(t, world))
+		return len(readWorld(t, f.world)) == 3, fmt.Sprintf("world %v", readWorld(t, f.world))
 	})
 	first.Stop()
+	return f
+}
 
-	cfg = writeConfig(t, work, orphanConfig(dbURL, remote.FileURL(), world, "alpha"))
-	second := startAgent(t, work, "run", "--config", cfg)
-	base = second.URL()
+// config is the fixture's agent configuration with the named sources.
+func (f orphanFixture) config(sources ...string) string {
+	return orphanConfig(f.dbURL, f.remote.FileURL(), f.world, sources...)
+}
+
+// orphanSetup runs an agent with sources alpha (the Site type and a1) and
+// beta (b1 and b2) until everything is ready, then restarts it with a
+// configuration without beta, and waits until the API shows beta orphaned
+// and a manual reconcile of a1 went through. It returns the second agent's
+// base URL and the world folder.
+func orphanSetup(t *testing.T) (string, string) {
+	t.Helper()
+	f := newOrphanFixture(t)
+	world := f.world
+
+	cfg := writeConfig(t, f.work, f.config("alpha"))
+	second := startAgent(t, f.work, "run", "--config", cfg)
+	base := second.URL()
 	var beta apiSource
 	if status := apiGet(t, base+"/api/v1/sources/beta", &beta); status != http.StatusOK || beta.Phase != "orphaned" ||
 		!strings.Contains(beta.Message, "forget") {
@@ -128,21 +148,32 @@ func orphanResourceID(t *testing.T, base, name string) int64 {
 // orphanCall sends a request with the write token and fails unless it answers want.
 func orphanCall(t *testing.T, method, url string, want int) string {
 	t.Helper()
+	status, body := tokenCall(t, method, url, orphanToken)
+	if status != want {
+		t.Fatalf("%s %s = %d %s, want %d", method, url, status, body, want)
+	}
+	return body
+}
+
+// tokenCall sends a request with the bearer token and returns the status
+// and body of the answer.
+func tokenCall(t *testing.T, method, url, token string) (int, string) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+orphanToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s = %d %s, want %d", method, url, resp.StatusCode, body, want)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return string(body)
+	return resp.StatusCode, string(body)
 }
 
 // TestOrphanedSourceForget drops a source from the configuration and then

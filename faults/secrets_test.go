@@ -164,19 +164,7 @@ reconcile: {leaseDuration: 2s, backoff: {initial: 1s, max: 2s}}
 		fmt.Sprintf("/api/v1/resources/%d/history", id), fmt.Sprintf("/api/v1/resources/%d/outputs", id),
 		"/api/v1/resources/by-name/App/v1/shop", "/api/v1/sources", "/api/v1/sources/apps", "/api/v1/sources/apps/history",
 		"/", fmt.Sprintf("/resources/%d", id), "/sources/apps", "/metrics"} {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+p, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			cancel()
-			t.Fatalf("GET %s: %v", p, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		cancel()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("GET %s = %d", p, resp.StatusCode)
-		}
+		status, body := getPath(t, base, p)
 		if strings.HasSuffix(p, "/outputs") {
 			var outputs struct {
 				Outputs map[string]any `json:"outputs"`
@@ -188,7 +176,7 @@ reconcile: {leaseDuration: 2s, backoff: {initial: 1s, max: 2s}}
 				t.Errorf("outputs not masked as expected: %s", body)
 			}
 		}
-		fmt.Fprintf(&seen, "GET %s -> %d\n%s\n", p, resp.StatusCode, body)
+		fmt.Fprintf(&seen, "GET %s -> %d\n%s\n", p, status, body)
 	}
 	second.Stop()
 
@@ -209,4 +197,24 @@ reconcile: {leaseDuration: 2s, backoff: {initial: 1s, max: 2s}}
 	if t.Failed() {
 		t.Logf("responses:\n%s", seen.String())
 	}
+}
+
+// getPath GETs the path p of the agent at base, failing the test when it
+// cannot be read and noting any status but 200, and returns the status and
+// body.
+func getPath(t *testing.T, base, p string) (int, []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+p, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", p, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET %s = %d", p, resp.StatusCode)
+	}
+	return resp.StatusCode, body
 }

@@ -11,8 +11,6 @@ import (
 	gosync "sync"
 	"testing"
 	"time"
-
-	"github.com/no8s/no8s-agent/store/postgres/pgtest"
 )
 
 // freezeHook is an admission hook served on loopback that refuses every
@@ -88,40 +86,19 @@ func (h *freezeHook) thaw() {
 // URL, its configuration file and the world folder.
 func admissionOrphanSetup(t *testing.T, hookURL string) (string, string, string) {
 	t.Helper()
-	dbURL := pgtest.URL(t)
-	work := t.TempDir()
-	world := newWorld(t, work)
-	remote := newGitRemote(t)
-	remote.Commit(t, map[string]string{
-		"alpha/types.yaml": siteType, "alpha/a1.yaml": site("a1", 1),
-		"beta/b1.yaml": site("b1", 1), "beta/b2.yaml": site("b2", 1),
-	}, "two sources")
+	f := newOrphanFixture(t)
 
-	cfg := writeConfig(t, work, orphanConfig(dbURL, remote.FileURL(), world, "alpha", "beta"))
-	first := startAgent(t, work, "run", "--config", cfg)
-	base := first.URL()
-	waitUntil(t, 90*time.Second, "both sources' resources to be ready", func() (bool, string) {
-		rs := listResources(t, base)
-		for _, name := range []string{"a1", "b1", "b2"} {
-			if r, ok := rs[name]; !ok || r.Status != "ready" {
-				return false, fmt.Sprintf("%s: %+v", name, r)
-			}
-		}
-		return len(readWorld(t, world)) == 3, fmt.Sprintf("world %v", readWorld(t, world))
-	})
-	first.Stop()
-
-	cfg = writeConfig(t, work, orphanConfig(dbURL, remote.FileURL(), world, "alpha")+fmt.Sprintf(`admission:
+	cfg := writeConfig(t, f.work, f.config("alpha")+fmt.Sprintf(`admission:
   - {name: change-freeze, url: %q, type: validating, operations: [delete], failurePolicy: Fail, timeout: 5s}
 `, hookURL))
-	second := startAgent(t, work, "run", "--config", cfg)
-	base = second.URL()
+	second := startAgent(t, f.work, "run", "--config", cfg)
+	base := second.URL()
 	waitUntil(t, 30*time.Second, "beta to be orphaned", func() (bool, string) {
 		var beta apiSource
 		status := apiGet(t, base+"/api/v1/sources/beta", &beta)
 		return status == http.StatusOK && beta.Phase == "orphaned", fmt.Sprintf("%d %+v", status, beta)
 	})
-	return base, cfg, world
+	return base, cfg, f.world
 }
 
 // assertNothingDestroyed checks that beta's resources are kept, not marked

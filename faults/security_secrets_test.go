@@ -210,20 +210,8 @@ notifications:
 	}
 	var responses strings.Builder
 	for _, p := range paths {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+p, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			cancel()
-			t.Fatalf("GET %s: %v", p, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		cancel()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("GET %s = %d", p, resp.StatusCode)
-		}
-		fmt.Fprintf(&responses, "GET %s -> %d\n%s\n", p, resp.StatusCode, body)
+		status, body := getPath(t, base, p)
+		fmt.Fprintf(&responses, "GET %s -> %d\n%s\n", p, status, body)
 	}
 	surfaces["the API and dashboard responses"] = responses.String()
 	var comments, statuses []string

@@ -2,7 +2,6 @@ package faults_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/source/git/commitsig/sigtest"
-	"github.com/no8s/no8s-agent/store/postgres/pgtest"
 )
 
 // signaturesTokenEnv holds the write token of the agents of these
@@ -29,24 +27,7 @@ func init() { os.Setenv(signaturesTokenEnv, signaturesToken) }
 // startSignedFleet is startFleet with a write token for approvals.
 func startSignedFleet(t *testing.T, sources string) *fleet {
 	t.Helper()
-	work := t.TempDir()
-	world := newWorld(t, work)
-	cfg := writeConfig(t, work, fmt.Sprintf(`listen: 127.0.0.1:0
-database: %q
-api: {writeTokenEnv: %s}
-sources:
-%s
-actions:
-  web:
-    plugin: exec
-    config:
-      command: [./web.sh]
-      timeout: 1m
-      env: {WORLD: %q}
-reconcile: {workers: 4, leaseDuration: 5s, backoff: {initial: 1s, max: 2s}}
-`, pgtest.URL(t), signaturesTokenEnv, sources, world))
-	a := startAgent(t, work, "run", "--config", cfg)
-	return &fleet{agent: a, base: a.URL(), world: world}
+	return startFleetWith(t, fmt.Sprintf("api: {writeTokenEnv: %s}\n", signaturesTokenEnv), sources)
 }
 
 // signedRemote is a Git remote whose commits are signed, or not, with SSH
@@ -60,6 +41,19 @@ type signedRemote struct {
 func newSignedRemote(t *testing.T) *signedRemote {
 	t.Helper()
 	return &signedRemote{gitRemote: newGitRemote(t), keys: sigtest.New(t), signers: filepath.Join(t.TempDir(), "allowed_signers")}
+}
+
+// newOpsRemote returns a signed remote whose allowed signers are the SSH
+// key ops alone, that key, and the files of the Site type and one site,
+// not committed yet.
+func newOpsRemote(t *testing.T) (*signedRemote, sigtest.SSHKey, map[string]string) {
+	t.Helper()
+	remote := newSignedRemote(t)
+	ops := remote.keys.SSH("ops")
+	remote.keys.WriteAllowedSigners(remote.signers, ops)
+	files := sites("sites", 1, 1)
+	files["types/site.yaml"] = siteType
+	return remote, ops, files
 }
 
 // Signed commits files signed by key and returns the commit. Every commit
@@ -116,18 +110,7 @@ func stillRefused(t *testing.T, f *fleet, commit string, sites int) {
 	if n := countCalls(t, f.world, "destroy"); n != destroys {
 		t.Fatalf("%d destroy call(s) while the rollback was refused", n-destroys)
 	}
-	rs := listResources(t, f.base)
-	if len(rs) != sites {
-		t.Fatalf("%d resources in the store, want %d", len(rs), sites)
-	}
-	for n, r := range rs {
-		if r.Status == "deleting" {
-			t.Fatalf("%s is being deleted", n)
-		}
-	}
-	if w := readWorld(t, f.world); len(w) != sites {
-		t.Fatalf("world holds %d sites, want %d", len(w), sites)
-	}
+	f.assertKept(t, sites)
 }
 
 // TestSecuritySignaturesRollbackToUnsignedHistory applies a signed commit
@@ -140,11 +123,7 @@ func stillRefused(t *testing.T, f *fleet, commit string, sites int) {
 // made the commit.
 func TestSecuritySignaturesRollbackToUnsignedHistory(t *testing.T) {
 	t.Parallel()
-	remote := newSignedRemote(t)
-	ops := remote.keys.SSH("ops")
-	remote.keys.WriteAllowedSigners(remote.signers, ops)
-	files := sites("sites", 1, 1)
-	files["types/site.yaml"] = siteType
+	remote, ops, files := newOpsRemote(t)
 	prePolicy := remote.Commit(t, files, "unsigned, before the policy")
 	head := remote.Signed(t, ops, sites("sites", 3, 1), "signed: three sites")
 	f := startSignedFleet(t, remote.verifiedSource("mode: all"))
@@ -189,11 +168,7 @@ func TestSecuritySignaturesRollbackToSignedCommit(t *testing.T) {
 	for _, mode := range []string{"head", "all"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			remote := newSignedRemote(t)
-			ops := remote.keys.SSH("ops")
-			remote.keys.WriteAllowedSigners(remote.signers, ops)
-			files := sites("sites", 1, 1)
-			files["types/site.yaml"] = siteType
+			remote, ops, files := newOpsRemote(t)
 			old := remote.Signed(t, ops, files, "signed: one site")
 			f := startSignedFleet(t, remote.verifiedSource("mode: "+mode))
 			f.waitApplied(t, "sites", old, 1)
@@ -228,11 +203,7 @@ func TestSecuritySignaturesRollbackToSignedCommit(t *testing.T) {
 // head is still checked, so an unsigned ancestor is refused outright.
 func TestSecuritySignaturesRollbackAllowed(t *testing.T) {
 	t.Parallel()
-	remote := newSignedRemote(t)
-	ops := remote.keys.SSH("ops")
-	remote.keys.WriteAllowedSigners(remote.signers, ops)
-	files := sites("sites", 1, 1)
-	files["types/site.yaml"] = siteType
+	remote, ops, files := newOpsRemote(t)
 	prePolicy := remote.Commit(t, files, "unsigned, before the policy")
 	signedOne := remote.Signed(t, ops, sites("sites", 2, 1), "signed: two sites")
 	head := remote.Signed(t, ops, sites("sites", 3, 1), "signed: three sites")
@@ -288,19 +259,5 @@ func TestSecuritySignaturesRetiredSSHKey(t *testing.T) {
 // and body.
 func sigPost(t *testing.T, url string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+signaturesToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
+	return tokenCall(t, http.MethodPost, url, signaturesToken)
 }

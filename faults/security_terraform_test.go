@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/no8s/no8s-agent/action/proc"
 	"github.com/no8s/no8s-agent/action/terraform/tofutest"
 	"github.com/no8s/no8s-agent/store/postgres/pgtest"
 )
@@ -54,21 +55,13 @@ func TestSecurityTerraformInstanceMove(t *testing.T) {
 		writeFile(t, filepath.Join(repo, "stack.yaml"), fmt.Sprintf("apiVersion: no8s.io/v1\nkind: Stack\nmetadata: {name: prod}\naction: %s\nspec: {size: 1}\n", action))
 	}
 	workDirs := filepath.Join(work, "tf")
-	config := writeConfig(t, filepath.Join(work, "agent"), fmt.Sprintf(`listen: 127.0.0.1:0
-database: %q
-sources:
-  - name: stacks
-    dir: %q
-    interval: 1m
-actions:
-  tfa:
+	config := writeConfig(t, filepath.Join(work, "agent"), stacksConfig(dbURL, repo, fmt.Sprintf(`  tfa:
     plugin: terraform
     config: {binary: %q, module: %q, workingDir: %q, timeout: 2m}
   tfb:
     plugin: terraform
     config: {binary: %q, module: %q, workingDir: %q, timeout: 2m}
-reconcile: {workers: 2, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
-`, dbURL, repo, bin, modA, workDirs, bin, modB, workDirs))
+`, bin, modA, workDirs, bin, modB, workDirs)))
 	readEvents := func() string {
 		b, err := os.ReadFile(events)
 		if err != nil && !os.IsNotExist(err) {
@@ -164,18 +157,10 @@ resource "terraform_data" "stack" {
 	writeFile(t, filepath.Join(repo, "types.yaml"), stackType)
 	writeFile(t, filepath.Join(repo, "stack.yaml"), "apiVersion: no8s.io/v1\nkind: Stack\nmetadata: {name: prod}\nspec: {size: 1}\n")
 	config := func(name string) string {
-		return writeConfig(t, filepath.Join(work, name), fmt.Sprintf(`listen: 127.0.0.1:0
-database: %q
-sources:
-  - name: stacks
-    dir: %q
-    interval: 1m
-actions:
-  tf:
+		return writeConfig(t, filepath.Join(work, name), stacksConfig(dbURL, repo, fmt.Sprintf(`  tf:
     plugin: terraform
     config: {binary: %q, module: %q, workingDir: %q, timeout: 2m}
-reconcile: {workers: 2, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
-`, dbURL, repo, bin, module, filepath.Join(work, "tf")))
+`, bin, module, filepath.Join(work, "tf"))))
 	}
 	startRE := regexp.MustCompile(`(?m)^start (\d+)$`)
 
@@ -197,8 +182,8 @@ reconcile: {workers: 2, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
 		t.Fatalf("the provisioner's shell %d: %v", first, err)
 	}
 	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
-	if len(groupProcesses(pgid)) < 2 {
-		t.Fatalf("the provisioner's group %d holds %v: the scenario needs its shell and sleep", pgid, groupProcesses(pgid))
+	if len(groupProcesses(t, pgid)) < 2 {
+		t.Fatalf("the provisioner's group %d holds %v: the scenario needs its shell and sleep", pgid, groupProcesses(t, pgid))
 	}
 
 	// The next agent's run must not wait on the gate: only the sleep of
@@ -210,7 +195,7 @@ reconcile: {workers: 2, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
 	killedAt := time.Now()
 	b := startAgent(t, filepath.Join(work, "b"), "run", "--config", config("b"))
 	waitUntil(t, 15*time.Second, "the provisioner's processes to die with the agent", func() (bool, string) {
-		left := groupProcesses(pgid)
+		left := groupProcesses(t, pgid)
 		return len(left) == 0, fmt.Sprintf("group %d still holds %v", pgid, left)
 	})
 	t.Logf("the provisioner's group was gone %v after the agent died", time.Since(killedAt).Round(time.Millisecond))
@@ -237,30 +222,11 @@ reconcile: {workers: 2, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
 
 // groupProcesses lists the processes of group pgid that have not ended
 // (a zombie has: only its reaping is left).
-func groupProcesses(pgid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(raw)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if g, _ := strconv.Atoi(f[2]); g == pgid {
-			out = append(out, pid)
-		}
+func groupProcesses(t *testing.T, pgid int) []int {
+	t.Helper()
+	pids, err := proc.GroupMembers(pgid)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return pids
 }

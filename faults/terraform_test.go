@@ -91,14 +91,7 @@ func TestTerraformAgentKilledMidApply(t *testing.T) {
 	workDirs := filepath.Join(work, "tf")
 	stackDir := filepath.Join(workDirs, "tf", "Stack", "prod")
 	config := func(name string) string {
-		return writeConfig(t, filepath.Join(work, name), fmt.Sprintf(`listen: 127.0.0.1:0
-database: %q
-sources:
-  - name: stacks
-    dir: %q
-    interval: 1m
-actions:
-  tf:
+		return writeConfig(t, filepath.Join(work, name), stacksConfig(dbURL, repo, fmt.Sprintf(`  tf:
     plugin: terraform
     config:
       binary: %q
@@ -107,8 +100,7 @@ actions:
       backend: |
 %s
       timeout: 2m
-reconcile: {workers: 2, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
-`, dbURL, repo, bin, module, workDirs, indent(state.Backend(), "        ")))
+`, bin, module, workDirs, indent(state.Backend(), "        "))))
 	}
 	readRuns := func() []string {
 		b, _ := os.ReadFile(runs)
@@ -207,4 +199,19 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// stacksConfig is an agent configuration with the folder source "stacks"
+// at repo and the action instances given (YAML, indented under "actions:",
+// ending in a newline).
+func stacksConfig(dbURL, repo, actions string) string {
+	return fmt.Sprintf(`listen: 127.0.0.1:0
+database: %q
+sources:
+  - name: stacks
+    dir: %q
+    interval: 1m
+actions:
+%sreconcile: {workers: 2, leaseDuration: 3s, backoff: {initial: 1s, max: 2s}}
+`, dbURL, repo, actions)
 }

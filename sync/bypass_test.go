@@ -13,21 +13,7 @@ import (
 )
 
 // widgetTypeV2 is widgetType with a second version of the same schema.
-const widgetTypeV2 = `apiVersion: no8s.io/v1
-kind: ResourceType
-metadata: {name: Widget}
-spec:
-  group: example.com
-  action: make-widget
-  versions:
-    - name: v1
-      schema:
-        type: object
-        required: [size]
-        properties:
-          size: {type: integer, minimum: 1}
-          color: {type: string, default: grey}
-    - name: v2
+const widgetTypeV2 = widgetType + `    - name: v2
       schema:
         type: object
         required: [size]
@@ -100,9 +86,7 @@ func TestAdmissionSyncReviewSeesLabelsMoved(t *testing.T) {
 			})
 			g.letGoAtEnd(t)
 			c, _ := chain(t, admission.Hook{Name: "lock", URL: hook.URL, Type: admission.Validating})
-			agent1, agent2 := sync.New(st, nil), sync.New(st, nil)
-			agent1.UseAdmission(c)
-			agent2.UseAdmission(c)
+			agent1, agent2 := admittedPair(st, c)
 			mustSync(t, agent1, target("infra"), snapshot(map[string]string{"types.yaml": widgetType, "w.yaml": widget("w", "{size: 1}")}))
 
 			grow := snapshot(map[string]string{"types.yaml": widgetType, "w.yaml": widget("w", "{size: 2}")})

@@ -542,9 +542,7 @@ func TestAdmissionReviewsWhatIsApplied(t *testing.T) {
 			})
 			g.letGoAtEnd(t)
 			c, _ := chain(t, admission.Hook{Name: "sizes", URL: hook.URL, Type: admission.Validating})
-			agent1, agent2 := sync.New(st, nil), sync.New(st, nil)
-			agent1.UseAdmission(c)
-			agent2.UseAdmission(c)
+			agent1, agent2 := admittedPair(st, c)
 			mustSync(t, agent1, target("infra"), snapshot(map[string]string{"types.yaml": widgetType,
 				"w.yaml": widget("w", "{size: 1}") + widget("keep", "{size: 1}")}))
 
@@ -591,9 +589,7 @@ func TestAdmissionReviewsWhatIsApplied(t *testing.T) {
 			})
 			g.letGoAtEnd(t)
 			c, _ := chain(t, admission.Hook{Name: "watch", URL: hook.URL, Type: admission.Validating})
-			agent1, agent2 := sync.New(st, nil), sync.New(st, nil)
-			agent1.UseAdmission(c)
-			agent2.UseAdmission(c)
+			agent1, agent2 := admittedPair(st, c)
 			mustSync(t, agent1, target("types"), snapshot(map[string]string{"types.yaml": widgetType}))
 			mustAPIWidget(t, agent1, "x", 1)
 
@@ -682,4 +678,13 @@ func TestAdmissionPlanKeepsMoving(t *testing.T) {
 	if w := get(t, st, "Widget", "w"); w.DeletionRequestedAt != nil {
 		t.Errorf("w was marked for destruction though every review of it went stale")
 	}
+}
+
+// admittedPair returns two syncers of st, as two agents sharing its
+// database would run, both with the admission chain c.
+func admittedPair(st store.Store, c *admission.Chain) (*sync.Syncer, *sync.Syncer) {
+	agent1, agent2 := sync.New(st, nil), sync.New(st, nil)
+	agent1.UseAdmission(c)
+	agent2.UseAdmission(c)
+	return agent1, agent2
 }

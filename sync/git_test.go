@@ -240,21 +240,7 @@ func TestSignedCommits(t *testing.T) {
 	var commits []string
 	setup := func(st store.Store, mode string) (func() (*sync.Result, error), sync.Target) {
 		tg := sync.Target{Name: "infra", Kind: store.SourceGit, URL: repo.URL(), Prune: sync.Prune{Enabled: true}}
-		src, err := git.New(git.Config{Name: "infra", URL: repo.URL(), Ref: git.Ref{Branch: "main"},
-			CacheDir: filepath.Join(t.TempDir(), "cache"), Timeout: 20 * time.Second,
-			Verify: &git.Verify{Mode: mode, Verifier: verifier, Applied: func(ctx context.Context) (manifest.Revision, error) {
-				s, err := st.GetSource(ctx, "infra")
-				if errors.Is(err, store.ErrNotFound) {
-					return "", nil
-				}
-				if err != nil {
-					return "", err
-				}
-				return s.LastAppliedRevision, nil
-			}}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		src := newVerifiedSource(t, st, repo.URL(), mode, verifier)
 		s := sync.New(st, nil)
 		return func() (*sync.Result, error) {
 			snap, err := src.Fetch(t.Context())
@@ -329,4 +315,27 @@ func TestSignedCommits(t *testing.T) {
 	if res, err := syncOnce(); err != nil || res.Revision != manifest.Revision("main@sha1:"+good) {
 		t.Fatalf("mode head with a good head: %v", err)
 	}
+}
+
+// newVerifiedSource is the Git source "infra" of the main branch at url,
+// its commits verified in mode by verifier against the revision st records
+// as the source's last applied one.
+func newVerifiedSource(t *testing.T, st store.Store, url, mode string, verifier *commitsig.Verifier) *git.Source {
+	t.Helper()
+	src, err := git.New(git.Config{Name: "infra", URL: url, Ref: git.Ref{Branch: "main"},
+		CacheDir: filepath.Join(t.TempDir(), "cache"), Timeout: 20 * time.Second,
+		Verify: &git.Verify{Mode: mode, Verifier: verifier, Applied: func(ctx context.Context) (manifest.Revision, error) {
+			s, err := st.GetSource(ctx, "infra")
+			if errors.Is(err, store.ErrNotFound) {
+				return "", nil
+			}
+			if err != nil {
+				return "", err
+			}
+			return s.LastAppliedRevision, nil
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
 }

@@ -1,12 +1,10 @@
 package sync_test
 
 import (
-	"context"
 	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source"
@@ -42,21 +40,7 @@ func TestRollbackNeedsApproval(t *testing.T) {
 				return repo.CommitSigned(msg, keys.Env(), sigtest.SignWithSSH(ops)...)
 			}
 			st, _ := newStore(t)
-			src, err := git.New(git.Config{Name: "infra", URL: repo.URL(), Ref: git.Ref{Branch: "main"},
-				CacheDir: filepath.Join(t.TempDir(), "cache"), Timeout: 20 * time.Second,
-				Verify: &git.Verify{Mode: mode, Verifier: verifier, Applied: func(ctx context.Context) (manifest.Revision, error) {
-					s, err := st.GetSource(ctx, "infra")
-					if errors.Is(err, store.ErrNotFound) {
-						return "", nil
-					}
-					if err != nil {
-						return "", err
-					}
-					return s.LastAppliedRevision, nil
-				}}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			src := newVerifiedSource(t, st, repo.URL(), mode, verifier)
 			tg := sync.Target{Name: "infra", Kind: store.SourceGit, URL: repo.URL(), Prune: sync.Prune{Enabled: true}}
 			s := sync.New(st, nil)
 			syncHead := func() (*sync.Result, error) {

@@ -7,13 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	osexec "os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/no8s/no8s-agent/action/proc/proctest"
 )
 
 // TestAgentKilled kills, with SIGKILL, a process that runs an action whose
@@ -51,24 +52,8 @@ func TestAgentKilled(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			self, err := os.Executable()
-			if err != nil {
-				t.Fatal(err)
-			}
-			agent := osexec.Command(self, "-test.run=^$")
-			agent.Env = append(os.Environ(), agentEnv+"="+string(cfg))
 			var agentErr strings.Builder
-			agent.Stderr = &agentErr
-			if err := agent.Start(); err != nil {
-				t.Fatal(err)
-			}
-			killed := false
-			t.Cleanup(func() {
-				if !killed {
-					agent.Process.Kill()
-					agent.Wait()
-				}
-			})
+			agent := proctest.StartAgent(t, &agentErr, agentEnv+"="+string(cfg))
 
 			var pids []int
 			waitFor(t, 30*time.Second, "the script never wrote its pids", func() bool {
@@ -106,7 +91,6 @@ func TestAgentKilled(t *testing.T) {
 				t.Fatal(err)
 			}
 			agent.Wait()
-			killed = true
 
 			// The orphans come to this process, a subreaper (see TestMain),
 			// which must reap them: a zombie still answers signal 0.

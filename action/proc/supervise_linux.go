@@ -274,34 +274,13 @@ const prSetChildSubreaper = 36
 // descendants lists the supervisor's descendants that have not ended, from
 // the parent pids in /proc.
 func descendants() []int {
-	entries, err := os.ReadDir("/proc")
+	procs, err := liveProcesses()
 	if err != nil {
 		return nil
 	}
 	children := map[int][]int{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// The command name, in parentheses, may hold spaces: count fields
-		// after its closing parenthesis. state is field 3, ppid field 4.
-		st := string(raw)
-		i := strings.LastIndexByte(st, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(st[i+1:])
-		if len(f) < 2 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if ppid, err := strconv.Atoi(f[1]); err == nil {
-			children[ppid] = append(children[ppid], pid)
-		}
+	for pid, st := range procs {
+		children[st.ppid] = append(children[st.ppid], pid)
 	}
 	var out []int
 	queue := []int{os.Getpid()}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/action/proc"
+	"github.com/no8s/no8s-agent/action/proc/proctest"
 )
 
 // agentEnv makes the test binary a stand-in for the agent: it runs the
@@ -78,6 +80,33 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// startAgent starts the test binary as an agent that runs spec, with env
+// added to its environment and its standard error written to stderr (when
+// not nil).
+func startAgent(t *testing.T, spec agentSpec, stderr io.Writer, env ...string) *osexec.Cmd {
+	t.Helper()
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proctest.StartAgent(t, stderr, append([]string{agentEnv + "=" + string(raw)}, env...)...)
+}
+
+// waitPidFile waits until the pid file holds a pid, and returns it.
+func waitPidFile(t *testing.T, pidfile, what string) int {
+	t.Helper()
+	var pid int
+	waitFor(t, 30*time.Second, what, func() bool {
+		b, err := os.ReadFile(pidfile)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	return pid
+}
+
 // When the agent dies, a supervisor with an interrupt grace sends the
 // whole group SIGINT, gives the command the grace to exit, and kills what
 // is left: at once once the command exited, at the grace's end when it
@@ -113,30 +142,9 @@ func TestInterruptGraceWhenTheAgentDies(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			pidfile, out := filepath.Join(dir, "pid"), filepath.Join(dir, "out")
-			raw, err := json.Marshal(agentSpec{Script: tt.script, Grace: grace})
-			if err != nil {
-				t.Fatal(err)
-			}
-			self, err := os.Executable()
-			if err != nil {
-				t.Fatal(err)
-			}
-			agent := osexec.Command(self, "-test.run=^$")
-			agent.Env = append(os.Environ(), agentEnv+"="+string(raw), "PIDFILE="+pidfile, "OUT="+out)
 			var agentErr strings.Builder
-			agent.Stderr = &agentErr
-			if err := agent.Start(); err != nil {
-				t.Fatal(err)
-			}
-			var pid int
-			waitFor(t, 30*time.Second, "the script to start", func() bool {
-				b, err := os.ReadFile(pidfile)
-				if err != nil {
-					return false
-				}
-				pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-				return err == nil
-			})
+			agent := startAgent(t, agentSpec{Script: tt.script, Grace: grace}, &agentErr, "PIDFILE="+pidfile, "OUT="+out)
+			pid := waitPidFile(t, pidfile, "the script to start")
 			pgid, err := syscall.Getpgid(pid)
 			if err != nil {
 				t.Fatal(err)
@@ -189,6 +197,9 @@ func TestGroupAlive(t *testing.T) {
 	}
 	if !proc.GroupAlive(pgid) {
 		t.Fatal("a group whose leader exited but whose child runs is not alive")
+	}
+	if members, err := proc.GroupMembers(pgid); err != nil || len(members) != 1 || members[0] != child {
+		t.Fatalf("GroupMembers(%d) = %v, %v; want the child %d alone", pgid, members, err, child)
 	}
 	if err := syscall.Kill(child, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -79,19 +79,9 @@ func TestTakeoverFromAnotherPIDNamespace(t *testing.T) {
 	}
 	other := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child", self, "-test.run=^$")
 	other.Env = append(os.Environ(), handleEnv+"=1")
-	stdin, err := other.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := other.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var stderr strings.Builder
 	other.Stderr = &stderr
-	if err := other.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := startPiped(t, other)
 	t.Cleanup(func() { stdin.Close(); _ = other.Wait() })
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {

@@ -4,13 +4,24 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/action/terraform"
 	"github.com/no8s/no8s-agent/action/terraform/tofutest"
 )
+
+// processStart returns the start time of the running process pid, as a
+// handle records it.
+func processStart(t *testing.T, pid int) string {
+	t.Helper()
+	start, known := terraform.StartTime(pid)
+	if !known || start == "" {
+		t.Fatalf("no start time of process %d", pid)
+	}
+	return start
+}
 
 // deadRun starts and ends a process and returns the handle an attempt
 // would have recorded for it: a run that is provably gone.
@@ -20,17 +31,13 @@ func deadRun(t *testing.T) *action.Handle {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fields := strings.Fields(string(raw)[strings.LastIndexByte(string(raw), ')')+1:])
+	start := processStart(t, cmd.Process.Pid)
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
 	host, _ := os.Hostname()
-	return &action.Handle{Value: fmt.Sprintf(`{"host":%q,"pid":%d,"start":%q}`, host, cmd.Process.Pid, fields[19]),
+	return &action.Handle{Value: fmt.Sprintf(`{"host":%q,"pid":%d,"start":%q}`, host, cmd.Process.Pid, start),
 		Operation: action.OperationApply, Generation: 1}
 }
 

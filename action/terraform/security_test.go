@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/action/proc"
+	"github.com/no8s/no8s-agent/action/proc/proctest"
 	"github.com/no8s/no8s-agent/action/terraform"
 	"github.com/no8s/no8s-agent/action/terraform/tofutest"
 )
@@ -360,32 +362,30 @@ func TestVarsSettingCollisions(t *testing.T) {
 
 // groupMembers lists the processes of group pgid that have not ended
 // (zombies are over, whoever reaps them).
-func groupMembers(pgid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(raw)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if g, _ := strconv.Atoi(f[2]); g == pgid {
-			out = append(out, pid)
-		}
+func groupMembers(t *testing.T, pgid int) []int {
+	t.Helper()
+	pids, err := proc.GroupMembers(pgid)
+	if err != nil {
+		t.Error(err) // not Fatal: called from the action's goroutines too
 	}
-	return out
+	return pids
+}
+
+// startPiped starts cmd with pipes to its standard input and output.
+func startPiped(t *testing.T, cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return stdin, stdout
 }
 
 // waitFor polls cond until it holds or timeout passes.
@@ -417,17 +417,7 @@ func TestTakeoverWaitsForTheProcessGroup(t *testing.T) {
 	// The previous run: its leader is gone, one of its processes is not.
 	leader := exec.Command("sh", "-c", "sleep 300 & echo $!; read _")
 	leader.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := leader.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := leader.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := leader.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := startPiped(t, leader)
 	pgid := leader.Process.Pid
 	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
 	line := make([]byte, 32)
@@ -439,14 +429,10 @@ func TestTakeoverWaitsForTheProcessGroup(t *testing.T) {
 	if err != nil {
 		t.Fatalf("child pid %q: %v", line[:n], err)
 	}
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pgid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := strings.Fields(string(raw)[strings.LastIndexByte(string(raw), ')')+1:])[19]
+	start := processStart(t, pgid)
 	stdin.Close()
 	_ = leader.Wait()
-	if len(groupMembers(pgid)) == 0 {
+	if len(groupMembers(t, pgid)) == 0 {
 		t.Fatal("the previous run's group is gone already: the scenario needs it alive")
 	}
 
@@ -457,7 +443,7 @@ func TestTakeoverWaitsForTheProcessGroup(t *testing.T) {
 			waited.Store(true)
 			_ = syscall.Kill(child, syscall.SIGKILL)
 		case m == "init" || m == "plan":
-			if len(groupMembers(pgid)) > 0 {
+			if len(groupMembers(t, pgid)) > 0 {
 				early.Store(true)
 			}
 		}
@@ -502,24 +488,8 @@ resource "terraform_data" "slow" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent := exec.Command(self, "-test.run=^$")
-	agent.Env = append(os.Environ(), agentEnv+"="+string(cfg))
 	var agentErr strings.Builder
-	agent.Stderr = &agentErr
-	if err := agent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	t.Cleanup(func() {
-		if !killed {
-			agent.Process.Kill()
-			agent.Wait()
-		}
-	})
+	agent := proctest.StartAgent(t, &agentErr, agentEnv+"="+string(cfg))
 	var shell int
 	waitFor(t, 60*time.Second, "the provisioner to start", func() (bool, string) {
 		b, err := os.ReadFile(pidfile)
@@ -538,9 +508,8 @@ resource "terraform_data" "slow" {
 		t.Fatal(err)
 	}
 	agent.Wait()
-	killed = true
 	waitFor(t, 15*time.Second, "the provisioner's processes to die with the agent", func() (bool, string) {
-		left := groupMembers(pgid)
+		left := groupMembers(t, pgid)
 		return len(left) == 0, fmt.Sprintf("group %d still has %v", pgid, left)
 	})
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
