@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -62,7 +64,11 @@ func defaultConcurrentReads(st any) int {
 var errTooManyReads = errorf(http.StatusServiceUnavailable,
 	"too many reads at once: the agent keeps the database for reconciling; retry in %d s", readRetryAfter)
 
-// limit runs h within the limit.
+// limit runs h within the limit. h writes its answer into memory, and the
+// slot is given back as soon as h returns, before the answer goes out: a
+// client that asks for a large page and reads it slowly, or never, holds
+// nothing that other reads need. The answer then has ResponseWriteTimeout
+// to reach the client, after which the connection is closed.
 func (s *Server) limit(h http.Handler) http.Handler {
 	l := s.reads
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -70,9 +76,53 @@ func (s *Server) limit(h http.Handler) http.Handler {
 			s.refuseRead(w, r)
 			return
 		}
-		defer l.release()
-		h.ServeHTTP(w, r)
+		answer := &bufferedAnswer{header: w.Header()}
+		func() {
+			defer l.release()
+			h.ServeHTTP(answer, r)
+		}()
+		answer.send(w, s.opts.ResponseWriteTimeout)
 	})
+}
+
+// bufferedAnswer is a response held in memory until its handler is done.
+// Its header is the real response's: nothing is sent before send.
+type bufferedAnswer struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (a *bufferedAnswer) Header() http.Header { return a.header }
+
+func (a *bufferedAnswer) WriteHeader(code int) {
+	if a.status == 0 {
+		a.status = code
+	}
+}
+
+func (a *bufferedAnswer) Write(p []byte) (int, error) {
+	if a.status == 0 {
+		a.status = http.StatusOK
+	}
+	return a.body.Write(p)
+}
+
+// send writes the answer to w within timeout.
+func (a *bufferedAnswer) send(w http.ResponseWriter, timeout time.Duration) {
+	if a.status == 0 {
+		a.status = http.StatusOK
+	}
+	if a.header.Get("Content-Length") == "" {
+		a.header.Set("Content-Length", strconv.Itoa(a.body.Len()))
+	}
+	// The deadline covers the write alone; a server without one (a test's
+	// recorder) has none to set.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout))
+	w.WriteHeader(a.status)
+	if _, err := w.Write(a.body.Bytes()); err != nil {
+		slog.Debug("writing a read's answer failed", "error", err)
+	}
 }
 
 // refuseRead answers a read the limit refused.

@@ -28,6 +28,10 @@ import (
 // DefaultMaxBodyBytes caps request bodies unless Options say otherwise.
 const DefaultMaxBodyBytes = 1 << 20
 
+// DefaultResponseWriteTimeout bounds how long a read's answer may take to
+// reach a client that reads it slowly: 6 MB at 200 kB/s.
+const DefaultResponseWriteTimeout = 30 * time.Second
+
 // DefaultBodyReadTimeout bounds how long a client may take to send a
 // request body unless Options say otherwise.
 const DefaultBodyReadTimeout = 10 * time.Second
@@ -77,6 +81,10 @@ type Options struct {
 	// Heartbeat is how often an idle event stream sends a comment, so that
 	// proxies keep it open and clients notice a dead agent; default 15s.
 	Heartbeat time.Duration
+	// ResponseWriteTimeout bounds how long a limited read's answer may
+	// take to reach the client once it is ready; zero means
+	// DefaultResponseWriteTimeout. Event streams keep their own pace.
+	ResponseWriteTimeout time.Duration
 	// MaxConcurrentReads caps the API reads served at once; more wait
 	// briefly, then are answered 503 with Retry-After. Zero means a quarter
 	// of the store's connection pool, at most one per two cores.
@@ -126,6 +134,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 15 * time.Second
+	}
+	if opts.ResponseWriteTimeout <= 0 {
+		opts.ResponseWriteTimeout = DefaultResponseWriteTimeout
 	}
 	if opts.BodyReadTimeout <= 0 {
 		opts.BodyReadTimeout = DefaultBodyReadTimeout
