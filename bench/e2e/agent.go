@@ -51,9 +51,9 @@ type Agent struct {
 
 // StartAgent writes a configuration (the workload's repository as Git
 // source, polled once a day so that only triggers sync; noop actions; 8
-// workers; PostgreSQL at dbURL, or the embedded store when dbURL is empty)
-// and starts the agent binary bin on it, with
-// its state in dir.
+// workers; PostgreSQL at dbURL, or the embedded store when dbURL is empty;
+// the other settings as the workload's shape says) and starts the agent
+// binary bin on it, with its state in dir.
 func StartAgent(bin, dir, dbURL string, w *Workload) (*Agent, error) {
 	addr, err := freeAddr()
 	if err != nil {
@@ -71,26 +71,36 @@ func StartAgent(bin, dir, dbURL string, w *Workload) (*Agent, error) {
 	if dbURL == "" {
 		database = "# no database: the embedded store in .no8s/state.db"
 	}
-	cfg := fmt.Sprintf(`%s
-listen: %s
-logLevel: warn
-sources:
-  - name: %s
-    git:
-      url: %q
-      branch: main
-      path: manifests
-      interval: 24h
-      timeout: 30m
-    prune: {enabled: true}
+	// The benchmark's own shape sets what it relies on; a shape with
+	// Defaults leaves every setting it can at its default (log level,
+	// pool, workers), and declares no action but the built-in noop.
+	settings := fmt.Sprintf(`logLevel: warn
 actions:
   %s:
     plugin: exec
     config: {command: [sleep, "120"], timeout: 10m}
 reconcile:
   workers: 8
-api: {writeTokenEnv: %s}
-`, database, addr, sourceName, w.URL(), longAction, tokenEnv)
+`, longAction)
+	if w.Shape.Defaults {
+		settings = ""
+	}
+	path := ""
+	if p := w.SourcePath(); p != "" {
+		path = fmt.Sprintf("\n      path: %s", p)
+	}
+	cfg := fmt.Sprintf(`%s
+listen: %s
+sources:
+  - name: %s
+    git:
+      url: %q
+      branch: main%s
+      interval: 24h
+      timeout: 30m
+    prune: {enabled: true}
+%sapi: {writeTokenEnv: %s}
+`, database, addr, sourceName, w.URL(), path, settings, tokenEnv)
 	cfgPath := filepath.Join(dir, "no8s.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err

@@ -2,15 +2,11 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"regexp"
-	"slices"
-	gosync "sync"
 	"time"
 )
 
@@ -128,46 +124,9 @@ func TimeCommit(ctx context.Context, a *Agent, id, gen int64, timeout time.Durat
 	return t, err
 }
 
-// Latencies are the outcome of a read load.
-type Latencies struct {
-	sorted   []time.Duration // of 200 answers
-	took     time.Duration
-	Rejected int // 503 answers
-	Failed   int // other answers and errors
-	FirstErr error
-}
-
-// Pct is the p-th quantile (0 to 1) of the answered reads.
-func (l *Latencies) Pct(p float64) time.Duration {
-	if len(l.sorted) == 0 {
-		return 0
-	}
-	return l.sorted[min(len(l.sorted)-1, int(p*float64(len(l.sorted))))]
-}
-
-// Rate is answered reads per second.
-func (l *Latencies) Rate() float64 { return float64(len(l.sorted)) / l.took.Seconds() }
-
-// String summarises the load.
-func (l *Latencies) String() string {
-	s := fmt.Sprintf("%d answered, p50 %v, p99 %v, %.0f/s, %d 503, %d failed", len(l.sorted),
-		l.Pct(0.5).Round(10*time.Microsecond), l.Pct(0.99).Round(10*time.Microsecond), l.Rate(), l.Rejected, l.Failed)
-	if l.FirstErr != nil {
-		s += fmt.Sprintf(" (first: %v)", l.FirstErr)
-	}
-	return s
-}
-
-// reader makes one client's next request path from its previous answer
+// reader makes the next request path of a pager from its previous answer
 // (nil for the first request).
 type reader func(rng *rand.Rand, prev *http.Response) string
-
-// GetByID is a reader of resources by id, picked at random among ids.
-func GetByID(ids []int64) reader {
-	return func(rng *rand.Rand, _ *http.Response) string {
-		return fmt.Sprintf("/api/v1/resources/%d", ids[rng.IntN(len(ids))])
-	}
-}
 
 var nextLink = regexp.MustCompile(`<([^>]+)>;\s*rel="next"`)
 
@@ -192,121 +151,6 @@ func ListPages(limit int) reader {
 	}
 }
 
-// Load runs clients concurrent readers against the agent until ctx is
-// done, each sending its next request as soon as the previous one is
-// answered (a 503 waits its Retry-After, as a polite client does, capped at
-// a second), and returns the latencies of the answered ones.
-func Load(ctx context.Context, a *Agent, clients int, next reader) *Latencies {
-	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}}
-	defer hc.CloseIdleConnections()
-	var (
-		mu  gosync.Mutex
-		all = &Latencies{}
-		wg  gosync.WaitGroup
-	)
-	start := time.Now()
-	for range clients {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-			var lat []time.Duration
-			rejected, failed := 0, 0
-			var clientErr error
-			var prev *http.Response
-			for ctx.Err() == nil {
-				path := next(rng, prev)
-				req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.Base+path, nil)
-				if err != nil {
-					clientErr = err
-					break
-				}
-				t0 := time.Now()
-				resp, err := hc.Do(req)
-				if err != nil {
-					if ctx.Err() == nil {
-						failed++
-						clientErr = firstErr(clientErr, err)
-					}
-					prev = nil
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				d := time.Since(t0)
-				if ctx.Err() != nil {
-					break
-				}
-				prev = resp
-				switch resp.StatusCode {
-				case http.StatusOK:
-					lat = append(lat, d)
-				case http.StatusServiceUnavailable:
-					rejected++
-					select {
-					case <-ctx.Done():
-					case <-time.After(time.Second):
-					}
-				default:
-					failed++
-					clientErr = firstErr(clientErr, fmt.Errorf("GET %s: %s", path, resp.Status))
-				}
-			}
-			mu.Lock()
-			all.sorted = append(all.sorted, lat...)
-			all.Rejected += rejected
-			all.Failed += failed
-			all.FirstErr = firstErr(all.FirstErr, clientErr)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	all.took = time.Since(start)
-	slices.Sort(all.sorted)
-	return all
-}
-
-func firstErr(first, next error) error {
-	if first != nil {
-		return first
-	}
-	return next
-}
-
-// LoadFor runs Load for d.
-func LoadFor(ctx context.Context, a *Agent, clients int, d time.Duration, next reader) *Latencies {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	return Load(ctx, a, clients, next)
-}
-
-// LoadDuring runs Load from now until during returns, at least least long,
-// and returns both outcomes.
-func LoadDuring(ctx context.Context, a *Agent, clients int, least time.Duration, next reader, during func() error) (*Latencies, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var lat *Latencies
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		lat = Load(ctx, a, clients, next)
-	}()
-	floor := time.NewTimer(least)
-	defer floor.Stop()
-	err := during()
-	if err == nil {
-		select {
-		case <-floor.C:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-	}
-	cancel()
-	<-done
-	if err == nil && len(lat.sorted) == 0 {
-		err = errors.New("no read was answered")
-	}
-	return lat, err
-}
-
 // best keeps the lower wall and the lower CPU time of so far and t; first
 // says so far holds nothing yet.
 func best(so Timing, t Timing, first bool) Timing {
@@ -317,4 +161,11 @@ func best(so Timing, t Timing, first bool) Timing {
 		so.CPU = t.CPU
 	}
 	return so
+}
+
+func firstErr(first, next error) error {
+	if first != nil {
+		return first
+	}
+	return next
 }

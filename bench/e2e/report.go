@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,6 +21,7 @@ const (
 	Millis
 	PerSecond
 	Bytes
+	Count
 )
 
 func (u Unit) format(v float64) string {
@@ -38,6 +40,8 @@ func (u Unit) format(v float64) string {
 		return fmt.Sprintf("%.0f/s", v)
 	case Bytes:
 		return fmt.Sprintf("%.0f MB", v/(1<<20))
+	case Count:
+		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprint(v)
 }
@@ -52,7 +56,11 @@ type Figure struct {
 	Peer     float64
 	Target   string
 	Note     string
-	Err      error
+	// Missed says why the figure misses its target, when the harness can
+	// tell (a read load with refusals misses its latency target whatever
+	// its latency).
+	Missed string
+	Err    error
 }
 
 // Ratio is agent / peer, NaN without a peer.
@@ -63,19 +71,21 @@ func (f Figure) Ratio() float64 {
 	return f.Agent / f.Peer
 }
 
-// Report holds the figures of one N, in the order they were measured.
+// Report holds the figures of one run of one workload at one N, in the
+// order they were measured.
 type Report struct {
-	N       int
-	Started time.Time
+	N        int
+	Workload Shape
+	Started  time.Time
 	// Load is the machine's load average (1 minute) when the run started:
 	// the figures of a busy machine are slower, and noisier.
 	Load    string
 	Figures []Figure
 }
 
-// NewReport starts the report of N.
-func NewReport(n int) *Report {
-	return &Report{N: n, Started: time.Now(), Load: loadAverage()}
+// NewReport starts the report of a run of workload w at N.
+func NewReport(n int, w Shape) *Report {
+	return &Report{N: n, Workload: w, Started: time.Now(), Load: loadAverage()}
 }
 
 // loadAverage is the machine's load average over the last minute.
@@ -103,57 +113,166 @@ func (r *Report) Fail(name string, err error) {
 	r.Figures = append(r.Figures, Figure{Name: name, Agent: math.NaN(), Peer: math.NaN(), Err: err})
 }
 
-// Write prints the report as a table.
-func (r *Report) Write(w io.Writer) {
-	fmt.Fprintf(w, "\nno8s-agent end to end, N = %d resources (10 types, one file each), 8 workers, noop actions, PostgreSQL on a Unix socket\n", r.N)
-	fmt.Fprintf(w, "started %s, took %v, on %d cores; load average %s at the start, %s at the end\n\n", r.Started.UTC().Format(time.RFC3339),
-		time.Since(r.Started).Round(time.Second), runtime.NumCPU(), r.Load, loadAverage())
+// Summary is the runs of one workload at one N.
+type Summary struct {
+	N        int
+	Workload Shape
+	Started  time.Time
+	Load     string
+	Runs     []*Report
+}
+
+// NewSummary starts the summary of workload w at N.
+func NewSummary(n int, w Shape) *Summary {
+	return &Summary{N: n, Workload: w, Started: time.Now(), Load: loadAverage()}
+}
+
+// row is one figure across the runs.
+type row struct {
+	first  Figure
+	agents []float64
+	peers  []float64
+	ratios []float64
+	missed []string
+	errs   []error
+}
+
+// rows gathers each figure across the runs, in the order the figures were
+// first measured.
+func (s *Summary) rows() []*row {
+	var order []*row
+	byName := map[string]*row{}
+	for _, r := range s.Runs {
+		for _, f := range r.Figures {
+			rw := byName[f.Name]
+			if rw == nil {
+				rw = &row{first: f}
+				byName[f.Name] = rw
+				order = append(order, rw)
+			}
+			if rw.first.Err != nil && f.Err == nil {
+				rw.first = f
+			}
+			if f.Err != nil {
+				rw.errs = append(rw.errs, f.Err)
+				continue
+			}
+			rw.agents = append(rw.agents, f.Agent)
+			if !math.IsNaN(f.Peer) {
+				rw.peers = append(rw.peers, f.Peer)
+			}
+			if q := f.Ratio(); !math.IsNaN(q) {
+				rw.ratios = append(rw.ratios, q)
+			}
+			if f.Missed != "" {
+				rw.missed = append(rw.missed, f.Missed)
+			}
+		}
+	}
+	return order
+}
+
+// spread writes the median of vs and, for more than one value, their
+// range: "12.0 ms [10.1 ms–13.2 ms]".
+func spread(vs []float64, format func(float64) string) string {
+	if len(vs) == 0 {
+		return "-"
+	}
+	c := slices.Clone(vs)
+	slices.Sort(c)
+	med := medianOf(c)
+	if len(c) == 1 {
+		return format(med)
+	}
+	return fmt.Sprintf("%s [%s–%s]", format(med), format(c[0]), format(c[len(c)-1]))
+}
+
+// medianOf is the median of vs, NaN when there is none.
+func medianOf(vs []float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	c := slices.Clone(vs)
+	slices.Sort(c)
+	if len(c)%2 == 0 {
+		return (c[len(c)/2-1] + c[len(c)/2]) / 2
+	}
+	return c[len(c)/2]
+}
+
+// Write prints the summary as a table: each figure's median over the runs
+// and, for more than one run, its range.
+func (s *Summary) Write(w io.Writer) {
+	fmt.Fprintf(w, "\nno8s-agent end to end, workload %q: %s\n", s.Workload.Name, s.Workload.Describe(s.N))
+	spreadNote := ""
+	if len(s.Runs) > 1 {
+		spreadNote = ", each figure the median [min–max] of the runs"
+	}
+	fmt.Fprintf(w, "%d run(s)%s; started %s, took %v, on %d cores; load average %s at the start, %s at the end\n\n", len(s.Runs), spreadNote,
+		s.Started.UTC().Format(time.RFC3339), time.Since(s.Started).Round(time.Second), runtime.NumCPU(), s.Load, loadAverage())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\tagent\tpeer\tratio\ttarget\tnote")
 	fmt.Fprintln(tw, "------\t-----\t----\t-----\t------\t----")
-	for _, f := range r.Figures {
-		if f.Err != nil {
-			fmt.Fprintf(tw, "%s\tFAILED\t\t\t\t%s\n", f.Name, firstLine(f.Err.Error()))
+	for _, rw := range s.rows() {
+		f := rw.first
+		if len(rw.agents) == 0 {
+			fmt.Fprintf(tw, "%s\tFAILED\t\t\t\t%s\n", f.Name, firstLine(rw.errs[0].Error()))
 			continue
 		}
 		peer, ratio := "-", "-"
-		if !math.IsNaN(f.Peer) {
-			peer = f.PeerName + " " + f.Unit.format(f.Peer)
+		if len(rw.peers) > 0 {
+			peer = f.PeerName + " " + spread(rw.peers, f.Unit.format)
 		}
-		if q := f.Ratio(); !math.IsNaN(q) {
-			ratio = fmt.Sprintf("%.2fx", q)
+		if len(rw.ratios) > 0 {
+			ratio = spread(rw.ratios, func(q float64) string { return fmt.Sprintf("%.2fx", q) })
 		}
 		target := f.Target
 		if target == "" {
 			target = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", f.Name, f.Unit.format(f.Agent), peer, ratio, target, f.Note)
+		if len(rw.missed) > 0 {
+			target += fmt.Sprintf(" MISSED (%s", rw.missed[0])
+			if len(s.Runs) > 1 {
+				target += fmt.Sprintf("; in %d of %d runs", len(rw.missed), len(s.Runs))
+			}
+			target += ")"
+		}
+		note := f.Note
+		if len(rw.errs) > 0 {
+			note = strings.TrimPrefix(note+"; ", "; ") + fmt.Sprintf("FAILED in %d of %d runs: %s", len(rw.errs), len(s.Runs), firstLine(rw.errs[0].Error()))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", f.Name, spread(rw.agents, f.Unit.format), peer, ratio, target, note)
 	}
 	tw.Flush()
 }
 
-// WriteGrowth prints how each figure grows across the reports, smallest N
-// first.
-func WriteGrowth(w io.Writer, reports []*Report) {
-	if len(reports) < 2 {
+// WriteGrowth prints how each figure of one workload grows across the
+// summaries (medians of their runs), smallest N first.
+func WriteGrowth(w io.Writer, sums []*Summary) {
+	if len(sums) < 2 {
 		return
 	}
-	fmt.Fprintf(w, "\nhow the agent's figures grow with N\n\n")
+	fmt.Fprintf(w, "\nhow the agent's figures grow with N, workload %q (medians of the runs)\n\n", sums[0].Workload.Name)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := []string{"figure"}
-	for _, r := range reports {
-		head = append(head, fmt.Sprintf("N=%d", r.N))
+	for _, s := range sums {
+		head = append(head, fmt.Sprintf("N=%d", s.N))
 	}
-	head = append(head, fmt.Sprintf("x%d/%d", reports[len(reports)-1].N, reports[0].N))
+	head = append(head, fmt.Sprintf("x%d/%d", sums[len(sums)-1].N, sums[0].N))
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	for _, f := range reports[0].Figures {
+	var rows [][]*row
+	for _, s := range sums {
+		rows = append(rows, s.rows())
+	}
+	for _, rw := range rows[0] {
+		f := rw.first
 		cells := []string{f.Name}
 		first, last := math.NaN(), math.NaN()
-		for i, r := range reports {
+		for i := range sums {
 			v := math.NaN()
-			for _, g := range r.Figures {
-				if g.Name == f.Name && g.Err == nil {
-					v = g.Agent
+			for _, g := range rows[i] {
+				if g.first.Name == f.Name {
+					v = medianOf(g.agents)
 				}
 			}
 			if i == 0 {

@@ -276,17 +276,76 @@ const (
 	longAction = "long-sleep"
 )
 
-// Workload is the generated repository: the manifests are in Dir/manifests,
-// committed on branch main.
+// Shape is how a workload lays its files out and how the agent runs on it.
+type Shape struct {
+	// Name names the workload in the report.
+	Name string
+	// Root puts every file at the repository's root, rather than types and
+	// resources in folders of their own under manifests/.
+	Root bool
+	// Packed packs the repository's objects (git repack -a -d) once the
+	// resources are committed; later commits stay loose.
+	Packed bool
+	// Defaults runs the agent with its default settings (INFO logs, the
+	// default pool, 8 workers) rather than with warnings only.
+	Defaults bool
+}
+
+// Shapes of the benchmark's workloads: the first is its own; the second
+// is the shape of a repository as users lay one out and run the agent on
+// it, as the outside measurements of the agent were made.
+var (
+	Nested = Shape{Name: "nested"}
+	Flat   = Shape{Name: "flat", Root: true, Packed: true, Defaults: true}
+)
+
+// Describe says what the workload is for N resources.
+func (s Shape) Describe(n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "N = %d resources of %d types, one file each, ", n, len(kinds))
+	if s.Root {
+		b.WriteString("every file at the repository root")
+	} else {
+		b.WriteString("in a folder per type under manifests/")
+	}
+	b.WriteString(", over file://")
+	if s.Packed {
+		b.WriteString(" from a packed repository")
+	}
+	b.WriteString("; noop actions, 8 workers, PostgreSQL on a Unix socket")
+	if s.Defaults {
+		b.WriteString("; the agent's default settings (INFO logs, default pool)")
+	} else {
+		b.WriteString("; warnings-only logs")
+	}
+	return b.String()
+}
+
+// Workload is the generated repository: the manifests are in Dir/manifests
+// (Dir itself for a shape with Root), committed on branch main.
 type Workload struct {
-	N   int
-	Dir string
+	N     int
+	Dir   string
+	Shape Shape
 	// revs[i] is resource i's current revision (0 as generated).
 	revs []int
 }
 
 // Manifests is the folder the agent's source and validate read.
-func (w *Workload) Manifests() string { return filepath.Join(w.Dir, "manifests") }
+func (w *Workload) Manifests() string {
+	if w.Shape.Root {
+		return w.Dir
+	}
+	return filepath.Join(w.Dir, "manifests")
+}
+
+// SourcePath is the source's path in the repository, empty for its root.
+func (w *Workload) SourcePath() string {
+	if w.Shape.Root {
+		return ""
+	}
+	return "manifests"
+}
 
 // URL is the repository's file:// URL.
 func (w *Workload) URL() string { return "file://" + w.Dir }
@@ -300,14 +359,25 @@ func ResourceName(i int) string {
 }
 
 // resourcePath is resource i's file, relative to the manifests folder.
-func resourcePath(i int) string {
+func (w *Workload) resourcePath(i int) string {
+	if w.Shape.Root {
+		return ResourceName(i) + ".yaml" // the name holds the kind: unique
+	}
 	return filepath.Join("resources", strings.ToLower(ResourceKind(i)), ResourceName(i)+".yaml")
 }
 
+// typePath is kind k's file, relative to the manifests folder.
+func (w *Workload) typePath(k string) string {
+	if w.Shape.Root {
+		return "type-" + strings.ToLower(k) + ".yaml"
+	}
+	return filepath.Join("types", strings.ToLower(k)+".yaml")
+}
+
 // Generate writes the types and n resources into a new repository under
-// dir and commits them.
-func Generate(ctx context.Context, dir string, n int) (*Workload, error) {
-	w := &Workload{N: n, Dir: dir, revs: make([]int, n)}
+// dir, laid out as shape says, and commits them.
+func Generate(ctx context.Context, dir string, n int, shape Shape) (*Workload, error) {
+	w := &Workload{N: n, Dir: dir, Shape: shape, revs: make([]int, n)}
 	if err := os.MkdirAll(w.Manifests(), 0o755); err != nil {
 		return nil, err
 	}
@@ -315,7 +385,7 @@ func Generate(ctx context.Context, dir string, n int) (*Workload, error) {
 		return nil, err
 	}
 	for _, k := range kinds {
-		if err := w.write(filepath.Join("types", strings.ToLower(k.name)+".yaml"), typeDoc(k.name, k.schema, "noop")); err != nil {
+		if err := w.write(w.typePath(k.name), typeDoc(k.name, k.schema, "noop")); err != nil {
 			return nil, err
 		}
 	}
@@ -326,6 +396,11 @@ func Generate(ctx context.Context, dir string, n int) (*Workload, error) {
 	}
 	if _, err := w.Commit(ctx, fmt.Sprintf("Declare %d resources of %d types", n, len(kinds))); err != nil {
 		return nil, err
+	}
+	if shape.Packed {
+		if _, err := w.git(ctx, "repack", "-a", "-d", "-q"); err != nil {
+			return nil, err
+		}
 	}
 	return w, nil
 }
@@ -345,7 +420,7 @@ func (w *Workload) Touch(idx []int) error {
 // and count resources of it.
 func (w *Workload) AddLongTasks(count int) ([]string, error) {
 	schema := object(nil, obj{"note": str(obj{"maxLength": 100})})
-	if err := w.write(filepath.Join("types", "longtask.yaml"), typeDoc(longKind, schema, longAction)); err != nil {
+	if err := w.write(w.typePath(longKind), typeDoc(longKind, schema, longAction)); err != nil {
 		return nil, err
 	}
 	var names []string
@@ -377,7 +452,7 @@ func (w *Workload) Commit(ctx context.Context, msg string) (string, error) {
 
 func (w *Workload) writeResource(i int) error {
 	k := kinds[i%len(kinds)]
-	return w.write(resourcePath(i), resourceDoc(k.name, ResourceName(i), k.spec(i, w.revs[i])))
+	return w.write(w.resourcePath(i), resourceDoc(k.name, ResourceName(i), k.spec(i, w.revs[i])))
 }
 
 func (w *Workload) write(rel, content string) error {
