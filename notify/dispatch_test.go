@@ -37,14 +37,7 @@ func failures(t *testing.T, st store.Store, n int) {
 // receiver never gets more than the limit.
 func TestDispatcherRateLimit(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "no8s.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if err := st.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t)
 	failures(t, st, 15)
 	hook := notifytest.NewReceiver(t, "rate-secret-1")
 	d := notify.New(st, notify.Options{Owner: "a1", PerSecond: 0.001, Poll: 50 * time.Millisecond,
@@ -107,14 +100,7 @@ func (b *blocking) Deliver(ctx context.Context, _ *store.Notice, _ store.Deliver
 // it is not sent again, and the second stays pending.
 func TestDispatcherStopsMidNotice(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "no8s.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if err := st.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t)
 	failures(t, st, 1)
 	hook := notifytest.NewReceiver(t, "stop-secret-1")
 	slow := &blocking{called: make(chan struct{})}
@@ -142,4 +128,19 @@ func TestDispatcherStopsMidNotice(t *testing.T) {
 	if got := len(hook.Accepted()); got != 1 {
 		t.Errorf("the hook got %d deliveries, want 1", got)
 	}
+}
+
+// openStore opens a migrated embedded store in the test's folder, closed
+// when the test ends.
+func openStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "no8s.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	gosync "sync"
 	"sync/atomic"
@@ -18,7 +17,6 @@ import (
 	"github.com/no8s/no8s-agent/notify"
 	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/store"
-	"github.com/no8s/no8s-agent/store/sqlite"
 )
 
 // TestDeliveryRefusesRedirects points each provider that posts to a URL at
@@ -95,14 +93,7 @@ func TestSlackEchoedPathMasked(t *testing.T) {
 	m := redact.New(slackURL)
 	var logs safeBuffer
 	log := slog.New(m.Handler(slog.NewTextHandler(&logs, nil)))
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "no8s.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if err := st.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t)
 	failures(t, st, 1)
 	d := notify.New(st, notify.Options{Owner: "a1", Poll: 20 * time.Millisecond, Logger: log, Masker: m,
 		Providers: map[string]notify.Provider{"chat": &notify.Slack{URL: slackURL, Masker: m}},
