@@ -280,3 +280,33 @@ func writeEncoded(w http.ResponseWriter, status int, b []byte) {
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
+
+// writeEncodedResources answers resources kept encoded as a JSON array,
+// as writeResources would.
+func writeEncodedResources(w http.ResponseWriter, status int, rows [][]byte) {
+	n := 3
+	for _, r := range rows {
+		n += len(r) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, r...)
+	}
+	b = append(b, "]\n"...)
+	writeEncoded(w, status, b)
+}
+
+// writeEncodedResource answers one resource kept encoded, as
+// writeResource would.
+func writeEncodedResource(w http.ResponseWriter, status int, r []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Length", strconv.Itoa(len(r)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(r)
+	_, _ = w.Write([]byte{'\n'})
+}

@@ -78,15 +78,19 @@ func (s *Server) listTypes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.store.ListResourceTypes(r.Context(), f)
+	var out []ResourceType
+	err = s.view(r, func(m *readModel) error {
+		rows := m.typesLocked(f)
+		out = make([]ResourceType, 0, min(len(rows), limit))
+		for _, t := range rows {
+			if v := NewResourceType(t); (status == "" || v.Status == status) && len(out) < limit {
+				out = append(out, v)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return err
-	}
-	out := make([]ResourceType, 0, min(len(rows), limit))
-	for _, t := range rows {
-		if v := NewResourceType(t); (status == "" || v.Status == status) && len(out) < limit {
-			out = append(out, v)
-		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -97,7 +101,16 @@ func (s *Server) getType(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.store.GetResourceType(r.Context(), id)
+	var t *store.ResourceType
+	err = s.view(r, func(m *readModel) error {
+		for _, c := range m.types {
+			if c.ID == id {
+				t = c
+				return nil
+			}
+		}
+		return errorf(http.StatusNotFound, "resource type %d not found", id)
+	})
 	if err != nil {
 		return err
 	}
@@ -109,7 +122,17 @@ func (s *Server) getType(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getTypeByName(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.store.GetResourceTypeByName(r.Context(), r.PathValue("name"), r.PathValue("version"))
+	var t *store.ResourceType
+	name, version := r.PathValue("name"), r.PathValue("version")
+	err := s.view(r, func(m *readModel) error {
+		for _, c := range m.typesLocked(store.TypeFilter{Name: name}) {
+			if c.Version == version {
+				t = c
+				return nil
+			}
+		}
+		return errorf(http.StatusNotFound, "resource type %s %s not found", name, version)
+	})
 	if err != nil {
 		return err
 	}
@@ -314,14 +337,18 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 	if err := may(r.Context(), VerbList, f.Kind, f.Source); err != nil {
 		return err
 	}
-	rows, err := s.store.ListResources(r.Context(), f)
+	var rows [][]byte
+	var last int64
+	err = s.view(r, func(m *readModel) error {
+		rows, last = m.listLocked(&f)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
 	// The body stays a plain array, as the predecessor's; the next page is
 	// announced in headers: X-Continue, an opaque cursor, and a Link with it.
 	if len(rows) == f.Limit {
-		last := rows[len(rows)-1].ID
 		token := encodeCursor(f, last)
 		next := *r.URL
 		nq := next.Query()
@@ -333,7 +360,7 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("X-Continue", token)
 		w.Header().Set("X-Next-After", strconv.FormatInt(last, 10))
 	}
-	writeResources(w, http.StatusOK, rows)
+	writeEncodedResources(w, http.StatusOK, rows)
 	return nil
 }
 
@@ -342,33 +369,42 @@ func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	row, err := s.loader.get(r.Context(), id)
-	if errors.Is(err, errTooManyReads) {
-		s.refuseRead(w, r)
+	var row *modelResource
+	err = s.view(r, func(m *readModel) error {
+		if row = m.byID[id]; row == nil {
+			return errorf(http.StatusNotFound, "resource %d not found", id)
+		}
 		return nil
-	}
+	})
 	if err != nil {
 		return err
 	}
-	if err := may(r.Context(), VerbGet, row.Kind, row.Source.Name); err != nil {
+	if err := may(r.Context(), VerbGet, row.kind, row.source); err != nil {
 		return err
 	}
-	writeResource(w, http.StatusOK, row)
+	writeEncodedResource(w, http.StatusOK, row.json)
 	return nil
 }
 
 func (s *Server) getResourceByName(w http.ResponseWriter, r *http.Request) error {
-	row, err := s.store.GetResourceByName(r.Context(), r.PathValue("kind"), r.PathValue("name"))
+	ref := manifest.ObjectRef{Kind: r.PathValue("kind"), Name: r.PathValue("name")}
+	var row *modelResource
+	err := s.view(r, func(m *readModel) error {
+		if row = m.byName[ref]; row == nil {
+			return errorf(http.StatusNotFound, "resource %s not found", ref)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	if row.Version != r.PathValue("version") {
-		return errorf(http.StatusNotFound, "%s is stored at version %s, not %s", row.Ref(), row.Version, r.PathValue("version"))
+	if row.version != r.PathValue("version") {
+		return errorf(http.StatusNotFound, "%s is stored at version %s, not %s", ref, row.version, r.PathValue("version"))
 	}
-	if err := may(r.Context(), VerbGet, row.Kind, row.Source.Name); err != nil {
+	if err := may(r.Context(), VerbGet, row.kind, row.source); err != nil {
 		return err
 	}
-	writeResource(w, http.StatusOK, row)
+	writeEncodedResource(w, http.StatusOK, row.json)
 	return nil
 }
 
@@ -661,13 +697,16 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) error {
 	if err := maySource(r.Context(), VerbList, ""); err != nil {
 		return err
 	}
-	rows, err := s.store.ListSources(r.Context())
+	var out []Source
+	err := s.view(r, func(m *readModel) error {
+		out = make([]Source, len(m.sources))
+		for i, src := range m.sources {
+			out[i] = NewSource(src)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
-	}
-	out := make([]Source, len(rows))
-	for i, src := range rows {
-		out[i] = NewSource(src)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -692,11 +731,19 @@ func (s *Server) getSource(w http.ResponseWriter, r *http.Request) error {
 	if err := maySource(r.Context(), VerbGet, r.PathValue("name")); err != nil {
 		return err
 	}
-	src, err := s.store.GetSource(r.Context(), r.PathValue("name"))
+	var out Source
+	err := s.view(r, func(m *readModel) error {
+		src, ok := m.sourceLocked(r.PathValue("name"))
+		if !ok {
+			return errorf(http.StatusNotFound, "source %q not found", r.PathValue("name"))
+		}
+		out = NewSource(src)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, NewSource(src))
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

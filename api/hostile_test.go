@@ -425,6 +425,23 @@ func TestStoreUnavailableIs503(t *testing.T) {
 	e.must("GET", "/api/v1/resources", "", "", 200, nil)
 
 	proxy.Down()
+	// The read model hears at once that the store's notifications are cut,
+	// and from then on refuses reads rather than answer from a copy that
+	// may be stale.
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		status, _, _ := e.call("GET", "/api/v1/resources/1", "", "")
+		if status == http.StatusServiceUnavailable {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("reads still answered %d 10s after the store went down", status)
+		case <-tick.C:
+		}
+	}
 	tests := []struct{ method, path, body string }{
 		{"GET", "/api/v1/resources", ""},
 		{"GET", "/api/v1/resources/1", ""},
@@ -468,7 +485,8 @@ func TestStoreClosedIs503(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	e.store.Close()
-	for _, path := range []string{"/api/v1/resources", "/api/v1/sources/infra", "/readyz"} {
+	// Reads the read model answers need no pool; these read the store.
+	for _, path := range []string{"/api/v1/sources/infra/history", "/api/v1/agents", "/readyz"} {
 		status, body, hdr := e.call("GET", path, "", "")
 		if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
 			t.Errorf("GET %s = %d %s, want 503 with Retry-After", path, status, body)

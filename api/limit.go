@@ -164,3 +164,14 @@ func (l *readLimiter) queue(ctx context.Context) bool {
 		return false
 	}
 }
+
+// writeDeadline gives the answer to a read ResponseWriteTimeout to reach
+// the client, after which the connection is closed: a client that asks
+// for a large page and never reads it holds a goroutine and a connection
+// for no longer. Event streams keep their own deadlines.
+func (s *Server) writeDeadline(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.ResponseWriteTimeout))
+		h.ServeHTTP(w, r)
+	})
+}

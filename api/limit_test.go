@@ -14,14 +14,17 @@ import (
 	"github.com/no8s/no8s-agent/api"
 )
 
-// TestReadLimit holds the only read slot with a read that waits on a table
-// lock, and checks that further reads are answered 503 with Retry-After
-// instead of piling onto the database, that the event stream and health
-// are not limited, and that reads are served again once the slot is free.
+// TestReadLimit holds the only read slot with a read of the store that
+// waits on a table lock, and checks that further reads of the store are
+// answered 503 with Retry-After instead of piling onto the database, that
+// the reads the read model answers, the event stream and health are not
+// limited, and that reads are served again once the slot is free.
 func TestReadLimit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(o *api.Options) { o.MaxConcurrentReads = 1 })
 	ctx := t.Context()
+	// The read model has the resources before the table is locked.
+	e.must("GET", "/api/v1/resources", "", "", http.StatusOK, nil)
 	locker, err := pgx.Connect(ctx, e.url)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +69,8 @@ func TestReadLimit(t *testing.T) {
 		}
 	}
 
-	holder := get("/api/v1/resources")
+	// Outputs are read from the store, not the read model.
+	holder := get("/api/v1/resources/" + itoa(e.gitRes.ID) + "/outputs")
 	// The holder has the slot once its query waits on the lock.
 	deadline := time.After(10 * time.Second)
 	for {
@@ -89,9 +93,9 @@ func TestReadLimit(t *testing.T) {
 	// the queued ones when their wait runs out, none waits on the lock.
 	var others []<-chan result
 	for i := range 12 {
-		path := "/api/v1/resources/" + itoa(e.gitRes.ID)
+		path := "/api/v1/resources/" + itoa(e.gitRes.ID) + "/outputs"
 		if i%2 == 0 {
-			path = "/api/v1/resources?kind=Network"
+			path = "/api/v1/agents"
 		}
 		others = append(others, get(path))
 	}
@@ -103,6 +107,14 @@ func TestReadLimit(t *testing.T) {
 		}
 		if err := json.Unmarshal([]byte(r.body), &body); err != nil || !strings.Contains(body.Error, "too many reads") {
 			t.Errorf("read %d: body %s (%v)", i, r.body, err)
+		}
+	}
+	// Reads the read model answers wait neither for a slot nor for the
+	// table.
+	for _, path := range []string{"/api/v1/resources/" + itoa(e.gitRes.ID), "/api/v1/resources?kind=Network",
+		"/api/v1/resources/by-name/Network/v1/prod-vpc", "/api/v1/sources", "/api/v1/resource-types"} {
+		if r := wait(get(path), path); r.status != http.StatusOK {
+			t.Errorf("%s = %d %s while the table is locked and the slot taken", path, r.status, r.body)
 		}
 	}
 	// Streams and health checks are not reads of the store's tables.

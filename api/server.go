@@ -89,7 +89,11 @@ type Options struct {
 	// briefly, then are answered 503 with Retry-After. Zero means a quarter
 	// of the store's connection pool, at most one per two cores.
 	MaxConcurrentReads int
-	Logger             *slog.Logger
+	// ReadWait bounds how long a read of resources, sources or types waits
+	// for the read model to be built, or to reach the store version it
+	// asks for, before it is answered 503; zero means DefaultReadWait.
+	ReadWait time.Duration
+	Logger   *slog.Logger
 	// Wrap, when set, wraps the whole handler, outside everything else: the
 	// agent masks secret values in every response with it. The event stream
 	// is left out: its events are masked once each by MaskEvent, rather than
@@ -117,7 +121,7 @@ type Server struct {
 	syncer  *sync.Syncer
 	log     *slog.Logger
 	events  *hub
-	loader  *loader
+	model   *readModel
 	reads   *readLimiter
 	handler http.Handler
 	// tokens are every token the server accepts; readsOpen is true when
@@ -153,8 +157,7 @@ func New(opts Options) *Server {
 	}
 	s.events = newHub(opts.Store, opts.Logger, opts.MaskEvent)
 	s.reads = newReadLimiter(opts.MaxConcurrentReads, opts.Store)
-	s.loader = newLoader(opts.Store)
-	s.loader.limit = s.reads
+	s.model = newReadModel(opts.Store, opts.Logger, opts.ReadWait)
 	s.handler = s.routes()
 	if opts.Wrap != nil {
 		s.handler = wrapAllButEvents(s.handler, opts.Wrap)
@@ -187,10 +190,15 @@ func wrapAllButEvents(h http.Handler, wrap func(http.Handler) http.Handler) http
 // Handler returns the server's routes.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Run feeds the event stream from the store's notifications until ctx is
-// done. Every agent on one database hears every change, so each agent's
-// stream shows all of them.
-func (s *Server) Run(ctx context.Context) error { return s.events.run(ctx) }
+// Run feeds the event stream and the read model from the store's
+// notifications until ctx is done. Every agent on one database hears every
+// change, so each agent's stream and reads show all of them.
+func (s *Server) Run(ctx context.Context) error {
+	modelDone := make(chan error, 1)
+	go func() { modelDone <- s.model.run(ctx) }()
+	err := s.events.run(ctx)
+	return errors.Join(err, <-modelDone)
+}
 
 // Serve serves on ln until ctx is done, then stops accepting, ends the
 // event streams, and waits up to five seconds for requests in flight. It
@@ -256,6 +264,15 @@ var queryParams = map[string][]string{
 func knownParams(known []string, h func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		for name := range r.URL.Query() {
+			// Every read takes a store version to wait for; those the
+			// read model does not answer read the store itself, which has
+			// every committed write.
+			if name == minVersionParam && r.Method == http.MethodGet {
+				if _, err := minVersion(r); err != nil {
+					return err
+				}
+				continue
+			}
 			if !slices.Contains(known, name) {
 				if len(known) == 0 {
 					return errorf(http.StatusBadRequest, "unknown query parameter %q: this route takes none", name)
@@ -265,6 +282,18 @@ func knownParams(known []string, h func(http.ResponseWriter, *http.Request) erro
 		}
 		return h(w, r)
 	}
+}
+
+// modelRoutes are the reads the read model answers.
+var modelRoutes = map[string]bool{
+	"GET /api/v1/resource-types":                            true,
+	"GET /api/v1/resource-types/{id}":                       true,
+	"GET /api/v1/resource-types/{name}/{version}":           true,
+	"GET /api/v1/resources":                                 true,
+	getResourcePattern:                                      true,
+	"GET /api/v1/resources/by-name/{kind}/{version}/{name}": true,
+	"GET /api/v1/sources":                                   true,
+	"GET /api/v1/sources/{name}":                            true,
 }
 
 // resourceEventsPattern is the route of one resource's event stream.
@@ -285,11 +314,17 @@ const (
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, need access, h http.Handler) {
-		// Reads by id are limited by the loader's queries, a batch at a
-		// time, rather than one slot each.
+		// Reads the read model answers touch no database: only the others
+		// are limited.
 		if need == read && strings.HasPrefix(pattern, "GET /api/") && pattern != "GET "+eventsPath && pattern != resourceEventsPattern &&
-			pattern != getResourcePattern {
+			!modelRoutes[pattern] {
 			h = s.limit(h)
+		}
+		if need == write {
+			h = s.versioned(h)
+		}
+		if strings.HasPrefix(pattern, "GET /api/") && pattern != "GET "+eventsPath && pattern != resourceEventsPattern {
+			h = s.writeDeadline(h)
 		}
 		h = s.bodyDeadline(s.authorize(pattern, need, h))
 		if s.opts.Instrument != nil {

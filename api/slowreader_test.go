@@ -65,7 +65,13 @@ func TestSlowReaderHoldsNoReadSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := fmt.Fprintf(conn, "GET /api/v1/resources?kind=Blob&limit=500 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+	// The page is asked for at a store version after the sync, which the
+	// read model then has.
+	v, err := e.store.Fence(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(conn, "GET /api/v1/resources?kind=Blob&limit=500&minVersion=%d HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", v); err != nil {
 		t.Fatal(err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -77,8 +83,9 @@ func TestSlowReaderHoldsNoReadSlot(t *testing.T) {
 
 	// Reads that take the slot, while the page waits on the client.
 	client := &http.Client{Timeout: 10 * time.Second}
-	for i := range 10 {
-		path := []string{"/api/v1/sources", "/api/v1/resources?kind=Network&limit=1"}[i%2]
+	for i := range 12 {
+		path := []string{"/api/v1/sources", "/api/v1/resources?kind=Network&limit=1",
+			fmt.Sprintf("/api/v1/resources/%d", e.gitRes.ID)}[i%3]
 		start := time.Now()
 		resp, err := client.Get(e.http.URL + path)
 		if err != nil {

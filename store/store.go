@@ -261,6 +261,22 @@ const (
 	// it themselves for every such write, whoever makes it; the payload is
 	// a StatusEvent in JSON.
 	TopicStatus = "no8s_status"
+	// TopicChanges announces every other change of a row that readers
+	// keep a copy of, and the store versions fences issue. Backends send
+	// it themselves; the payload is ChangeResource, ChangeSource or
+	// ChangeType and the row's key, or ChangeVersion and a version.
+	TopicChanges = "no8s_changes"
+)
+
+// Prefixes of TopicChanges payloads: "r:<id>" for a resource whose row
+// changed other than in its status (which TopicStatus tells), "s:<name>"
+// for a source, "t:<id>" for a resource type, and "v:<n>" for the store
+// version a fence issued.
+const (
+	ChangeResource = "r:"
+	ChangeSource   = "s:"
+	ChangeType     = "t:"
+	ChangeVersion  = "v:"
 )
 
 // StatusEvent is the payload of TopicStatus: enough of a resource to show
@@ -471,6 +487,10 @@ type Notification struct {
 	// listener reconnected: messages may have been lost meanwhile, so the
 	// receiver should look at the state afresh.
 	Resync bool
+	// Interrupted is set on a notification with no topic that is sent as
+	// soon as the listener's connection drops, before it reconnects: until
+	// the Resync that follows, what is announced may not be heard.
+	Interrupted bool
 }
 
 // Trigger says why a reconcile attempt ran.
@@ -875,6 +895,13 @@ type Store interface {
 	// ResourceStates returns the state of up to limit resources (a
 	// positive number): those not ready first, then by ID.
 	ResourceStates(ctx context.Context, limit int) ([]ResourceState, error)
+	// Fence issues the next store version, greater than every version
+	// issued before, and announces it on TopicChanges as ChangeVersion and
+	// the number. Notifications arrive in commit order, so a listener that
+	// has heard version n has heard every change committed before the fence
+	// that issued n began: a write followed by a fence is seen by whoever
+	// has heard the fence's version. Outside InTx only.
+	Fence(ctx context.Context) (int64, error)
 	// Ping reports whether the backend is reachable and its schema current.
 	Ping(ctx context.Context) error
 	// Close releases the backend's resources.

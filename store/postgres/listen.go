@@ -78,6 +78,9 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn, topics []string, ch 
 					return
 				}
 				slog.Default().Warn("store notifications interrupted; reconnecting", "error", err)
+				if !send(store.Notification{Interrupted: true}) {
+					return
+				}
 				break
 			}
 			backoff = listenMinBackoff

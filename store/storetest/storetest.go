@@ -77,6 +77,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WakeWaiters", testWakeWaiters},
 		{"Listen", testListen},
 		{"StatusEvents", testStatusEvents},
+		{"ChangeNotifications", testChangeNotifications},
+		{"Fence", testFence},
 		{"Stats", testStats},
 		{"SourcePhases", testSourcePhases},
 		{"DeleteSource", testDeleteSource},

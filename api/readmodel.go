@@ -1,0 +1,621 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	gosync "sync"
+	"time"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// The API answers reads of resources, sources and types from a copy held
+// in memory, so that readers never wait for the database nor take its
+// connections from the reconciler, and a read costs what encoding it
+// costs, or less: each resource is kept as the JSON the API sends.
+//
+// The copy is a projection of the store, kept current from the store's
+// notifications: a resource's status change (store.TopicStatus), any other
+// change of a row (store.TopicChanges), each naming the row, which the
+// model then reads again. It never trusts a payload for the content, so
+// reading a row twice, or late, does no harm: it always ends with the row
+// as the store has it. When notifications may have been lost (the
+// listening connection dropped, or this process fell behind) the store
+// says so with a Resync, and the copy is built again from scratch.
+//
+// Store versions give read-your-writes across agents. Each API write
+// answers with the version of a fence the agent issues after it commits
+// (No8s-Store-Version); a read that names a version (No8s-Min-Version or
+// ?minVersion=) waits until the copy has heard that version, and so every
+// change committed before it.
+
+// Headers of store versions.
+const (
+	// HeaderStoreVersion, on the answer to a write, is a store version
+	// issued after the write committed.
+	HeaderStoreVersion = "No8s-Store-Version"
+	// HeaderMinVersion, on a read, asks for an answer that includes every
+	// write committed before that version was issued.
+	HeaderMinVersion = "No8s-Min-Version"
+	// minVersionParam is the query parameter that does the same.
+	minVersionParam = "minVersion"
+)
+
+// Bounds of the read model.
+const (
+	// DefaultReadWait is how long a read waits for the copy to reach the
+	// version it asks for, or to be built, before it is answered 503.
+	DefaultReadWait = 5 * time.Second
+	// modelPage is how many resources a build reads per query.
+	modelPage = 2000
+	// modelBatch is the most notifications taken together before the rows
+	// they name are read again.
+	modelBatch = 8192
+)
+
+// modelResource is one resource as the copy keeps it: what filters and
+// grants look at, and the JSON the API sends.
+type modelResource struct {
+	id                                int64
+	kind, name, version, source, path string
+	action                            string
+	phase                             manifest.Phase
+	labels                            map[string]string
+	json                              []byte
+}
+
+// readModel is the API's copy of the store.
+type readModel struct {
+	st   store.Store
+	log  *slog.Logger
+	wait time.Duration
+
+	mu      gosync.RWMutex
+	byID    map[int64]*modelResource
+	ids     []int64 // sorted
+	byName  map[manifest.ObjectRef]*modelResource
+	sources []*store.Source       // by name
+	types   []*store.ResourceType // by name, then version
+	// ready is true once built and while current; false while a build
+	// runs or the store cannot be read.
+	ready bool
+	// problem says why the copy is not ready; failing is true when that
+	// is the store (down, or its notifications interrupted), which reads
+	// are told at once rather than wait for.
+	problem string
+	failing bool
+	// interrupted is true from an interruption of the store's
+	// notifications to the Resync that follows; only run uses it.
+	interrupted bool
+	// version is the highest store version heard, with every change
+	// before it applied.
+	version int64
+	// changed is closed and replaced whenever ready or version change.
+	changed chan struct{}
+}
+
+func newReadModel(st store.Store, log *slog.Logger, wait time.Duration) *readModel {
+	if wait <= 0 {
+		wait = DefaultReadWait
+	}
+	return &readModel{st: st, log: log, wait: wait, changed: make(chan struct{}),
+		byID: map[int64]*modelResource{}, byName: map[manifest.ObjectRef]*modelResource{},
+		problem: "the read model is being built"}
+}
+
+// errModelNotReady is a read the copy cannot answer yet (503).
+type errModelNotReady struct{ why string }
+
+func (e errModelNotReady) Error() string { return e.why }
+
+// run keeps the copy current until ctx is done.
+func (m *readModel) run(ctx context.Context) error {
+	var notes <-chan store.Notification
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		var err error
+		if notes, err = m.st.Listen(ctx, store.TopicStatus, store.TopicChanges); err == nil {
+			break
+		}
+		m.fail("the store cannot be read: " + err.Error())
+		if !sleepCtx(ctx, wait) {
+			return nil
+		}
+	}
+	// Listening first: whatever changes from here on is heard, so a build
+	// misses nothing.
+	if !m.rebuild(ctx) {
+		return nil
+	}
+	for {
+		var batch []store.Notification
+		select {
+		case <-ctx.Done():
+			return nil
+		case n, ok := <-notes:
+			if !ok {
+				return nil
+			}
+			batch = append(batch, n)
+		}
+	drain:
+		for len(batch) < modelBatch {
+			select {
+			case n, ok := <-notes:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, n)
+			default:
+				break drain
+			}
+		}
+		if !m.apply(ctx, batch) {
+			return nil
+		}
+	}
+}
+
+// sleepCtx waits d or until ctx is done, and says whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// changes are the rows a batch of notifications names.
+type changes struct {
+	resources      map[int64]bool
+	sources, types bool
+	version        int64
+	// resync is true when notifications may have been lost before the
+	// batch's end; interrupted when they are being lost at its end.
+	resync, interrupted bool
+}
+
+func (m *readModel) parse(batch []store.Notification) changes {
+	c := changes{resources: map[int64]bool{}}
+	for _, n := range batch {
+		switch {
+		case n.Interrupted:
+			c.interrupted = true
+		case n.Resync:
+			c.resync, c.interrupted = true, false
+		case n.Topic == store.TopicStatus:
+			ev, err := store.ParseStatusEvent(n.Payload)
+			if err != nil {
+				// Unreadable: whatever it said, a build catches up.
+				m.log.Warn("read model: unreadable status notification; building afresh", "error", err)
+				c.resync = true
+				continue
+			}
+			c.resources[ev.ID] = true
+		case n.Topic == store.TopicChanges:
+			key := n.Payload
+			switch {
+			case strings.HasPrefix(key, store.ChangeResource):
+				id, err := strconv.ParseInt(key[len(store.ChangeResource):], 10, 64)
+				if err != nil {
+					c.resync = true
+					continue
+				}
+				c.resources[id] = true
+			case strings.HasPrefix(key, store.ChangeSource):
+				c.sources = true
+			case strings.HasPrefix(key, store.ChangeType):
+				c.types = true
+			case strings.HasPrefix(key, store.ChangeVersion):
+				if v, err := strconv.ParseInt(key[len(store.ChangeVersion):], 10, 64); err == nil {
+					c.version = max(c.version, v)
+				}
+			}
+		}
+	}
+	return c
+}
+
+// apply reads again what a batch names and puts it in the copy; then the
+// copy has heard the batch's versions. It retries while the store cannot
+// be read (reads are refused meanwhile), and returns false when ctx is
+// done.
+func (m *readModel) apply(ctx context.Context, batch []store.Notification) bool {
+	c := m.parse(batch)
+	switch {
+	case c.interrupted:
+		// Nothing read from now is known current: refuse reads until the
+		// Resync, which builds the copy afresh.
+		m.interrupted = true
+		m.fail("the store's notifications were interrupted; the read model waits for them to resume")
+		return true
+	case c.resync:
+		m.interrupted = false
+		m.log.Warn("read model: notifications may have been lost; building it afresh")
+		return m.rebuild(ctx)
+	case m.interrupted:
+		return true
+	}
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := m.refresh(ctx, c)
+		if err == nil {
+			m.mu.Lock()
+			m.version = max(m.version, c.version)
+			m.ready, m.problem, m.failing = true, "", false
+			m.broadcastLocked()
+			m.mu.Unlock()
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		m.log.Warn("read model: cannot read changed rows; retrying", "error", err, "in", wait)
+		m.fail("the store cannot be read: " + err.Error())
+		if !sleepCtx(ctx, wait) {
+			return false
+		}
+	}
+}
+
+// refresh reads the rows c names and puts them in the copy.
+func (m *readModel) refresh(ctx context.Context, c changes) error {
+	ids := make([]int64, 0, len(c.resources))
+	for id := range c.resources {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	fresh := make([]*modelResource, 0, len(ids))
+	for chunk := range slices.Chunk(ids, modelPage) {
+		rows, err := m.st.ListResources(ctx, store.ResourceFilter{IDs: chunk})
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			fresh = append(fresh, newModelResource(r))
+		}
+	}
+	var sources []*store.Source
+	var types []*store.ResourceType
+	var err error
+	if c.sources {
+		if sources, err = m.st.ListSources(ctx); err != nil {
+			return err
+		}
+	}
+	if c.types {
+		if types, err = m.st.ListResourceTypes(ctx, store.TypeFilter{}); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	found := make(map[int64]bool, len(fresh))
+	for _, r := range fresh {
+		found[r.id] = true
+		m.putLocked(r)
+	}
+	var gone map[int64]bool
+	for _, id := range ids {
+		if !found[id] {
+			if gone == nil {
+				gone = map[int64]bool{}
+			}
+			gone[id] = true
+		}
+	}
+	m.removeLocked(gone)
+	if c.sources {
+		m.sources = sources
+	}
+	if c.types {
+		m.types = types
+	}
+	return nil
+}
+
+// putLocked puts r in the copy in place of the row with its ID.
+func (m *readModel) putLocked(r *modelResource) {
+	if old, ok := m.byID[r.id]; ok {
+		ref := manifest.ObjectRef{Kind: old.kind, Name: old.name}
+		if m.byName[ref] == old {
+			delete(m.byName, ref)
+		}
+	} else if n := len(m.ids); n == 0 || m.ids[n-1] < r.id {
+		m.ids = append(m.ids, r.id)
+	} else {
+		i, _ := slices.BinarySearch(m.ids, r.id)
+		m.ids = slices.Insert(m.ids, i, r.id)
+	}
+	m.byID[r.id] = r
+	m.byName[manifest.ObjectRef{Kind: r.kind, Name: r.name}] = r
+}
+
+// removeLocked drops the rows of gone from the copy.
+func (m *readModel) removeLocked(gone map[int64]bool) {
+	if len(gone) == 0 {
+		return
+	}
+	for id := range gone {
+		if old, ok := m.byID[id]; ok {
+			ref := manifest.ObjectRef{Kind: old.kind, Name: old.name}
+			if m.byName[ref] == old {
+				delete(m.byName, ref)
+			}
+			delete(m.byID, id)
+		}
+	}
+	m.ids = slices.DeleteFunc(m.ids, func(id int64) bool { return gone[id] })
+}
+
+// rebuild reads the whole store into a new copy, retrying while the store
+// cannot be read; reads wait for it, or are refused. It returns false
+// when ctx is done.
+func (m *readModel) rebuild(ctx context.Context) bool {
+	m.setProblem("the read model is being built afresh")
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := m.build(ctx)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		m.log.Warn("read model: cannot read the store; retrying", "error", err, "in", wait)
+		m.fail("the store cannot be read: " + err.Error())
+		if !sleepCtx(ctx, wait) {
+			return false
+		}
+	}
+}
+
+// build reads every resource, source and type. The fence it issues first
+// is a version the new copy covers: every write committed before the
+// fence is read after it.
+func (m *readModel) build(ctx context.Context) error {
+	start := time.Now()
+	v, err := m.st.Fence(ctx)
+	if err != nil {
+		return err
+	}
+	byID := map[int64]*modelResource{}
+	byName := map[manifest.ObjectRef]*modelResource{}
+	var ids []int64
+	for after := int64(0); ; {
+		rows, err := m.st.ListResources(ctx, store.ResourceFilter{After: after, Limit: modelPage})
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			e := newModelResource(r)
+			byID[e.id] = e
+			byName[manifest.ObjectRef{Kind: e.kind, Name: e.name}] = e
+			ids = append(ids, e.id)
+		}
+		if len(rows) < modelPage {
+			break
+		}
+		after = rows[len(rows)-1].ID
+	}
+	sources, err := m.st.ListSources(ctx)
+	if err != nil {
+		return err
+	}
+	types, err := m.st.ListResourceTypes(ctx, store.TypeFilter{})
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.byID, m.byName, m.ids, m.sources, m.types = byID, byName, ids, sources, types
+	m.version = max(m.version, v)
+	m.ready, m.problem, m.failing = true, "", false
+	m.broadcastLocked()
+	m.log.Debug("read model built", "resources", len(ids), "version", v, "took", time.Since(start))
+	return nil
+}
+
+func newModelResource(r *store.Resource) *modelResource {
+	return &modelResource{id: r.ID, kind: r.Kind, name: r.Name, version: r.Version, source: r.Source.Name,
+		path: r.Source.Path, action: r.Action, phase: r.Phase, labels: r.Labels,
+		json: appendResource(nil, r)}
+}
+
+// setProblem makes reads wait, up to their bound, for the copy: it is
+// being built.
+func (m *readModel) setProblem(why string) { m.setState(why, false) }
+
+// fail refuses reads at once: the store cannot be read, or what it
+// announces cannot be heard.
+func (m *readModel) fail(why string) { m.setState(why, true) }
+
+func (m *readModel) setState(why string, failing bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ready || m.problem != why || m.failing != failing {
+		m.ready, m.problem, m.failing = false, why, failing
+		m.broadcastLocked()
+	}
+}
+
+func (m *readModel) broadcastLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// await waits until the copy is ready and has heard version min (zero:
+// any), up to the model's bound, and returns with the read lock held; the
+// caller must RUnlock. It fails with a 503 when the copy is not ready in
+// time, and with ctx's error when the request ends first.
+func (m *readModel) await(ctx context.Context, minVersion int64) error {
+	var deadline <-chan time.Time
+	for {
+		m.mu.RLock()
+		if m.ready && m.version >= minVersion {
+			return nil
+		}
+		changed, ready, problem, failing, have := m.changed, m.ready, m.problem, m.failing, m.version
+		m.mu.RUnlock()
+		if failing {
+			return errModelNotReady{why: problem}
+		}
+		if deadline == nil {
+			t := time.NewTimer(m.wait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline:
+			if !ready {
+				return errModelNotReady{why: problem}
+			}
+			return errModelNotReady{why: fmt.Sprintf("the read model has store version %d, not yet %d, after %s", have, minVersion, m.wait)}
+		}
+	}
+}
+
+// minVersion is the store version a read asks for: its No8s-Min-Version
+// header or minVersion parameter; zero when none.
+func minVersion(r *http.Request) (int64, error) {
+	raw := r.Header.Get(HeaderMinVersion)
+	if q := r.URL.Query(); q.Has(minVersionParam) {
+		if raw != "" && raw != q.Get(minVersionParam) {
+			return 0, errorf(http.StatusBadRequest, "%s and %s: give one, or the same", HeaderMinVersion, minVersionParam)
+		}
+		raw = q.Get(minVersionParam)
+	}
+	if raw == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || v < 0 {
+		return 0, errorf(http.StatusBadRequest, "%s: %q is not a store version (a whole number from the answer to a write)", minVersionParam, raw)
+	}
+	return v, nil
+}
+
+// view runs fn on the copy under its read lock, once the copy is ready
+// and has the version r asks for.
+func (s *Server) view(r *http.Request, fn func(m *readModel) error) error {
+	v, err := minVersion(r)
+	if err != nil {
+		return err
+	}
+	m := s.model
+	if err := m.await(r.Context(), v); err != nil {
+		var nr errModelNotReady
+		if errors.As(err, &nr) {
+			return &Error{Status: http.StatusServiceUnavailable, Message: nr.why}
+		}
+		return err
+	}
+	defer m.mu.RUnlock()
+	return fn(m)
+}
+
+// matches reports whether e passes f (but for its cursor and limit).
+func (e *modelResource) matches(f *store.ResourceFilter) bool {
+	if (f.Kind != "" && e.kind != f.Kind) || (f.Phase != "" && e.phase != f.Phase) ||
+		(f.Action != "" && e.action != f.Action) || (f.Source != "" && e.source != f.Source) {
+		return false
+	}
+	for k, v := range f.Labels {
+		if got, ok := e.labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// listLocked returns the JSON of the resources f selects, in ID order,
+// and the last one's ID.
+func (m *readModel) listLocked(f *store.ResourceFilter) ([][]byte, int64) {
+	i, _ := slices.BinarySearch(m.ids, f.After+1)
+	var out [][]byte
+	var last int64
+	for ; i < len(m.ids) && (f.Limit == 0 || len(out) < f.Limit); i++ {
+		e := m.byID[m.ids[i]]
+		if e.matches(f) {
+			out = append(out, e.json)
+			last = e.id
+		}
+	}
+	return out, last
+}
+
+// sourcesLocked returns the sources by name.
+func (m *readModel) sourceLocked(name string) (*store.Source, bool) {
+	i, ok := slices.BinarySearchFunc(m.sources, name, func(s *store.Source, name string) int { return cmp.Compare(s.Name, name) })
+	if !ok {
+		return nil, false
+	}
+	return m.sources[i], true
+}
+
+// typesLocked returns the types f selects, by name then version.
+func (m *readModel) typesLocked(f store.TypeFilter) []*store.ResourceType {
+	var out []*store.ResourceType
+	for _, t := range m.types {
+		if (f.Name == "" || t.Name == f.Name) && (f.Source == "" || t.Source.Name == f.Source) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// versioned answers a write that succeeds with the store version of a
+// fence issued after it, No8s-Store-Version: a read that asks for that
+// version, from this agent or another on the store, sees the write.
+func (s *Server) versioned(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&versionWriter{ResponseWriter: w, r: r, st: s.store, log: s.log}, r)
+	})
+}
+
+// versionWriter adds the header as the answer's status goes out, once
+// the handler's writes are committed.
+type versionWriter struct {
+	http.ResponseWriter
+	r       *http.Request
+	st      store.Store
+	log     *slog.Logger
+	written bool
+}
+
+func (w *versionWriter) WriteHeader(code int) {
+	if !w.written {
+		w.written = true
+		if code < http.StatusBadRequest {
+			if v, err := w.st.Fence(w.r.Context()); err == nil {
+				w.Header().Set(HeaderStoreVersion, strconv.FormatInt(v, 10))
+			} else {
+				// The write stands; only its version is missing, which a
+				// client sees by the header's absence.
+				w.log.Warn("no store version for a write", "error", err)
+			}
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *versionWriter) Write(p []byte) (int, error) {
+	if !w.written {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *versionWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
