@@ -16,15 +16,20 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/no8s/no8s-agent/api"
 )
 
-// Client is a client of one agent's API.
+// Client is a client of one agent's API. It reads its own writes: every
+// read asks for at least the store version the answers to its writes
+// carried, which the agent (or any agent on the same store) waits for.
 type Client struct {
 	base  *url.URL
 	token string
 	http  *http.Client
+	// version is the highest store version a write's answer carried.
+	version atomic.Int64
 }
 
 // New returns a client of the agent at server (a URL such as
@@ -89,9 +94,16 @@ func (c *Client) request(ctx context.Context, method, path string, q url.Values,
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	if v := c.version.Load(); v > 0 && method == http.MethodGet {
+		req.Header.Set(api.HeaderMinVersion, strconv.FormatInt(v, 10))
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, err
+	}
+	if v, err := strconv.ParseInt(resp.Header.Get(api.HeaderStoreVersion), 10, 64); err == nil {
+		for cur := c.version.Load(); v > cur && !c.version.CompareAndSwap(cur, v); cur = c.version.Load() {
+		}
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
