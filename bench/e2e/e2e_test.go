@@ -64,6 +64,27 @@ func runs(tb testing.TB, n int) int {
 // workloads are the benchmark's workloads, in the order they run.
 var workloads = []Shape{Nested, Flat}
 
+// envWorkloads names the variable that keeps only some workloads, by name
+// and separated by commas, e.g. "flat"; without it, all of them run.
+const envWorkloads = "NO8S_E2E_WORKLOADS"
+
+// chosenWorkloads returns the workloads envWorkloads keeps.
+func chosenWorkloads(tb testing.TB) []Shape {
+	spec := os.Getenv(envWorkloads)
+	if spec == "" {
+		return workloads
+	}
+	var out []Shape
+	for name := range strings.SplitSeq(spec, ",") {
+		i := slices.IndexFunc(workloads, func(s Shape) bool { return s.Name == strings.TrimSpace(name) })
+		if i < 0 {
+			tb.Fatalf("%s=%q: no workload %q", envWorkloads, spec, name)
+		}
+		out = append(out, workloads[i])
+	}
+	return out
+}
+
 // tools are the binaries the scenario runs.
 type tools struct {
 	agent, kubeconform, hey string
@@ -88,8 +109,9 @@ func BenchmarkE2E(b *testing.B) {
 		b.Fatal(err)
 	}
 	sums := map[string][]*Summary{}
+	shapes := chosenWorkloads(b)
 	for _, n := range ns {
-		for _, shape := range workloads {
+		for _, shape := range shapes {
 			b.Run(fmt.Sprintf("N=%d/%s", n, shape.Name), func(b *testing.B) {
 				sum := NewSummary(n, shape)
 				sums[shape.Name] = append(sums[shape.Name], sum)
@@ -107,7 +129,7 @@ func BenchmarkE2E(b *testing.B) {
 			})
 		}
 	}
-	for _, shape := range workloads {
+	for _, shape := range shapes {
 		if len(sums[shape.Name]) > 1 {
 			fmt.Print(writeReport(b, fmt.Sprintf("results-growth-%s.txt", shape.Name), func(w io.Writer) { WriteGrowth(w, sums[shape.Name]) }))
 		}
