@@ -282,31 +282,54 @@ func writeEncoded(w http.ResponseWriter, status int, b []byte) {
 }
 
 // writeEncodedResources answers resources kept encoded as a JSON array,
-// as writeResources would.
+// as writeResources would. The rows are written one by one through the
+// connection's buffer rather than joined first: a page of hundreds of
+// resources costs no allocation of its size, so that readers do not make
+// the collector run for everyone else.
 func writeEncodedResources(w http.ResponseWriter, status int, rows [][]byte) {
-	n := 3
-	for _, r := range rows {
-		n += len(r) + 1
-	}
-	b := make([]byte, 0, n)
-	b = append(b, '[')
+	n := 2 + len("\n")
 	for i, r := range rows {
 		if i > 0 {
-			b = append(b, ',')
+			n++
 		}
-		b = append(b, r...)
+		n += len(r)
 	}
-	b = append(b, "]\n"...)
-	writeEncoded(w, status, b)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(n))
+	w.WriteHeader(status)
+	sep := []byte("[")
+	for _, r := range rows {
+		if _, err := w.Write(sep); err != nil {
+			return
+		}
+		if _, err := w.Write(r); err != nil {
+			return
+		}
+		sep = comma
+	}
+	if len(rows) == 0 {
+		_, _ = w.Write(sep)
+	}
+	_, _ = w.Write(closeArray)
 }
+
+var (
+	comma      = []byte(",")
+	closeArray = []byte("]\n")
+	newline    = []byte("\n")
+)
 
 // writeEncodedResource answers one resource kept encoded, as
 // writeResource would.
 func writeEncodedResource(w http.ResponseWriter, status int, r []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Length", strconv.Itoa(len(r)+1))
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(r)+1))
 	w.WriteHeader(status)
-	_, _ = w.Write(r)
-	_, _ = w.Write([]byte{'\n'})
+	if _, err := w.Write(r); err == nil {
+		_, _ = w.Write(newline)
+	}
 }

@@ -257,7 +257,18 @@ func ProfileDir() string { return os.Getenv("NO8S_E2E_PROFILE_DIR") }
 // ProfileCPU saves a CPU profile of the agent over d to file, in
 // ProfileDir. The agent runs with --pprof only when ProfileDir is set.
 func (a *Agent) ProfileCPU(ctx context.Context, d time.Duration, file string) error {
-	path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(d.Seconds())))
+	return a.saveProfile(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(d.Seconds()))), file)
+}
+
+// ProfileHeap saves a profile of the agent's live heap, after a
+// collection, to file in ProfileDir.
+func (a *Agent) ProfileHeap(ctx context.Context, file string) error {
+	return a.saveProfile(ctx, "/debug/pprof/heap?gc=1", file)
+}
+
+// saveProfile saves what the agent's profile at path answers to file, in
+// ProfileDir.
+func (a *Agent) saveProfile(ctx context.Context, path, file string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.Base+path, nil)
 	if err != nil {
 		return err

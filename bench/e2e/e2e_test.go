@@ -407,6 +407,11 @@ func (s *scenario) idleMemory() {
 	}
 	s.r.Add("idle RSS holding all", Bytes, float64(rss), target, fmt.Sprintf("VmHWM (peak so far) %s", Bytes.format(float64(hwm))))
 	s.logf("idle RSS %s, peak %s", Bytes.format(float64(rss)), Bytes.format(float64(hwm)))
+	if ProfileDir() != "" {
+		if err := s.a.ProfileHeap(s.ctx, fmt.Sprintf("heap-idle-%d-%s-%d.pprof", s.n, s.w.Shape.Name, s.run)); err != nil {
+			s.logf("heap profile: %v", err)
+		}
+	}
 }
 
 // sleep waits d, or until the benchmark is cancelled.
