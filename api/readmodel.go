@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -64,9 +65,9 @@ const (
 // modelResource is one resource as the copy keeps it: what filters and
 // grants look at, and the JSON the API sends.
 type modelResource struct {
-	id                                int64
-	kind, name, version, source, path string
-	action                            string
+	id                          int64
+	kind, name, version, source string
+	action                      string
 	phase                             manifest.Phase
 	labels                            map[string]string
 	json                              []byte
@@ -424,10 +425,22 @@ func (m *readModel) build(ctx context.Context) error {
 	return nil
 }
 
+// encodeBufs are scratch buffers for encoding a resource before it is
+// copied, at its exact size, into the copy: encoding straight into a new
+// slice would keep up to twice the bytes in capacity.
+var encodeBufs = gosync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
 func newModelResource(r *store.Resource) *modelResource {
-	return &modelResource{id: r.ID, kind: r.Kind, name: r.Name, version: r.Version, source: r.Source.Name,
-		path: r.Source.Path, action: r.Action, phase: r.Phase, labels: r.Labels,
-		json: appendResource(nil, r)}
+	bp := encodeBufs.Get().(*[]byte)
+	b := appendResource((*bp)[:0], r)
+	e := &modelResource{id: r.ID, kind: r.Kind, name: r.Name, version: r.Version, source: r.Source.Name,
+		action: r.Action, phase: r.Phase, labels: r.Labels,
+		json: bytes.Clone(b)}
+	if cap(b) <= maxPooledBuf {
+		*bp = b
+		encodeBufs.Put(bp)
+	}
+	return e
 }
 
 // setProblem makes reads wait, up to their bound, for the copy: it is
