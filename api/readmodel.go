@@ -68,9 +68,9 @@ type modelResource struct {
 	id                          int64
 	kind, name, version, source string
 	action                      string
-	phase                             manifest.Phase
-	labels                            map[string]string
-	json                              []byte
+	phase                       manifest.Phase
+	labels                      map[string]string
+	json                        []byte
 }
 
 // readModel is the API's copy of the store.
