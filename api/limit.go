@@ -166,12 +166,40 @@ func (l *readLimiter) queue(ctx context.Context) bool {
 }
 
 // writeDeadline gives the answer to a read ResponseWriteTimeout to reach
-// the client, after which the connection is closed: a client that asks
-// for a large page and never reads it holds a goroutine and a connection
-// for no longer. Event streams keep their own deadlines.
+// the client, from when it starts to go out, after which the connection is
+// closed: a client that asks for a large page and never reads it holds a
+// goroutine and a connection for no longer. Event streams keep their own
+// deadlines.
 func (s *Server) writeDeadline(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.ResponseWriteTimeout))
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(&deadlineWriter{ResponseWriter: w, timeout: s.opts.ResponseWriteTimeout}, r)
 	})
 }
+
+// deadlineWriter sets the connection's write deadline as the answer's
+// status goes out.
+type deadlineWriter struct {
+	http.ResponseWriter
+	timeout time.Duration
+	started bool
+}
+
+func (w *deadlineWriter) start() {
+	if !w.started {
+		w.started = true
+		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.timeout))
+	}
+}
+
+func (w *deadlineWriter) WriteHeader(code int) {
+	w.start()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	w.start()
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
