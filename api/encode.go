@@ -281,30 +281,30 @@ func writeEncoded(w http.ResponseWriter, status int, b []byte) {
 	_, _ = w.Write(b)
 }
 
-// writeEncodedResources answers resources kept encoded as a JSON array,
-// as writeResources would. The rows are written one by one through the
-// connection's buffer rather than joined first: a page of hundreds of
+// writeEncodedResources answers resources of the read model as a JSON
+// array, as writeResources would. The rows are written one by one through
+// the connection's buffer rather than joined first: a page of hundreds of
 // resources costs no allocation of its size, so that readers do not make
 // the collector run for everyone else.
-func writeEncodedResources(w http.ResponseWriter, status int, rows [][]byte) {
+func writeEncodedResources(w http.ResponseWriter, status int, rows []*modelResource) {
 	n := 2 + len("\n")
 	for i, r := range rows {
 		if i > 0 {
 			n++
 		}
-		n += len(r)
+		n += r.size()
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Length", strconv.Itoa(n))
 	w.WriteHeader(status)
-	sep := []byte("[")
+	sep := openArray
 	for _, r := range rows {
 		if _, err := w.Write(sep); err != nil {
 			return
 		}
-		if _, err := w.Write(r); err != nil {
+		if err := r.writeTo(w); err != nil {
 			return
 		}
 		sep = comma
@@ -316,20 +316,21 @@ func writeEncodedResources(w http.ResponseWriter, status int, rows [][]byte) {
 }
 
 var (
+	openArray  = []byte("[")
 	comma      = []byte(",")
 	closeArray = []byte("]\n")
 	newline    = []byte("\n")
 )
 
-// writeEncodedResource answers one resource kept encoded, as
+// writeEncodedResource answers one resource of the read model, as
 // writeResource would.
-func writeEncodedResource(w http.ResponseWriter, status int, r []byte) {
+func writeEncodedResource(w http.ResponseWriter, status int, r *modelResource) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Length", strconv.Itoa(len(r)+1))
+	h.Set("Content-Length", strconv.Itoa(r.size()+1))
 	w.WriteHeader(status)
-	if _, err := w.Write(r); err == nil {
+	if err := r.writeTo(w); err == nil {
 		_, _ = w.Write(newline)
 	}
 }

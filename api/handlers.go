@@ -337,10 +337,9 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 	if err := may(r.Context(), VerbList, f.Kind, f.Source); err != nil {
 		return err
 	}
-	var rows [][]byte
-	var last int64
+	var rows []*modelResource
 	err = s.view(r, func(m *readModel) error {
-		rows, last = m.listLocked(&f)
+		rows = m.listLocked(&f)
 		return nil
 	})
 	if err != nil {
@@ -349,6 +348,7 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 	// The body stays a plain array, as the predecessor's; the next page is
 	// announced in headers: X-Continue, an opaque cursor, and a Link with it.
 	if len(rows) == f.Limit {
+		last := rows[len(rows)-1].id
 		token := encodeCursor(f, last)
 		next := *r.URL
 		nq := next.Query()
@@ -382,7 +382,7 @@ func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
 	if err := may(r.Context(), VerbGet, row.kind, row.source); err != nil {
 		return err
 	}
-	writeEncodedResource(w, http.StatusOK, row.json)
+	writeEncodedResource(w, http.StatusOK, row)
 	return nil
 }
 
@@ -404,7 +404,7 @@ func (s *Server) getResourceByName(w http.ResponseWriter, r *http.Request) error
 	if err := may(r.Context(), VerbGet, row.kind, row.source); err != nil {
 		return err
 	}
-	writeEncodedResource(w, http.StatusOK, row.json)
+	writeEncodedResource(w, http.StatusOK, row)
 	return nil
 }
 

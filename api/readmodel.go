@@ -63,14 +63,20 @@ const (
 )
 
 // modelResource is one resource as the copy keeps it: what filters and
-// grants look at, and the JSON the API sends.
+// grants look at, and the JSON the API sends. It is never changed once in
+// the copy: a change puts a new one in its place.
 type modelResource struct {
 	id                          int64
 	kind, name, version, source string
 	action                      string
 	phase                       manifest.Phase
 	labels                      map[string]string
-	json                        []byte
+	// json is the resource as the API sends it, until it is packed: then
+	// packed holds it instead.
+	json   []byte
+	packed *packedJSON
+	// madeAt is when it was read from the store.
+	madeAt time.Time
 }
 
 // readModel is the API's copy of the store.
@@ -135,6 +141,12 @@ func (m *readModel) run(ctx context.Context) error {
 	if !m.rebuild(ctx) {
 		return nil
 	}
+	packerDone := make(chan struct{})
+	defer func() { <-packerDone }()
+	go func() {
+		defer close(packerDone)
+		m.runPacker(ctx)
+	}()
 	for {
 		var batch []store.Notification
 		select {
@@ -435,7 +447,7 @@ func newModelResource(r *store.Resource) *modelResource {
 	b := appendResource((*bp)[:0], r)
 	e := &modelResource{id: r.ID, kind: r.Kind, name: r.Name, version: r.Version, source: r.Source.Name,
 		action: r.Action, phase: r.Phase, labels: r.Labels,
-		json: bytes.Clone(b)}
+		json: bytes.Clone(b), madeAt: time.Now()}
 	if cap(b) <= maxPooledBuf {
 		*bp = b
 		encodeBufs.Put(bp)
@@ -552,20 +564,17 @@ func (e *modelResource) matches(f *store.ResourceFilter) bool {
 	return true
 }
 
-// listLocked returns the JSON of the resources f selects, in ID order,
-// and the last one's ID.
-func (m *readModel) listLocked(f *store.ResourceFilter) ([][]byte, int64) {
+// listLocked returns the resources f selects, in ID order.
+func (m *readModel) listLocked(f *store.ResourceFilter) []*modelResource {
 	i, _ := slices.BinarySearch(m.ids, f.After+1)
-	var out [][]byte
-	var last int64
+	var out []*modelResource
 	for ; i < len(m.ids) && (f.Limit == 0 || len(out) < f.Limit); i++ {
 		e := m.byID[m.ids[i]]
 		if e.matches(f) {
-			out = append(out, e.json)
-			last = e.id
+			out = append(out, e)
 		}
 	}
-	return out, last
+	return out
 }
 
 // sourcesLocked returns the sources by name.

@@ -1,0 +1,155 @@
+package api
+
+import (
+	"bytes"
+	"compress/flate"
+	"context"
+	"fmt"
+	"io"
+	gosync "sync"
+	"time"
+)
+
+// Resources the read model holds are packed once they have not changed
+// for a while: their JSON is compressed against a dictionary per kind,
+// the JSON of one resource of that kind, whose keys and most of whose
+// values its siblings share. A resource then costs a fraction of its JSON
+// (a tenth, or less, for resources of one shape), which is what lets an
+// idle agent hold tens of thousands of them in little memory. Unpacking is
+// fast (microseconds a resource, streamed into the answer); packing is
+// slow, so it is done in the background, and a resource that keeps
+// changing (one being reconciled) stays unpacked until it settles.
+
+// Packing settings.
+const (
+	// packAfter is how long a resource must stay unchanged to be packed.
+	packAfter = 2 * time.Second
+	// packEvery is how often the packer looks for resources to pack.
+	packEvery = time.Second
+	// packLevel is the compression level: the fastest of those that use a
+	// dictionary.
+	packLevel = 2
+)
+
+// packedJSON is a resource's JSON compressed against dict.
+type packedJSON struct {
+	z    []byte
+	n    int
+	dict *[]byte
+}
+
+// inflaters are the decompressors of packed JSON.
+var inflaters = gosync.Pool{New: func() any { return flate.NewReader(bytes.NewReader(nil)) }}
+
+// size is the length of the resource's JSON.
+func (e *modelResource) size() int {
+	if e.packed != nil {
+		return e.packed.n
+	}
+	return len(e.json)
+}
+
+// writeTo writes the resource's JSON to w.
+func (e *modelResource) writeTo(w io.Writer) error {
+	if e.packed == nil {
+		_, err := w.Write(e.json)
+		return err
+	}
+	r := inflaters.Get().(io.ReadCloser)
+	defer inflaters.Put(r)
+	if err := r.(flate.Resetter).Reset(bytes.NewReader(e.packed.z), *e.packed.dict); err != nil {
+		return err
+	}
+	n, err := io.Copy(w, r)
+	if err == nil && n != int64(e.packed.n) {
+		err = fmt.Errorf("resource %d: unpacked %d bytes of %d", e.id, n, e.packed.n)
+	}
+	return err
+}
+
+// runPacker packs settled resources until ctx is done.
+func (m *readModel) runPacker(ctx context.Context) {
+	tick := time.NewTicker(packEvery)
+	defer tick.Stop()
+	p := &packer{dicts: map[string]*[]byte{}}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			m.pack(ctx, p, time.Now().Add(-packAfter))
+		}
+	}
+}
+
+// packer is the packer's state: a dictionary per kind, kept for as long
+// as the model (resources packed against one point at it).
+type packer struct {
+	dicts map[string]*[]byte
+	buf   bytes.Buffer
+}
+
+// pack packs the resources made before cutoff, a batch at a time, so
+// that the write lock is held briefly.
+func (m *readModel) pack(ctx context.Context, p *packer, cutoff time.Time) {
+	const batch = 512
+	var todo []*modelResource
+	m.mu.RLock()
+	for _, id := range m.ids {
+		if e := m.byID[id]; e.packed == nil && e.madeAt.Before(cutoff) {
+			todo = append(todo, e)
+		}
+	}
+	m.mu.RUnlock()
+	writers := map[*[]byte]*flate.Writer{}
+	for len(todo) > 0 && ctx.Err() == nil {
+		n := min(batch, len(todo))
+		type swap struct{ old, packed *modelResource }
+		done := make([]swap, 0, n)
+		for _, e := range todo[:n] {
+			dict := p.dicts[e.kind]
+			if dict == nil {
+				// The first of its kind is the dictionary, and is left
+				// unpacked: compressed against itself it would cost little,
+				// but its bytes are kept anyway.
+				d := e.json
+				p.dicts[e.kind] = &d
+				continue
+			}
+			w := writers[dict]
+			p.buf.Reset()
+			if w == nil {
+				var err error
+				if w, err = flate.NewWriterDict(&p.buf, packLevel, *dict); err != nil {
+					m.log.Warn("read model: cannot pack", "error", err)
+					return
+				}
+				writers[dict] = w
+			} else {
+				w.Reset(&p.buf)
+			}
+			if _, err := w.Write(e.json); err != nil {
+				continue
+			}
+			if err := w.Close(); err != nil {
+				continue
+			}
+			if p.buf.Len() >= len(e.json) {
+				continue
+			}
+			packed := *e
+			packed.json = nil
+			packed.packed = &packedJSON{z: bytes.Clone(p.buf.Bytes()), n: len(e.json), dict: dict}
+			done = append(done, swap{e, &packed})
+		}
+		todo = todo[n:]
+		m.mu.Lock()
+		for _, s := range done {
+			// Only if unchanged meanwhile: a newer row stays as it is.
+			if m.byID[s.old.id] == s.old {
+				m.putLocked(s.packed)
+			}
+		}
+		m.mu.Unlock()
+	}
+}

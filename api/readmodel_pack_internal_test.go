@@ -1,0 +1,78 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
+)
+
+// TestPackedResourcesReadBack packs resources of two kinds, the way an idle
+// agent's read model does, and checks that each reads back byte for byte,
+// alone and in a page, and takes less room than its JSON.
+func TestPackedResourcesReadBack(t *testing.T) {
+	t.Parallel()
+	m := newReadModel(nil, slog.New(slog.DiscardHandler), 0)
+	at := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	var want [][]byte
+	for i := range 300 {
+		kind := []string{"Service", "Database"}[i%2]
+		r := &store.Resource{ID: int64(i + 1), Resource: manifest.Resource{Kind: kind, Group: "bench.no8s.io", Version: "v1",
+			Name: fmt.Sprintf("r-%04d", i), Labels: map[string]string{"team": fmt.Sprintf("team-%d", i%7)},
+			Spec:     json.RawMessage(fmt.Sprintf(`{"image":"registry.example.com/app:%d","replicas":%d,"tier":"gold"}`, i, i%5)),
+			SpecHash: fmt.Sprintf("sha256:%064x", i), Action: "noop"},
+			Source: store.SourceRef{Name: "bench", Path: fmt.Sprintf("r-%04d.yaml", i)}, Generation: 1, ObservedGeneration: 1,
+			Phase: manifest.PhaseReady, StatusMessage: "applied generation 1 with action noop",
+			Conditions: []manifest.Condition{{Type: "Ready", Status: "True", Reason: "ReconcileSucceeded", LastTransitionTime: at}},
+			CreatedAt:  at, UpdatedAt: at.Add(time.Duration(i) * time.Millisecond)}
+		e := newModelResource(r)
+		want = append(want, bytes.Clone(e.json))
+		m.putLocked(e)
+	}
+	p := &packer{dicts: map[string]*[]byte{}}
+	// Twice: the first pass chooses each kind's dictionary.
+	m.pack(t.Context(), p, time.Now().Add(time.Hour))
+	m.pack(t.Context(), p, time.Now().Add(time.Hour))
+	var raw, packed int
+	for i, id := range m.ids {
+		e := m.byID[id]
+		if e.packed == nil {
+			t.Fatalf("resource %d not packed", id)
+		}
+		raw += len(want[i])
+		packed += len(e.packed.z)
+		var b bytes.Buffer
+		if err := e.writeTo(&b); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b.Bytes(), want[i]) || e.size() != len(want[i]) {
+			t.Fatalf("resource %d reads back as\n%s\nnot\n%s", id, b.Bytes(), want[i])
+		}
+	}
+	if packed*4 > raw {
+		t.Errorf("packed resources take %d bytes of %d: less than a quarter saved", packed, raw)
+	}
+	t.Logf("%d resources: %d bytes of JSON packed into %d", len(want), raw, packed)
+
+	// A page mixes packed and unpacked ones.
+	changed := *m.byID[7]
+	changed.packed, changed.json = nil, want[6]
+	m.putLocked(&changed)
+	rows := m.listLocked(&store.ResourceFilter{Limit: 500})
+	rec := httptest.NewRecorder()
+	writeEncodedResources(rec, 200, rows)
+	page := append([]byte("["), bytes.Join(want, []byte(","))...)
+	page = append(page, "]\n"...)
+	if !bytes.Equal(rec.Body.Bytes(), page) {
+		t.Fatal("the page of packed resources differs from their JSON")
+	}
+	if got := rec.Header().Get("Content-Length"); got != fmt.Sprint(len(page)) {
+		t.Errorf("Content-Length %s, want %d", got, len(page))
+	}
+}
