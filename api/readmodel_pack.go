@@ -49,7 +49,9 @@ func (e *modelResource) size() int {
 	return len(e.json)
 }
 
-// writeTo writes the resource's JSON to w.
+// writeTo writes the resource's JSON to w in one Write, as an unpacked
+// one is: whatever masks the answer (see Options.Wrap) sees each resource
+// whole, never a secret cut in two.
 func (e *modelResource) writeTo(w io.Writer) error {
 	if e.packed == nil {
 		_, err := w.Write(e.json)
@@ -60,10 +62,23 @@ func (e *modelResource) writeTo(w io.Writer) error {
 	if err := r.(flate.Resetter).Reset(bytes.NewReader(e.packed.z), *e.packed.dict); err != nil {
 		return err
 	}
-	n, err := io.Copy(w, r)
+	bp := encodeBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledBuf {
+			encodeBufs.Put(bp)
+		}
+	}()
+	b := bytes.NewBuffer((*bp)[:0])
+	b.Grow(e.packed.n)
+	n, err := io.Copy(b, r)
+	*bp = b.Bytes()
 	if err == nil && n != int64(e.packed.n) {
 		err = fmt.Errorf("resource %d: unpacked %d bytes of %d", e.id, n, e.packed.n)
 	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(*bp)
 	return err
 }
 

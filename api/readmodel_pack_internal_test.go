@@ -47,12 +47,16 @@ func TestPackedResourcesReadBack(t *testing.T) {
 		}
 		raw += len(want[i])
 		packed += len(e.packed.z)
-		var b bytes.Buffer
+		var b writeCounter
 		if err := e.writeTo(&b); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(b.Bytes(), want[i]) || e.size() != len(want[i]) {
 			t.Fatalf("resource %d reads back as\n%s\nnot\n%s", id, b.Bytes(), want[i])
+		}
+		// Whole, so that masking sees every secret uncut.
+		if b.writes != 1 {
+			t.Fatalf("resource %d written in %d pieces", id, b.writes)
 		}
 	}
 	if packed*4 > raw {
@@ -75,4 +79,15 @@ func TestPackedResourcesReadBack(t *testing.T) {
 	if got := rec.Header().Get("Content-Length"); got != fmt.Sprint(len(page)) {
 		t.Errorf("Content-Length %s, want %d", got, len(page))
 	}
+}
+
+// writeCounter is a buffer that counts the writes it takes.
+type writeCounter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
 }
