@@ -566,7 +566,12 @@ func (e *modelResource) matches(f *store.ResourceFilter) bool {
 
 // listLocked returns the resources f selects, in ID order.
 func (m *readModel) listLocked(f *store.ResourceFilter) []*modelResource {
-	i, _ := slices.BinarySearch(m.ids, f.After+1)
+	// Past After, found without adding to it: After may be the largest
+	// ID there can be.
+	i, found := slices.BinarySearch(m.ids, f.After)
+	if found {
+		i++
+	}
 	var out []*modelResource
 	for ; i < len(m.ids) && (f.Limit == 0 || len(out) < f.Limit); i++ {
 		e := m.byID[m.ids[i]]
