@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	gosync "sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -66,7 +67,7 @@ const (
 	heartbeatEvery = time.Second
 	// staleAfter is how long the model may go without hearing a fence it
 	// issued before reads are refused and it listens afresh.
-	staleAfter = 4 * time.Second
+	staleAfter = 10 * time.Second
 )
 
 // modelResource is one resource as the copy keeps it: what filters and
@@ -119,6 +120,7 @@ type readModel struct {
 	// built): what the copy is known to be current as of.
 	fences  []issuedFence
 	heardAt time.Time
+	running atomic.Bool
 }
 
 // issuedFence is a heartbeat fence: its version, and when it was asked for.
@@ -143,6 +145,12 @@ func (e errModelNotReady) Error() string { return e.why }
 
 // run keeps the copy current until ctx is done.
 func (m *readModel) run(ctx context.Context) error {
+	// One runner per copy: Serve runs it, and so may its caller.
+	if !m.running.CompareAndSwap(false, true) {
+		<-ctx.Done()
+		return nil
+	}
+	defer m.running.Store(false)
 	beatDone := make(chan struct{})
 	defer func() { <-beatDone }()
 	go func() {
@@ -287,7 +295,8 @@ func later(a, b time.Time) time.Time {
 }
 
 // stale reports whether the copy has gone staleAfter without hearing
-// from the store.
+// from the store. Only the runner asks, when no notification waits: while
+// it applies a long batch, the fences it has not read yet are not lost.
 func (m *readModel) stale(now time.Time) bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -611,17 +620,11 @@ func (m *readModel) await(ctx context.Context, minVersion int64) error {
 	var deadline <-chan time.Time
 	for {
 		m.mu.RLock()
-		stale := m.ready && m.staleLocked(time.Now())
-		if m.ready && !stale && m.version >= minVersion {
+		if m.ready && m.version >= minVersion {
 			return nil
 		}
 		changed, ready, problem, failing, have := m.changed, m.ready, m.problem, m.failing, m.version
 		m.mu.RUnlock()
-		if stale {
-			// Not heard from the store for too long: what the copy says
-			// may no longer be so.
-			return errModelNotReady{why: fmt.Sprintf("the store's notifications have not been heard for %s", staleAfter)}
-		}
 		if failing {
 			return errModelNotReady{why: problem}
 		}

@@ -174,7 +174,7 @@ func TestReadModelSilentNotificationLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed := time.Now()
-	const bound = 10 * time.Second
+	const bound = 20 * time.Second
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
