@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	gosync "sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -60,6 +61,13 @@ const (
 	// modelBatch is the most notifications taken together before the rows
 	// they name are read again.
 	modelBatch = 8192
+	// heartbeatEvery is how often the model issues a fence of its own, to
+	// hear it back: a connection whose packets silently stop (no reset, no
+	// close) looks, from this end, like a store where nothing changes.
+	heartbeatEvery = time.Second
+	// staleAfter is how long the model may go without hearing a fence it
+	// issued before reads are refused and it listens afresh.
+	staleAfter = 10 * time.Second
 )
 
 // modelResource is one resource as the copy keeps it: what filters and
@@ -107,6 +115,18 @@ type readModel struct {
 	version int64
 	// changed is closed and replaced whenever ready or version change.
 	changed chan struct{}
+	// fences are the heartbeat fences issued and not yet heard, oldest
+	// first; heardAt is when the last one heard was issued (or the copy
+	// built): what the copy is known to be current as of.
+	fences  []issuedFence
+	heardAt time.Time
+	running atomic.Bool
+}
+
+// issuedFence is a heartbeat fence: its version, and when it was asked for.
+type issuedFence struct {
+	v  int64
+	at time.Time
 }
 
 func newReadModel(st store.Store, log *slog.Logger, wait time.Duration) *readModel {
@@ -125,36 +145,92 @@ func (e errModelNotReady) Error() string { return e.why }
 
 // run keeps the copy current until ctx is done.
 func (m *readModel) run(ctx context.Context) error {
+	// One runner per copy: Serve runs it, and so may its caller.
+	if !m.running.CompareAndSwap(false, true) {
+		<-ctx.Done()
+		return nil
+	}
+	defer m.running.Store(false)
+	beatDone := make(chan struct{})
+	defer func() { <-beatDone }()
+	go func() {
+		defer close(beatDone)
+		m.runHeartbeat(ctx)
+	}()
+	packerDone := make(chan struct{})
+	defer func() { <-packerDone }()
+	packing := false
+	for ctx.Err() == nil {
+		if !m.listen(ctx, func() {
+			if !packing {
+				packing = true
+				go func() {
+					defer close(packerDone)
+					m.runPacker(ctx)
+				}()
+			}
+		}) {
+			break
+		}
+	}
+	if !packing {
+		close(packerDone)
+	}
+	return nil
+}
+
+// listen listens to the store, builds the copy and keeps it current until
+// ctx is done (false) or the notifications stop being heard (true: listen
+// again). built is called once the copy is built.
+func (m *readModel) listen(ctx context.Context, built func()) bool {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var notes <-chan store.Notification
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		var err error
-		if notes, err = m.st.Listen(ctx, store.TopicStatus, store.TopicChanges); err == nil {
+		if notes, err = m.st.Listen(lctx, store.TopicStatus, store.TopicChanges); err == nil {
 			break
 		}
 		m.fail("the store cannot be read: " + err.Error())
 		if !sleepCtx(ctx, wait) {
-			return nil
+			return false
 		}
 	}
+	// A new listener owes no Resync for what an abandoned one missed: the
+	// build below covers it.
+	m.interrupted = false
 	// Listening first: whatever changes from here on is heard, so a build
 	// misses nothing.
 	if !m.rebuild(ctx) {
-		return nil
+		return false
 	}
-	packerDone := make(chan struct{})
-	defer func() { <-packerDone }()
-	go func() {
-		defer close(packerDone)
-		m.runPacker(ctx)
-	}()
+	built()
+	tick := time.NewTicker(heartbeatEvery)
+	defer tick.Stop()
 	for {
 		var batch []store.Notification
 		select {
 		case <-ctx.Done():
-			return nil
+			return false
+		case <-tick.C:
+			select {
+			case n, ok := <-notes:
+				// Something waits: hear it before judging.
+				if !ok {
+					return ctx.Err() == nil
+				}
+				batch = append(batch, n)
+			default:
+				if m.stale(time.Now()) {
+					m.log.Warn("read model: no notification heard from the store; listening afresh", "for", staleAfter)
+					m.fail(fmt.Sprintf("the store's notifications have not been heard for %s; the read model listens afresh", staleAfter))
+					return true
+				}
+				continue
+			}
 		case n, ok := <-notes:
 			if !ok {
-				return nil
+				return ctx.Err() == nil
 			}
 			batch = append(batch, n)
 		}
@@ -171,9 +247,64 @@ func (m *readModel) run(ctx context.Context) error {
 			}
 		}
 		if !m.apply(ctx, batch) {
-			return nil
+			return false
 		}
 	}
+}
+
+// runHeartbeat issues a fence every heartbeatEvery, which the copy hears
+// back through the store's notifications, until ctx is done.
+func (m *readModel) runHeartbeat(ctx context.Context) {
+	tick := time.NewTicker(heartbeatEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		at := time.Now()
+		fctx, cancel := context.WithTimeout(ctx, heartbeatEvery)
+		v, err := m.st.Fence(fctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		m.mu.Lock()
+		if len(m.fences) < 64 {
+			m.fences = append(m.fences, issuedFence{v: v, at: at})
+		}
+		m.mu.Unlock()
+	}
+}
+
+// heardLocked records that the copy has heard version v.
+func (m *readModel) heardLocked(v int64) {
+	i := 0
+	for ; i < len(m.fences) && m.fences[i].v <= v; i++ {
+		m.heardAt = later(m.heardAt, m.fences[i].at)
+	}
+	m.fences = m.fences[i:]
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// stale reports whether the copy has gone staleAfter without hearing
+// from the store. Only the runner asks, when no notification waits: while
+// it applies a long batch, the fences it has not read yet are not lost.
+func (m *readModel) stale(now time.Time) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.staleLocked(now)
+}
+
+func (m *readModel) staleLocked(now time.Time) bool {
+	return !m.heardAt.IsZero() && now.Sub(m.heardAt) > staleAfter
 }
 
 // sleepCtx waits d or until ctx is done, and says whether d passed.
@@ -264,6 +395,7 @@ func (m *readModel) apply(ctx context.Context, batch []store.Notification) bool 
 		if err == nil {
 			m.mu.Lock()
 			m.version = max(m.version, c.version)
+			m.heardLocked(m.version)
 			m.ready, m.problem, m.failing = true, "", false
 			m.broadcastLocked()
 			m.mu.Unlock()
@@ -431,6 +563,9 @@ func (m *readModel) build(ctx context.Context) error {
 	defer m.mu.Unlock()
 	m.byID, m.byName, m.ids, m.sources, m.types = byID, byName, ids, sources, types
 	m.version = max(m.version, v)
+	// Listening, and just read: current now. Fences issued before are
+	// heard or lost with the old listener.
+	m.heardAt, m.fences = time.Now(), nil
 	m.ready, m.problem, m.failing = true, "", false
 	m.broadcastLocked()
 	m.log.Debug("read model built", "resources", len(ids), "version", v, "took", time.Since(start))
@@ -566,7 +701,12 @@ func (e *modelResource) matches(f *store.ResourceFilter) bool {
 
 // listLocked returns the resources f selects, in ID order.
 func (m *readModel) listLocked(f *store.ResourceFilter) []*modelResource {
-	i, _ := slices.BinarySearch(m.ids, f.After+1)
+	// Past After, found without adding to it: After may be the largest
+	// ID there can be.
+	i, found := slices.BinarySearch(m.ids, f.After)
+	if found {
+		i++
+	}
 	var out []*modelResource
 	for ; i < len(m.ids) && (f.Limit == 0 || len(out) < f.Limit); i++ {
 		e := m.byID[m.ids[i]]

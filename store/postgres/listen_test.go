@@ -46,6 +46,10 @@ func TestListenReconnects(t *testing.T) {
 	if killed != 1 {
 		t.Fatalf("terminated %d listening backends, want 1", killed)
 	}
+	// The drop is told at once, then the Resync once listening again.
+	if n := receive("the interruption"); !n.Interrupted || n.Resync || n.Topic != "" {
+		t.Fatalf("after the connection dropped got %+v, want Interrupted", n)
+	}
 	if n := receive("the resync"); !n.Resync || n.Topic != "" {
 		t.Fatalf("after the connection dropped got %+v, want a Resync", n)
 	}
