@@ -398,11 +398,12 @@ func (s *Server) getResourceByName(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if row.version != r.PathValue("version") {
-		return errorf(http.StatusNotFound, "%s is stored at version %s, not %s", ref, row.version, r.PathValue("version"))
-	}
+	// The grant first: the stored version is the resource's to tell.
 	if err := may(r.Context(), VerbGet, row.kind, row.source); err != nil {
 		return err
+	}
+	if row.version != r.PathValue("version") {
+		return errorf(http.StatusNotFound, "%s is stored at version %s, not %s", ref, row.version, r.PathValue("version"))
 	}
 	writeEncodedResource(w, http.StatusOK, row)
 	return nil

@@ -58,6 +58,8 @@ const (
 	DefaultReadWait = 5 * time.Second
 	// modelPage is how many resources a build reads per query.
 	modelPage = 2000
+	// maxWaitingReads is how many reads may wait for the copy at once.
+	maxWaitingReads = 4096
 	// modelBatch is the most notifications taken together before the rows
 	// they name are read again.
 	modelBatch = 8192
@@ -121,6 +123,12 @@ type readModel struct {
 	fences  []issuedFence
 	heardAt time.Time
 	running atomic.Bool
+	// heartbeat is true when the store's notifications travel over a
+	// connection that may stall unnoticed (not the embedded store's): then
+	// the model issues the fences above and judges silence.
+	heartbeat bool
+	// waiting counts the reads waiting for the copy.
+	waiting atomic.Int64
 }
 
 // issuedFence is a heartbeat fence: its version, and when it was asked for.
@@ -133,9 +141,10 @@ func newReadModel(st store.Store, log *slog.Logger, wait time.Duration) *readMod
 	if wait <= 0 {
 		wait = DefaultReadWait
 	}
+	local, ok := st.(store.LocalNotifications)
 	return &readModel{st: st, log: log, wait: wait, changed: make(chan struct{}),
 		byID: map[int64]*modelResource{}, byName: map[manifest.ObjectRef]*modelResource{},
-		problem: "the read model is being built"}
+		problem: "the read model is being built", heartbeat: !ok || !local.NotificationsInProcess()}
 }
 
 // errModelNotReady is a read the copy cannot answer yet (503).
@@ -151,12 +160,14 @@ func (m *readModel) run(ctx context.Context) error {
 		return nil
 	}
 	defer m.running.Store(false)
-	beatDone := make(chan struct{})
-	defer func() { <-beatDone }()
-	go func() {
-		defer close(beatDone)
-		m.runHeartbeat(ctx)
-	}()
+	if m.heartbeat {
+		beatDone := make(chan struct{})
+		defer func() { <-beatDone }()
+		go func() {
+			defer close(beatDone)
+			m.runHeartbeat(ctx)
+		}()
+	}
 	packerDone := make(chan struct{})
 	defer func() { <-packerDone }()
 	packing := false
@@ -304,7 +315,7 @@ func (m *readModel) stale(now time.Time) bool {
 }
 
 func (m *readModel) staleLocked(now time.Time) bool {
-	return !m.heardAt.IsZero() && now.Sub(m.heardAt) > staleAfter
+	return m.heartbeat && !m.heardAt.IsZero() && now.Sub(m.heardAt) > staleAfter
 }
 
 // sleepCtx waits d or until ctx is done, and says whether d passed.
@@ -629,6 +640,13 @@ func (m *readModel) await(ctx context.Context, minVersion int64) error {
 			return errModelNotReady{why: problem}
 		}
 		if deadline == nil {
+			// Waiting costs a goroutine and a timer each: past a bound,
+			// reads are told at once rather than pile up.
+			if m.waiting.Add(1) > maxWaitingReads {
+				m.waiting.Add(-1)
+				return errModelNotReady{why: fmt.Sprintf("more than %d reads wait for the read model", maxWaitingReads)}
+			}
+			defer m.waiting.Add(-1)
 			t := time.NewTimer(m.wait)
 			defer t.Stop()
 			deadline = t.C

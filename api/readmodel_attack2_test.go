@@ -216,6 +216,8 @@ func TestReadModelScopedTokenLearnsNothing(t *testing.T) {
 	}{
 		{"/api/v1/resources/" + itoa(e.gitRes.ID), http.StatusForbidden},
 		{"/api/v1/resources/by-name/Network/v1/prod-vpc", http.StatusForbidden},
+		// Asked at another version, it does not learn the stored one.
+		{"/api/v1/resources/by-name/Network/v9/prod-vpc", http.StatusForbidden},
 		{"/api/v1/resources?kind=Network", http.StatusForbidden},
 		{"/api/v1/resources", http.StatusForbidden},
 		{"/api/v1/resources?source=infra", http.StatusForbidden},

@@ -493,6 +493,13 @@ type Notification struct {
 	Interrupted bool
 }
 
+// LocalNotifications is a Store whose notifications are delivered within
+// the process (the embedded store): they are lost only with a Resync, and
+// cannot stall unnoticed the way a network connection can.
+type LocalNotifications interface {
+	NotificationsInProcess() bool
+}
+
 // Trigger says why a reconcile attempt ran.
 type Trigger string
 

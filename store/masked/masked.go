@@ -135,3 +135,10 @@ func (s *Store) problems(ps []manifest.Problem) []manifest.Problem {
 	}
 	return out
 }
+
+// NotificationsInProcess tells whether the wrapped store's notifications
+// stay within the process; see store.LocalNotifications.
+func (s *Store) NotificationsInProcess() bool {
+	l, ok := s.Store.(store.LocalNotifications)
+	return ok && l.NotificationsInProcess()
+}

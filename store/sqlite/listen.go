@@ -148,3 +148,7 @@ func (s *Store) Listen(ctx context.Context, topics ...string) (<-chan store.Noti
 	}()
 	return ch, nil
 }
+
+// NotificationsInProcess is true: listeners hear this process's commits
+// from memory; see store.LocalNotifications.
+func (s *Store) NotificationsInProcess() bool { return true }
