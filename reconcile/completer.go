@@ -14,7 +14,7 @@ const maxCompletionBatch = 64
 // completionGather is how long the completer waits for more completions
 // before a write, while attempts are still running: a write costs the store
 // about as much for one completion as for several.
-const completionGather = time.Millisecond
+const completionGather = 3 * time.Millisecond
 
 // completion is a worker's outcome on its way to the store, and where the
 // worker waits for what became of it.
