@@ -41,6 +41,8 @@ type completer struct {
 	st  store.Store
 	in  chan completion
 	max int
+	// gather is how long a write waits for more completions (zero: none).
+	gather time.Duration
 	// running counts the attempts whose completion may still come: those
 	// expected and neither handed in nor forgone.
 	running atomic.Int64
@@ -50,9 +52,14 @@ type completer struct {
 // completions, and at least one per worker, while it writes: a worker whose
 // completion is queued is free for other work, one that finds the queue
 // full waits. Quick actions finish faster than one write: a queue of a
-// batch keeps their workers busy while the completer writes.
-func newCompleter(st store.Store, workers int) *completer {
-	return &completer{st: st, in: make(chan completion, max(workers, maxCompletionBatch)), max: maxCompletionBatch}
+// batch keeps their workers busy while the completer writes. Without
+// gather, it writes at once and queues one completion per worker.
+func newCompleter(st store.Store, workers int, gather bool) *completer {
+	if !gather {
+		return &completer{st: st, in: make(chan completion, workers), max: maxCompletionBatch}
+	}
+	return &completer{st: st, in: make(chan completion, max(workers, maxCompletionBatch)), max: maxCompletionBatch,
+		gather: completionGather}
 }
 
 // expect says that n attempts started, each of which will hand in a
@@ -98,12 +105,12 @@ func (cp *completer) run(ctx context.Context) {
 				continue
 			default:
 			}
-			if cp.running.Load() <= 0 {
+			if cp.gather <= 0 || cp.running.Load() <= 0 {
 				break
 			}
 			if !gathering {
 				gathering = true
-				gather.Reset(completionGather)
+				gather.Reset(cp.gather)
 			}
 			select {
 			case next, ok := <-cp.in:

@@ -68,6 +68,12 @@ type Options struct {
 	PollInterval time.Duration
 	// Version is the agent's build, recorded with its heartbeats.
 	Version string
+	// NoGather makes a freed worker claim at once and the completer write
+	// at once, without waiting for other workers (see claimGather and
+	// completionGather), and the completer queue one completion per
+	// worker. It suits a store whose statements cost little whatever they
+	// carry, such as the embedded one, where waiting only leaves it idle.
+	NoGather bool
 	// Logger receives the controller's logs; default slog.Default().
 	Logger *slog.Logger
 	// OnAttempt, when set, is called after every attempt whose history
@@ -183,7 +189,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.beat(ctx)
 	}()
 	defer func() { <-beaten }()
-	comp := newCompleter(c.store, c.opts.Workers)
+	comp := newCompleter(c.store, c.opts.Workers, !c.opts.NoGather)
 	compExited := make(chan struct{})
 	go func() {
 		defer close(compExited)
@@ -256,7 +262,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			// for those that finish at about the same time, so that one
 			// claim serves them all rather than one claim each.
 			now := time.Now()
-			if busy > 0 && gather.IsZero() {
+			if busy > 0 && gather.IsZero() && !c.opts.NoGather {
 				gather = now.Add(claimGather)
 			}
 			if busy == 0 || !now.Before(gather) {
