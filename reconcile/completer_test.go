@@ -88,7 +88,7 @@ func TestCompleterBatches(t *testing.T) {
 	}
 
 	st := &gatedStore{Store: pg, entered: make(chan struct{}), gate: make(chan struct{})}
-	cp := newCompleter(st, 8)
+	cp := newCompleter(st, 8, true)
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)

@@ -68,6 +68,12 @@ type Options struct {
 	PollInterval time.Duration
 	// Version is the agent's build, recorded with its heartbeats.
 	Version string
+	// NoGather makes a freed worker claim at once and the completer write
+	// at once, without waiting for other workers (see claimGather and
+	// completionGather), and the completer queue one completion per
+	// worker. It suits a store whose statements cost little whatever they
+	// carry, such as the embedded one, where waiting only leaves it idle.
+	NoGather bool
 	// Logger receives the controller's logs; default slog.Default().
 	Logger *slog.Logger
 	// OnAttempt, when set, is called after every attempt whose history
@@ -167,7 +173,8 @@ func (c *Controller) Wake() {
 //
 // Any free worker makes the controller claim: one claim at a time, for as
 // many resources as workers are free when it starts, so that workers freed
-// while a claim is in flight are served together by the next one. Workers
+// while a claim is in flight are served together by the next one. A worker
+// freed while others are busy waits up to claimGather for them. Workers
 // hand their completions to one completer, which writes those that come
 // together in one batch.
 func (c *Controller) Run(ctx context.Context) error {
@@ -182,7 +189,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.beat(ctx)
 	}()
 	defer func() { <-beaten }()
-	comp := newCompleter(c.store, c.opts.Workers)
+	comp := newCompleter(c.store, c.opts.Workers, !c.opts.NoGather)
 	compExited := make(chan struct{})
 	go func() {
 		defer close(compExited)
@@ -190,47 +197,80 @@ func (c *Controller) Run(ctx context.Context) error {
 	}()
 	var (
 		workers gosync.WaitGroup
+		// jobs hands claims to the workers, which live as long as Run: a
+		// goroutine per claim would grow a fresh stack for every attempt.
+		// It has room for every worker, so handing out never blocks.
+		jobs = make(chan *store.Claim, c.opts.Workers)
 		// done carries the requested requeue delay of each worker that is
 		// free again; it has room for every worker, so none blocks on it.
 		done = make(chan time.Duration, c.opts.Workers)
-		// claimed carries the result of the claim in flight, if any.
+		// claims asks the claimer for up to that many resources; claimed
+		// carries its answer. One claim is in flight at a time.
+		claims   = make(chan int, 1)
 		claimed  = make(chan claimResult, 1)
 		claiming bool
 		busy     int
 		drained  bool // the last claim found less than it asked for
 		// poked is set when something may have become due while a claim
 		// was in flight: that claim's answer may be out of date.
-		poked   bool
+		poked bool
+		// gather, when set, is when a claim for fewer than all workers
+		// is made at the latest (see claimGather).
+		gather  time.Time
 		nextAt  time.Time
 		timer   = time.NewTimer(0)
 		errWait = 100 * time.Millisecond
 	)
 	defer timer.Stop()
-	// Claims come back even with an error, and even when the agent began
-	// to stop meanwhile: the workers hand those back.
-	startWorkers := func(claims []*store.Claim) {
-		for _, cl := range claims {
-			busy++
-			workers.Add(1)
-			go func() {
-				defer workers.Done()
+	claimerExited := make(chan struct{})
+	go func() {
+		defer close(claimerExited)
+		for limit := range claims {
+			claimed <- c.claim(ctx, limit)
+		}
+	}()
+	for range c.opts.Workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for cl := range jobs {
 				var once gosync.Once
 				free := func(d time.Duration) { once.Do(func() { done <- d }) }
+				c.work(ctx, cl, comp, free)
 				// work frees the slot as soon as it may; should it return
 				// without doing so, its slot is free all the same.
-				defer free(0)
-				c.work(ctx, cl, comp, free)
-			}()
+				free(0)
+			}
+		}()
+	}
+	// Claims come back even with an error, and even when the agent began
+	// to stop meanwhile: the workers hand those back.
+	startWorkers := func(claimed []*store.Claim) {
+		comp.expect(len(claimed))
+		for _, cl := range claimed {
+			busy++
+			jobs <- cl
 		}
 	}
 	for ctx.Err() == nil {
-		if free := c.opts.Workers - busy; !claiming && !drained && free > 0 {
-			claiming, poked = true, false
-			go func() { claimed <- c.claim(ctx, free) }()
-		}
 		wait := time.Until(nextAt)
 		if !drained || wait > c.opts.PollInterval {
 			wait = c.opts.PollInterval
+		}
+		if free := c.opts.Workers - busy; !claiming && !drained && free > 0 {
+			// While other workers are busy, a freed worker waits a moment
+			// for those that finish at about the same time, so that one
+			// claim serves them all rather than one claim each.
+			now := time.Now()
+			if busy > 0 && gather.IsZero() && !c.opts.NoGather {
+				gather = now.Add(claimGather)
+			}
+			if busy == 0 || !now.Before(gather) {
+				claiming, poked, gather = true, false, time.Time{}
+				claims <- free
+			} else {
+				wait = min(wait, gather.Sub(now))
+			}
 		}
 		timer.Reset(max(wait, 0))
 		select {
@@ -281,10 +321,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		// Since Go 1.23 a stopped or reset timer never delivers a stale tick.
 		timer.Stop()
 	}
+	close(claims)
 	if claiming {
 		// Its claims are held all the same: their workers hand them back.
 		startWorkers((<-claimed).claims)
 	}
+	<-claimerExited
+	close(jobs)
 	workers.Wait()
 	// Every worker has its result: nothing more comes to the completer.
 	comp.close()
@@ -333,6 +376,12 @@ func (c *Controller) nextDue(ctx context.Context) time.Time {
 	}
 	return now.Add(d)
 }
+
+// claimGather is how long a freed worker waits, while others are busy, for
+// more workers to be freed before it claims: claims cost the store about as
+// much for one resource as for several, and workers whose actions are quick
+// tend to be freed together.
+const claimGather = time.Millisecond
 
 // errLeaseLost is the cancellation cause of an action whose lease is gone.
 var errLeaseLost = errors.New("lease lost")

@@ -63,7 +63,7 @@ func (a *attempt) checkDependencies(ctx context.Context) (outcome, bool) {
 		a.set(manifest.ConditionReady, manifest.ConditionFalse, ReasonDependencyCycle, msg)
 		a.set(manifest.ConditionReconciling, manifest.ConditionFalse, ReasonDependencyCycle, msg)
 		a.set(manifest.ConditionDegraded, manifest.ConditionTrue, ReasonDependencyCycle, msg)
-		a.log.Warn("dependency cycle", "cycle", msg)
+		a.log.get().Warn("dependency cycle", "cycle", msg)
 		// Waiting on members of its own cycle would also make the store's
 		// locks go round in a circle; a cycle ends with a change of
 		// dependsOn, which wakes the resource anyway.
@@ -166,7 +166,7 @@ func (a *attempt) destroy(ctx context.Context, k *keeper, inst action.Instance, 
 	now := time.Now().UTC()
 	if cl.PruneDisabled() {
 		a.rec.Phase, a.rec.Success = stageCompleted, true
-		a.log.Info("removed without destroy", "annotation", manifest.AnnotationPrune+": disabled")
+		a.log.get().Info("removed without destroy", "annotation", manifest.AnnotationPrune+": disabled")
 		return outcome{Completion: store.Completion{Delete: true, Record: a.finish(now),
 			Status: store.StatusUpdate{Phase: manifest.PhaseDeleting}}}
 	}
@@ -188,7 +188,7 @@ func (a *attempt) destroy(ctx context.Context, k *keeper, inst action.Instance, 
 	a.rec.Phase, a.rec.Success = stageCompleted, true
 	a.countChanges(res, action.OperationDestroy)
 	a.rec.Outputs = res.Outputs
-	a.log.Info("destroyed", "action", inst.Name)
+	a.log.get().Info("destroyed", "action", inst.Name)
 	return outcome{Completion: store.Completion{Delete: true, Record: a.finish(now),
 		Status: store.StatusUpdate{Phase: manifest.PhaseDeleting}}}
 }

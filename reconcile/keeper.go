@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	gosync "sync"
 	"time"
@@ -31,7 +30,7 @@ type keeper struct {
 	cl     *store.Claim
 	d      time.Duration
 	cancel context.CancelCauseFunc
-	log    *slog.Logger
+	log    *lazyLog
 
 	mu      gosync.Mutex
 	message string
@@ -39,24 +38,33 @@ type keeper struct {
 	plugin  []manifest.Condition // conditions set by the action
 	dirty   bool
 
+	// start starts the goroutine, unless stopped first.
+	start   *time.Timer
 	changed chan struct{}
 	quit    chan struct{}
 	exited  chan struct{}
 }
 
-// startKeeper starts the keeper's goroutine; stop ends it.
-func startKeeper(ctx context.Context, st store.Store, cl *store.Claim, d time.Duration, cancel context.CancelCauseFunc, log *slog.Logger) *keeper {
+// startKeeper starts the keeper; stop ends it. Its goroutine starts only
+// when there is something to do, the first heartbeat or the first progress
+// write: an action done sooner costs no goroutine and no timers.
+func startKeeper(ctx context.Context, st store.Store, cl *store.Claim, d time.Duration, cancel context.CancelCauseFunc, log *lazyLog) *keeper {
 	k := &keeper{
 		st: st, cl: cl, d: d, cancel: cancel, log: log,
 		changed: make(chan struct{}, 1), quit: make(chan struct{}), exited: make(chan struct{}),
 	}
-	go k.run(ctx)
+	started := time.Now()
+	k.start = time.AfterFunc(min(d/3, progressEvery), func() { k.run(ctx, started) })
 	return k
 }
 
 // stop ends the keeper and waits for it; pending progress is dropped, since
 // the completion that follows supersedes it.
 func (k *keeper) stop() {
+	if k.start.Stop() {
+		// Its goroutine never started.
+		return
+	}
 	select {
 	case <-k.quit:
 	default:
@@ -65,19 +73,21 @@ func (k *keeper) stop() {
 	<-k.exited
 }
 
-func (k *keeper) run(ctx context.Context) {
+// run keeps the lease of a claim made at started.
+func (k *keeper) run(ctx context.Context, started time.Time) {
 	defer close(k.exited)
-	beat := time.NewTicker(k.d / 3)
+	// Heartbeats are due every third of the lease duration from the claim.
+	beat := time.NewTimer(time.Until(started.Add(k.d / 3)))
 	defer beat.Stop()
 	// The local deadline is measured from when a heartbeat was sent, before
 	// the store's clock started the new lease, and ends early, so the action
 	// is cancelled while the lease surely still holds.
-	deadline := time.Now().Add(k.d * 5 / 6)
+	deadline := started.Add(k.d * 5 / 6)
 	expiry := time.NewTimer(time.Until(deadline))
 	defer expiry.Stop()
 	// Progress is first written a second in: an action that is done by then
 	// costs no write beyond its completion.
-	lastProgress := time.Now()
+	lastProgress := started
 	var throttle <-chan time.Time
 	for {
 		send := false
@@ -87,10 +97,11 @@ func (k *keeper) run(ctx context.Context) {
 		case <-k.quit:
 			return
 		case <-expiry.C:
-			k.log.Error("lease could not be renewed in time; cancelling the action")
+			k.log.get().Error("lease could not be renewed in time; cancelling the action")
 			k.cancel(errLeaseLost)
 			return
 		case <-beat.C:
+			beat.Reset(k.d / 3)
 			send = true
 		case <-k.changed:
 			if wait := progressEvery - time.Since(lastProgress); wait > 0 {
@@ -124,7 +135,7 @@ func (k *keeper) run(ctx context.Context) {
 			if p != nil {
 				k.markDirty()
 			}
-			k.log.Warn("lease heartbeat failed", "error", err, "lease valid for", time.Until(deadline).Round(time.Millisecond))
+			k.log.get().Warn("lease heartbeat failed", "error", err, "lease valid for", time.Until(deadline).Round(time.Millisecond))
 		}
 	}
 }
@@ -219,6 +230,6 @@ func (r attemptReporter) RecordHandle(ctx context.Context, handle string) error 
 	if err != nil {
 		return fmt.Errorf("record handle %q: %w", handle, err)
 	}
-	k.log.Debug("attempt handle recorded", "handle", handle, "operation", r.op)
+	k.log.get().Debug("attempt handle recorded", "handle", handle, "operation", r.op)
 	return nil
 }

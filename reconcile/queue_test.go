@@ -11,9 +11,19 @@ import (
 )
 
 // TestNewResourceStartsWhileWorkersAreBusy checks that a free worker claims
-// a new resource at once, however many others run long actions.
+// a new resource at once, however many others run long actions, whether the
+// controller gathers claims and completions or not.
 func TestNewResourceStartsWhileWorkersAreBusy(t *testing.T) {
 	t.Parallel()
+	for _, noGather := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoGather=%v", noGather), func(t *testing.T) {
+			t.Parallel()
+			newResourceStartsWhileWorkersAreBusy(t, noGather)
+		})
+	}
+}
+
+func newResourceStartsWhileWorkersAreBusy(t *testing.T, noGather bool) {
 	st, _ := openStore(t)
 	release := make(chan struct{})
 	defer close(release)
@@ -27,6 +37,7 @@ func TestNewResourceStartsWhileWorkersAreBusy(t *testing.T) {
 	quick := &scripted{started: make(chan call, 1)}
 	opts := options("agent-a")
 	opts.Workers = 8
+	opts.NoGather = noGather
 	start(t, st, actionSet{"long": long, "quick": quick}, opts)
 
 	for i := range 5 {

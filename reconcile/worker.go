@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	gosync "sync"
 	"time"
 
 	"github.com/no8s/no8s-agent/action"
@@ -67,7 +68,7 @@ type attempt struct {
 	cl      *store.Claim
 	trigger store.Trigger
 	rec     *store.ReconcileRecord
-	log     *slog.Logger
+	log     *lazyLog
 	k       *keeper
 	// conds starts as the claimed conditions and collects the outcome's.
 	conds []manifest.Condition
@@ -89,7 +90,7 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim, comp *completer,
 	trigger := triggerOf(cl)
 	a := &attempt{
 		c: c, cl: cl, trigger: trigger,
-		log:   c.log.With("resource", cl.Ref().String(), "generation", cl.Generation, "trigger", trigger),
+		log:   &lazyLog{base: c.log, cl: cl, trigger: trigger},
 		conds: slices.Clone(cl.Conditions),
 		rec: &store.ReconcileRecord{
 			ResourceID: cl.ID, Kind: cl.Kind, Name: cl.Name, Generation: cl.Generation,
@@ -102,7 +103,7 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim, comp *completer,
 		done := a.release()
 		done.Record, done.Status.Conditions = nil, cl.Conditions
 		if res := comp.complete(cl, done, func() { free(0) }); res.Err != nil {
-			a.log.Warn("handing back a resource claimed while stopping failed", "error", res.Err)
+			a.log.get().Warn("handing back a resource claimed while stopping failed", "error", res.Err)
 		}
 		return
 	}
@@ -114,7 +115,8 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim, comp *completer,
 	k.stop()
 
 	if errors.Is(context.Cause(leaseCtx), errLeaseLost) {
-		a.log.Warn("lease lost while reconciling; result discarded", "stage", a.rec.Phase)
+		a.log.get().Warn("lease lost while reconciling; result discarded", "stage", a.rec.Phase)
+		comp.forgo()
 		free(0)
 		return
 	}
@@ -130,10 +132,10 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim, comp *completer,
 	}
 	if err := comp.complete(cl, done.Completion, func() { free(requeue) }).Err; err != nil {
 		if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) {
-			a.log.Warn("lease lost before the result was written; result discarded", "error", err)
+			a.log.get().Warn("lease lost before the result was written; result discarded", "error", err)
 		} else {
 			// The lease will expire and the resource be claimed again.
-			a.log.Error("writing the reconcile result failed", "error", err)
+			a.log.get().Error("writing the reconcile result failed", "error", err)
 		}
 		return
 	}
@@ -144,6 +146,24 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim, comp *completer,
 		}
 		c.opts.OnAttempt(Attempt{Record: done.Record, Action: name, Drift: a.drift != ""})
 	}
+}
+
+// lazyLog is an attempt's logger, with the resource, generation and trigger
+// as attributes, made when first used: most attempts log nothing, and
+// adding attributes to a logger costs more than a quick action.
+type lazyLog struct {
+	once    gosync.Once
+	base    *slog.Logger
+	cl      *store.Claim
+	trigger store.Trigger
+	l       *slog.Logger
+}
+
+func (l *lazyLog) get() *slog.Logger {
+	l.once.Do(func() {
+		l.l = l.base.With("resource", l.cl.Ref().String(), "generation", l.cl.Generation, "trigger", l.trigger)
+	})
+	return l.l
 }
 
 // outcome is a completion, and whether the attempt was cut short by the
@@ -249,7 +269,7 @@ func (a *attempt) call(ctx context.Context, inst action.Instance, op func(contex
 	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {
-			a.log.Error("action panicked", "action", inst.Name, "panic", p, "stack", string(debug.Stack()))
+			a.log.get().Error("action panicked", "action", inst.Name, "panic", p, "stack", string(debug.Stack()))
 			res, err = nil, fmt.Errorf("action %s panicked: %v", inst.Name, p)
 		}
 	}()
@@ -288,7 +308,7 @@ func (a *attempt) plan(ctx context.Context, k *keeper, inst action.Instance, pla
 	}
 	a.rec.PlanOutput = plan.Output
 	if plan.Changes {
-		a.log.Info("drift detected; applying", "summary", plan.Summary)
+		a.log.get().Info("drift detected; applying", "summary", plan.Summary)
 		a.drift = plan.Summary
 		if a.drift == "" {
 			a.drift = "changes"
@@ -344,7 +364,9 @@ func (a *attempt) succeeded(inst action.Instance, res *action.Result) outcome {
 	case planner && cl.DriftInterval > 0:
 		done.Requeue, done.RequeueAfter = true, cl.DriftInterval
 	}
-	a.log.Info("reconciled", "action", inst.Name, "duration", a.rec.Duration, "message", msg)
+	// Every attempt has its history record: a log line each would cost a
+	// busy queue more than the attempt itself.
+	a.log.get().Debug("reconciled", "action", inst.Name, "duration", a.rec.Duration, "message", msg)
 	return outcome{Completion: done}
 }
 
@@ -396,7 +418,7 @@ func (a *attempt) failed(reason string, err error) outcome {
 		fmt.Sprintf("attempt %d failed; next attempt in %v", retries, delay.Round(time.Second)))
 	a.set(manifest.ConditionDegraded, manifest.ConditionTrue, reason, msg)
 	a.rec.Error = msg
-	a.log.Warn("reconcile failed", "reason", reason, "error", msg, "retry", retries, "in", delay)
+	a.log.get().Warn("reconcile failed", "reason", reason, "error", msg, "retry", retries, "in", delay)
 	return outcome{Completion: store.Completion{
 		Status: store.StatusUpdate{
 			Phase: manifest.PhaseFailed, Message: msg, Conditions: a.conds,

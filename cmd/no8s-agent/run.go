@@ -104,6 +104,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		BackoffMax:     cfg.Reconcile.Backoff.Max.Duration,
 		Logger:         log,
 		Version:        b.Version,
+		// The embedded store writes in-process: gathering work into fewer
+		// statements saves it little, and waiting leaves it idle.
+		NoGather: !isPostgres(cfg.Database),
 		OnAttempt: func(a reconcile.Attempt) {
 			m.ObserveReconcile(a.Record.Kind, a.Action, string(a.Record.Trigger), a.Record.Success, a.Record.Duration, a.Drift)
 		},

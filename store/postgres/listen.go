@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -84,8 +86,10 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn, topics []string, ch 
 				break
 			}
 			backoff = listenMinBackoff
-			if !send(store.Notification{Topic: n.Channel, Payload: n.Payload}) {
-				return
+			for _, payload := range splitPayload(n.Channel, n.Payload) {
+				if !send(store.Notification{Topic: n.Channel, Payload: payload}) {
+					return
+				}
 			}
 		}
 		timer := time.NewTimer(backoff)
@@ -106,4 +110,24 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn, topics []string, ch 
 			return
 		}
 	}
+}
+
+// splitPayload returns the payloads that one notification carries: the
+// status events of one statement come together as a JSON array (see the
+// migration that sends them), and are handed out one by one, as events of
+// a single row are sent.
+func splitPayload(topic, payload string) []string {
+	if topic != store.TopicStatus || !strings.HasPrefix(payload, "[") {
+		return []string{payload}
+	}
+	var events []json.RawMessage
+	if err := json.Unmarshal([]byte(payload), &events); err != nil {
+		// Whoever reads it says it is unreadable.
+		return []string{payload}
+	}
+	out := make([]string, len(events))
+	for i, ev := range events {
+		out[i] = string(ev)
+	}
+	return out
 }

@@ -1,9 +1,12 @@
 package postgres_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/store/postgres/pgtest"
 )
@@ -58,5 +61,67 @@ func TestListenReconnects(t *testing.T) {
 	}
 	if n := receive("a notification after reconnecting"); n.Payload != "after" {
 		t.Fatalf("got %+v", n)
+	}
+}
+
+// TestStatusEventsOfOneStatement updates many rows in one statement, some
+// of them with messages too long to share a notification, and checks that
+// the listener hands out one status event per changed row, in id order,
+// each with its own message cut as events cut it, and none for a row whose
+// status did not change.
+func TestStatusEventsOfOneStatement(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	s := open(t, url)
+	ctx := t.Context()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 120
+	rs := make([]*manifest.Resource, n)
+	for i := range rs {
+		rs[i] = &manifest.Resource{Kind: "Widget", Group: "example.com", Version: "v1",
+			Name: fmt.Sprintf("w%03d", i), SpecHash: "sha256:0"}
+	}
+	if _, err := s.ApplyResources(ctx, rs, store.SourceRef{Name: "infra", Path: "w.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	notes, err := s.Listen(ctx, store.TopicStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := query[int64](t, url, `SELECT min(id) FROM resources`)
+	// Every seventh row gets a message of 1500 two-byte characters (an
+	// event of over 2000 bytes); the last row is left as it was.
+	exec(t, url, `UPDATE resources SET status_message = CASE WHEN (id - $1) % 7 = 3 THEN repeat('é', 1500)
+		WHEN id = $1 + $2 - 1 THEN status_message ELSE 'message of ' || id END`, first, n)
+	for i := range n - 1 {
+		id := first + int64(i)
+		want := fmt.Sprintf("message of %d", id)
+		if i%7 == 3 {
+			want = strings.Repeat("é", store.MaxStatusMessage)
+		}
+		select {
+		case note := <-notes:
+			ev, err := store.ParseStatusEvent(note.Payload)
+			if err != nil {
+				t.Fatalf("event %d: %v", i, err)
+			}
+			if ev.ID != id || ev.Message != want || ev.Name != fmt.Sprintf("w%03d", i) {
+				t.Fatalf("event %d: got id %d name %s message %.20q, want id %d message %.20q", i, ev.ID, ev.Name, ev.Message, id, want)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("event %d of %d did not come", i, n-1)
+		}
+	}
+	// A later event is the next one received: none came for the last row.
+	exec(t, url, `UPDATE resources SET status_message = 'after' WHERE id = $1`, first)
+	select {
+	case note := <-notes:
+		if ev, err := store.ParseStatusEvent(note.Payload); err != nil || ev.ID != first || ev.Message != "after" {
+			t.Fatalf("after the statement got %q (%v), want the event of resource %d", note.Payload, err, first)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the event after the statement did not come")
 	}
 }
