@@ -21,8 +21,9 @@ BEGIN
 END
 $$;
 
--- The complement of resources_status_changed's condition: each update is
--- announced once, on one topic or the other.
+-- The complement of the condition on which resources_status_changed sends a
+-- row's status: each updated row is announced once, on one topic or the
+-- other.
 CREATE TRIGGER resources_changed AFTER UPDATE ON resources
     FOR EACH ROW WHEN (NOT (OLD.phase IS DISTINCT FROM NEW.phase
         OR OLD.status_message IS DISTINCT FROM NEW.status_message
