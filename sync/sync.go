@@ -203,19 +203,20 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 		}
 		return res, nil
 	}
-	against, err := s.judgedAgainst(ctx, t.Name, cur)
-	if err != nil {
-		return nil, err
-	}
-	// What the source found wrong with the snapshot (an untrusted commit
-	// signature, say) is judged too: rotated keys may clear it.
-	for _, p := range snap.Problems {
-		against += "\nsnapshot " + p.String()
-	}
-	against += lineageJudged(snap)
-	if !force && s.refusedAlready(t.Name, snap.Revision, cur, against) {
-		res.Skipped, res.Refused = true, true
-		return res, nil
+	// What the sync is judged against is read now, while the snapshot is
+	// validated and planned, and waited for only by a refusal (or to tell
+	// whether this revision was refused before): a sync that succeeds does
+	// not wait for it.
+	against := s.judge(ctx, t.Name, cur, snap)
+	if !force && s.mayHaveRefused(t.Name, snap.Revision, cur) {
+		a, err := against.wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if s.refusedAlready(t.Name, snap.Revision, cur, a) {
+			res.Skipped, res.Refused = true, true
+			return res, nil
+		}
 	}
 	if err := checkLineage(t, snap, cur); err != nil {
 		return nil, s.fail(ctx, t, snap, start, against, err)
@@ -476,6 +477,59 @@ func (s *Syncer) judgedAgainst(ctx context.Context, name string, cur *store.Sour
 	return b.String(), nil
 }
 
+// judgement is what a sync is judged against (judgedAgainst and what the
+// source found wrong with the snapshot), read from the store in the
+// background from the moment the sync starts.
+type judgement struct {
+	done    chan struct{}
+	against string
+	err     error
+}
+
+// judge starts reading what a sync of snap is judged against, as the store
+// is now.
+func (s *Syncer) judge(ctx context.Context, name string, cur *store.Source, snap *source.Snapshot) *judgement {
+	j := &judgement{done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		against, err := s.judgedAgainst(ctx, name, cur)
+		if err != nil {
+			j.err = err
+			return
+		}
+		// What the source found wrong with the snapshot (an untrusted
+		// commit signature, say) is judged too: rotated keys may clear it.
+		var b strings.Builder
+		b.WriteString(against)
+		for _, p := range snap.Problems {
+			b.WriteString("\nsnapshot " + p.String())
+		}
+		b.WriteString(lineageJudged(snap))
+		j.against = b.String()
+	}()
+	return j
+}
+
+// wait returns what the sync is judged against, once read.
+func (j *judgement) wait(ctx context.Context) (string, error) {
+	select {
+	case <-j.done:
+		return j.against, j.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// mayHaveRefused reports whether rev is the revision this Syncer last
+// refused for the source and the source's status still shows that refusal:
+// whether refusedAlready needs what the sync is judged against.
+func (s *Syncer) mayHaveRefused(name string, rev manifest.Revision, cur *store.Source) bool {
+	s.mu.Lock()
+	r, ok := s.refusals[name]
+	s.mu.Unlock()
+	return ok && r.revision == rev && cur.LastAttemptedRevision == rev && cur.LastAppliedRevision != rev && cur.Message == r.message
+}
+
 // refusedAlready reports whether rev is the revision this Syncer last
 // refused for the source, the source's status still shows that refusal,
 // and nothing it was judged against changed since.
@@ -621,8 +675,10 @@ func (s *Syncer) otherTypes(ctx context.Context, st store.Store, self string) (m
 // returns the refusal. Nothing else changes. The same refusal of the same
 // revision as the last history row is not written again, nor logged as a
 // warning: it was judged again (forced, or something changed, or by a new
-// process) and nothing came of it. against is what it was judged against.
-func (s *Syncer) fail(ctx context.Context, t Target, snap *source.Snapshot, start time.Time, against string, cause error) error {
+// process) and nothing came of it. against is what it was judged against;
+// when it cannot be read, the refusal is not remembered, and the revision
+// is judged again at its next sync.
+func (s *Syncer) fail(ctx context.Context, t Target, snap *source.Snapshot, start time.Time, against *judgement, cause error) error {
 	var serr *Error
 	if !errors.As(cause, &serr) {
 		return cause
@@ -671,9 +727,13 @@ func (s *Syncer) fail(ctx context.Context, t Target, snap *source.Snapshot, star
 	// Admission hooks answer for themselves each time: their policy, or
 	// their health, may have changed without anything here changing.
 	if serr.Reason != ReasonAdmissionDenied && serr.Reason != ReasonAdmissionFailed {
-		s.mu.Lock()
-		s.refusals[t.Name] = refusal{revision: snap.Revision, message: serr.Error(), against: against}
-		s.mu.Unlock()
+		if a, err := against.wait(ctx); err == nil {
+			s.mu.Lock()
+			s.refusals[t.Name] = refusal{revision: snap.Revision, message: serr.Error(), against: a}
+			s.mu.Unlock()
+		} else {
+			s.log.Debug("refusal not remembered: what it was judged against could not be read", "source", t.Name, "error", err)
+		}
 	}
 	if repeated {
 		s.log.Debug("sync refused again, as before", "source", t.Name, "revision", string(snap.Revision), "reason", serr.Reason)
