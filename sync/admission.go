@@ -47,7 +47,7 @@ func (s *Syncer) admissionChain() *admission.Chain {
 // dryRun tells the hooks that nothing will be applied: it serves previews,
 // which apply nothing (a sync reviews its plan with reviewSync instead).
 func (s *Syncer) planChecked(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, dryRun bool) (*Plan, error) {
-	p, err := makePlan(ctx, st, t, snap, set, cur, dryRun)
+	p, err := makePlan(ctx, st, t, snap, set, cur, dryRun, nil)
 	if err != nil || (p.Changes() == 0 && len(p.writes) == 0) {
 		return p, err
 	}
@@ -57,7 +57,7 @@ func (s *Syncer) planChecked(ctx context.Context, st store.Store, t Target, snap
 	}
 	if rv.set != set {
 		set = rv.set
-		if p, err = makePlan(ctx, st, t, snap, set, cur, dryRun); err != nil {
+		if p, err = makePlan(ctx, st, t, snap, set, cur, dryRun, nil); err != nil {
 			return p, err
 		}
 	}

@@ -91,6 +91,10 @@ type Plan struct {
 	// owned are the digests of the source's resources the plan was made
 	// from, fingerprinted into basis only when it is needed.
 	owned []store.ResourceDigest
+	// applied is what the store did to each of writes, once applied, and
+	// recorded the source's state as the sync wrote it.
+	applied  []store.Applied
+	recorded *store.Source
 
 	// Warnings are about what the revision uses that it should not for
 	// long: deprecated type versions.
@@ -161,16 +165,19 @@ func deprecations(ctx context.Context, st store.Store, set *manifest.Set) ([]str
 
 // makePlan diffs the validated set against the store's state for the source,
 // and applies the guards: ownership, types still in use, prune limits.
-func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, preview bool) (*Plan, error) {
+// owned, when not nil, are the digests of the source's resources as the
+// store holds them (ownedCache); otherwise they are read from st.
+func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, preview bool, owned []store.ResourceDigest) (*Plan, error) {
 	p := &Plan{Source: t.Name, Revision: snap.Revision}
 	warnings, err := deprecations(ctx, st, set)
 	if err != nil {
 		return nil, err
 	}
 	p.Warnings = warnings
-	owned, err := st.ListResourceDigests(ctx, t.Name)
-	if err != nil {
-		return nil, fmt.Errorf("list resources of %s: %w", t.Name, err)
+	if owned == nil {
+		if owned, err = st.ListResourceDigests(ctx, t.Name); err != nil {
+			return nil, fmt.Errorf("list resources of %s: %w", t.Name, err)
+		}
 	}
 	p.Owned = len(owned)
 	p.owned = owned
@@ -457,6 +464,7 @@ func apply(ctx context.Context, tx store.Store, t Target, snap *source.Snapshot,
 	if err != nil {
 		return err
 	}
+	p.applied = applied
 	// Report the generations the store assigned (another agent may have
 	// moved them since planning).
 	gens := make(map[manifest.ObjectRef]store.Applied, len(applied))

@@ -158,6 +158,9 @@ type Syncer struct {
 	// judged against, so that a refused revision is judged again only
 	// when something that could change the outcome changed.
 	refusals map[string]refusal
+	// owned are, by source, the digests of its resources as the last sync
+	// this Syncer applied left them (see ownedCache).
+	owned map[string]*ownedCache
 }
 
 // refusal is a refused revision and the state of the store it was refused in.
@@ -173,7 +176,7 @@ func New(st store.Store, log *slog.Logger) *Syncer {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Syncer{store: st, log: log, now: time.Now, validators: map[string]*manifest.Validator{},
-		compiled: map[string]*manifest.ResourceType{}, refusals: map[string]refusal{}}
+		compiled: map[string]*manifest.ResourceType{}, refusals: map[string]refusal{}, owned: map[string]*ownedCache{}}
 }
 
 // errSkip ends the apply transaction when another agent applied the
@@ -255,7 +258,7 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 			if rv != nil {
 				declared = rv.set
 			}
-			plan, err := makePlan(ctx, tx, t, snap, declared, cur, false)
+			plan, err := makePlan(ctx, tx, t, snap, declared, cur, false, s.cachedOwned(t.Name, cur))
 			if err != nil {
 				return err
 			}
@@ -280,6 +283,9 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 			return s.recordSuccess(ctx, tx, t, snap, cur, plan, start)
 		})
 	})
+	// What the source owns now is known without reading it back, unless
+	// the sync did not apply.
+	s.keepOwned(t.Name, res.Plan, err)
 	switch {
 	case errors.Is(err, errSkip):
 		res.Skipped = true
@@ -319,7 +325,7 @@ func (s *Syncer) reviewSync(ctx context.Context, chain *admission.Chain, t Targe
 	if !force && alreadyApplied(cur, snap.Revision) {
 		return nil, errSkip
 	}
-	p, err := makePlan(ctx, s.store, t, snap, set, cur, false)
+	p, err := makePlan(ctx, s.store, t, snap, set, cur, false, nil)
 	var serr *Error
 	switch {
 	case errors.As(err, &serr):
@@ -761,9 +767,11 @@ func (s *Syncer) recordSuccess(ctx context.Context, tx store.Store, t Target, sn
 		// after the source has moved on (a rollback to it, say).
 		cur.ApprovedRevision = ""
 	}
-	if _, err := tx.PutSource(ctx, cur); err != nil {
+	recorded, err := tx.PutSource(ctx, cur)
+	if err != nil {
 		return err
 	}
+	p.recorded = recorded
 	if _, err := tx.AddSyncRecord(ctx, &store.SyncRecord{Source: t.Name, Revision: snap.Revision, Commit: snap.Commit,
 		Success: true, Created: len(p.Creates), Updated: len(p.Updates), Deleted: len(p.Deletes) + len(p.Forgets),
 		Unchanged: p.Unchanged, Message: p.Summary(), Duration: now.Sub(start), StartedAt: start, FinishedAt: now}); err != nil {
