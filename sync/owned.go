@@ -21,7 +21,15 @@ import (
 // being deleted is not kept.
 type ownedCache struct {
 	stamp   sourceStamp
-	digests []store.ResourceDigest
+	entries []ownedEntry
+}
+
+// ownedEntry is one resource of an ownedCache: every resource the source
+// owns once a sync is applied is one the sync declared, so its digest is
+// the declared resource's, with the row's ID and generation.
+type ownedEntry struct {
+	r       *manifest.Resource
+	id, gen int64
 }
 
 // sourceStamp is what tells that a source's row was written since.
@@ -40,8 +48,8 @@ func (a sourceStamp) equal(b sourceStamp) bool {
 }
 
 // cachedOwned returns the digests of the resources of the source whose
-// stored row is cur, when this Syncer knows them; nil otherwise. They are
-// shared: read them, do not change them.
+// stored row is cur, in ID order, when this Syncer knows them; nil
+// otherwise.
 func (s *Syncer) cachedOwned(name string, cur *store.Source) []store.ResourceDigest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -49,7 +57,11 @@ func (s *Syncer) cachedOwned(name string, cur *store.Source) []store.ResourceDig
 	if c == nil || !c.stamp.equal(stampOf(cur)) {
 		return nil
 	}
-	return c.digests
+	digests := make([]store.ResourceDigest, len(c.entries))
+	for i, e := range c.entries {
+		digests[i] = digestOf(e.r, e.id, e.gen)
+	}
+	return digests
 }
 
 // keepOwned remembers what the source owns after a sync that applied p,
@@ -58,8 +70,8 @@ func (s *Syncer) cachedOwned(name string, cur *store.Source) []store.ResourceDig
 func (s *Syncer) keepOwned(name string, p *Plan, err error) {
 	var c *ownedCache
 	if err == nil && p != nil && p.recorded != nil {
-		if digests := ownedAfter(p); digests != nil {
-			c = &ownedCache{stamp: stampOf(p.recorded), digests: digests}
+		if entries := ownedAfter(p); entries != nil {
+			c = &ownedCache{stamp: stampOf(p.recorded), entries: entries}
 		}
 	}
 	s.mu.Lock()
@@ -71,11 +83,12 @@ func (s *Syncer) keepOwned(name string, p *Plan, err error) {
 	s.owned[name] = c
 }
 
-// ownedAfter works out the digests of the resources the source owns once
-// p is applied: those it owned, less those forgotten, with what was
-// written as written, in ID order. It returns nil when a resource is
-// being deleted: the reconciler removes it once destroyed.
-func ownedAfter(p *Plan) []store.ResourceDigest {
+// ownedAfter works out the resources the source owns once p is applied:
+// those it owned, less those forgotten, with what was written as written,
+// in ID order. It returns nil when a resource is being deleted, as the
+// reconciler removes it once destroyed, or when one the source keeps is
+// not among those declared.
+func ownedAfter(p *Plan) []ownedEntry {
 	if len(p.deleteIDs) > 0 || len(p.applied) != len(p.writes) {
 		return nil
 	}
@@ -83,35 +96,43 @@ func ownedAfter(p *Plan) []store.ResourceDigest {
 	for i, r := range p.writes {
 		written[r.Ref()] = i
 	}
+	declared := make(map[manifest.ObjectRef]*manifest.Resource, len(p.declared))
+	for _, r := range p.declared {
+		declared[r.Ref()] = r
+	}
 	forgotten := make(map[int64]bool, len(p.forgetIDs))
 	for _, id := range p.forgetIDs {
 		forgotten[id] = true
 	}
-	out := make([]store.ResourceDigest, 0, len(p.owned)+len(p.Creates))
+	out := make([]ownedEntry, 0, len(p.owned)+len(p.Creates))
 	for _, d := range p.owned {
 		if forgotten[d.ID] {
 			continue
 		}
 		if i, ok := written[d.Ref()]; ok {
 			delete(written, d.Ref())
-			out = append(out, writtenDigest(p.writes[i], p.applied[i]))
+			out = append(out, ownedEntry{r: p.writes[i], id: p.applied[i].ID, gen: p.applied[i].Generation})
 			continue
 		}
-		if d.Deleting {
+		// Not written: declared as stored (same spec, action and metadata
+		// hashes, which cover the file it is declared in and its
+		// annotations), unless it is being deleted.
+		r := declared[d.Ref()]
+		if d.Deleting || r == nil || digestOf(r, d.ID, d.Generation) != d {
 			return nil
 		}
-		out = append(out, d)
+		out = append(out, ownedEntry{r: r, id: d.ID, gen: d.Generation})
 	}
 	for _, i := range written {
-		out = append(out, writtenDigest(p.writes[i], p.applied[i]))
+		out = append(out, ownedEntry{r: p.writes[i], id: p.applied[i].ID, gen: p.applied[i].Generation})
 	}
-	slices.SortFunc(out, func(a, b store.ResourceDigest) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b ownedEntry) int { return cmp.Compare(a.id, b.id) })
 	return out
 }
 
-// writtenDigest is the digest of r as ApplyResources wrote it: its
-// deletion, if one was requested, is called off.
-func writtenDigest(r *manifest.Resource, a store.Applied) store.ResourceDigest {
-	return store.ResourceDigest{ID: a.ID, Kind: r.Kind, Name: r.Name, SpecHash: r.SpecHash, Action: r.Action,
-		MetaHash: r.MetaHash(), Generation: a.Generation, PruneDisabled: r.PruneDisabled(), Path: r.Origin.File}
+// digestOf is the digest of r as ApplyResources writes it, in the row id
+// at generation gen: its deletion, if one was requested, is called off.
+func digestOf(r *manifest.Resource, id, gen int64) store.ResourceDigest {
+	return store.ResourceDigest{ID: id, Kind: r.Kind, Name: r.Name, SpecHash: r.SpecHash, Action: r.Action,
+		MetaHash: r.MetaHash(), Generation: gen, PruneDisabled: r.PruneDisabled(), Path: r.Origin.File}
 }

@@ -95,6 +95,8 @@ type Plan struct {
 	// recorded the source's state as the sync wrote it.
 	applied  []store.Applied
 	recorded *store.Source
+	// declared are the resources the plan was made for.
+	declared []*manifest.Resource
 
 	// Warnings are about what the revision uses that it should not for
 	// long: deprecated type versions.
@@ -181,6 +183,7 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 	}
 	p.Owned = len(owned)
 	p.owned = owned
+	p.declared = set.Resources
 	// One map from ref to the stored row, looked up once per declared
 	// resource; declared marks the rows the snapshot still declares.
 	byRef := make(map[manifest.ObjectRef]int, len(owned))
