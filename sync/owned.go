@@ -83,48 +83,31 @@ func (s *Syncer) keepOwned(name string, p *Plan, err error) {
 	s.owned[name] = c
 }
 
+// keptResource is a declared resource the source owns once a plan is
+// applied: written by it (write is its index in the plan's writes), or
+// kept as stored in row id at generation gen (write is -1).
+type keptResource struct {
+	r       *manifest.Resource
+	write   int
+	id, gen int64
+}
+
 // ownedAfter works out the resources the source owns once p is applied:
-// those it owned, less those forgotten, with what was written as written,
-// in ID order. It returns nil when a resource is being deleted, as the
-// reconciler removes it once destroyed, or when one the source keeps is
-// not among those declared.
+// those it declares, with the IDs and generations of their rows, in ID
+// order. It returns nil when a resource is being deleted, as the
+// reconciler removes it once destroyed.
 func ownedAfter(p *Plan) []ownedEntry {
-	if len(p.deleteIDs) > 0 || len(p.applied) != len(p.writes) {
+	if len(p.deleteIDs) > 0 || p.keepsDeleting || len(p.applied) != len(p.writes) {
 		return nil
 	}
-	written := make(map[manifest.ObjectRef]int, len(p.writes))
-	for i, r := range p.writes {
-		written[r.Ref()] = i
-	}
-	declared := make(map[manifest.ObjectRef]*manifest.Resource, len(p.declared))
-	for _, r := range p.declared {
-		declared[r.Ref()] = r
-	}
-	forgotten := make(map[int64]bool, len(p.forgetIDs))
-	for _, id := range p.forgetIDs {
-		forgotten[id] = true
-	}
-	out := make([]ownedEntry, 0, len(p.owned)+len(p.Creates))
-	for _, d := range p.owned {
-		if forgotten[d.ID] {
+	out := make([]ownedEntry, len(p.kept))
+	for i, k := range p.kept {
+		if k.write >= 0 {
+			a := p.applied[k.write]
+			out[i] = ownedEntry{r: k.r, id: a.ID, gen: a.Generation}
 			continue
 		}
-		if i, ok := written[d.Ref()]; ok {
-			delete(written, d.Ref())
-			out = append(out, ownedEntry{r: p.writes[i], id: p.applied[i].ID, gen: p.applied[i].Generation})
-			continue
-		}
-		// Not written: declared as stored (same spec, action and metadata
-		// hashes, which cover the file it is declared in and its
-		// annotations), unless it is being deleted.
-		r := declared[d.Ref()]
-		if d.Deleting || r == nil || digestOf(r, d.ID, d.Generation) != d {
-			return nil
-		}
-		out = append(out, ownedEntry{r: r, id: d.ID, gen: d.Generation})
-	}
-	for _, i := range written {
-		out = append(out, ownedEntry{r: p.writes[i], id: p.applied[i].ID, gen: p.applied[i].Generation})
+		out[i] = ownedEntry{r: k.r, id: k.id, gen: k.gen}
 	}
 	slices.SortFunc(out, func(a, b ownedEntry) int { return cmp.Compare(a.id, b.id) })
 	return out

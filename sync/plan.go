@@ -95,8 +95,11 @@ type Plan struct {
 	// recorded the source's state as the sync wrote it.
 	applied  []store.Applied
 	recorded *store.Source
-	// declared are the resources the plan was made for.
-	declared []*manifest.Resource
+	// kept are the declared resources the source owns once the plan is
+	// applied; keepsDeleting is true when it also keeps a resource being
+	// deleted.
+	kept          []keptResource
+	keepsDeleting bool
 
 	// Warnings are about what the revision uses that it should not for
 	// long: deprecated type versions.
@@ -183,7 +186,7 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 	}
 	p.Owned = len(owned)
 	p.owned = owned
-	p.declared = set.Resources
+	p.kept = make([]keptResource, 0, len(set.Resources))
 	// One map from ref to the stored row, looked up once per declared
 	// resource; declared marks the rows the snapshot still declares.
 	byRef := make(map[manifest.ObjectRef]int, len(owned))
@@ -222,21 +225,32 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 			}
 			p.Creates = append(p.Creates, Change{Action: Create, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
 				Line: r.Origin.Line, After: r.Spec, Labels: r.Labels, Generation: 1, Instance: r.Action, PluginConfig: r.PluginConfig})
+			p.kept = append(p.kept, keptResource{r: r, write: len(p.writes)})
 			p.writes = append(p.writes, r)
 		case o.SpecHash != r.SpecHash || o.Action != r.Action || o.Deleting:
 			p.Updates = append(p.Updates, Change{Action: Update, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
 				Line: r.Origin.Line, ID: o.ID, After: r.Spec, Labels: r.Labels, Generation: o.Generation + 1, Instance: r.Action,
 				PluginConfig: r.PluginConfig})
+			p.kept = append(p.kept, keptResource{r: r, write: len(p.writes)})
 			p.writes = append(p.writes, r)
 		default:
 			p.Unchanged++
 			if o.MetaHash != r.MetaHash() {
+				p.kept = append(p.kept, keptResource{r: r, write: len(p.writes)})
 				p.writes = append(p.writes, r)
+				continue
 			}
+			// Same spec, action and metadata (which covers the file it is
+			// declared in and its annotations): the row's digest is r's.
+			p.kept = append(p.kept, keptResource{r: r, write: -1, id: o.ID, gen: o.Generation})
 		}
 	}
 	for i, o := range owned {
-		if declared[i] || o.Deleting {
+		if declared[i] {
+			continue
+		}
+		if o.Deleting {
+			p.keepsDeleting = true
 			continue
 		}
 		c := Change{Kind: o.Kind, Name: o.Name, File: o.Path, ID: o.ID}
