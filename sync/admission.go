@@ -47,7 +47,7 @@ func (s *Syncer) admissionChain() *admission.Chain {
 // dryRun tells the hooks that nothing will be applied: it serves previews,
 // which apply nothing (a sync reviews its plan with reviewSync instead).
 func (s *Syncer) planChecked(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, dryRun bool) (*Plan, error) {
-	p, err := makePlan(ctx, st, t, snap, set, cur, dryRun)
+	p, err := makePlan(ctx, st, t, snap, set, cur, dryRun, nil)
 	if err != nil || (p.Changes() == 0 && len(p.writes) == 0) {
 		return p, err
 	}
@@ -57,7 +57,7 @@ func (s *Syncer) planChecked(ctx context.Context, st store.Store, t Target, snap
 	}
 	if rv.set != set {
 		set = rv.set
-		if p, err = makePlan(ctx, st, t, snap, set, cur, dryRun); err != nil {
+		if p, err = makePlan(ctx, st, t, snap, set, cur, dryRun, nil); err != nil {
 			return p, err
 		}
 	}
@@ -74,13 +74,32 @@ func (s *Syncer) checkTransitions(ctx context.Context, st store.Store, t Target,
 	if len(updates) == 0 {
 		return nil
 	}
-	lookup, err := s.kindLookup(ctx, st, t, set)
-	if err != nil {
-		return err
+	// Only the updated resources are looked up, and the other sources'
+	// types are read only for a kind the set does not declare itself: a
+	// commit that changes a few of many resources costs a few lookups.
+	declared := make(map[manifest.ObjectRef]*manifest.Resource, len(updates))
+	for _, c := range updates {
+		declared[c.Ref()] = nil
 	}
-	declared := make(map[manifest.ObjectRef]*manifest.Resource, len(set.Resources))
 	for _, r := range set.Resources {
-		declared[r.Ref()] = r
+		if _, ok := declared[r.Ref()]; ok {
+			declared[r.Ref()] = r
+		}
+	}
+	var lookup func(string) (*manifest.ResourceType, error)
+	typeOf := func(kind string) (*manifest.ResourceType, error) {
+		for _, ty := range set.Types {
+			if ty.Name == kind {
+				return ty, nil
+			}
+		}
+		if lookup == nil {
+			var err error
+			if lookup, err = s.kindLookup(ctx, st, t, set); err != nil {
+				return nil, err
+			}
+		}
+		return lookup(kind)
 	}
 	types := map[int64]*manifest.ResourceType{}
 	var ids []int64
@@ -89,7 +108,11 @@ func (s *Syncer) checkTransitions(ctx context.Context, st store.Store, t Target,
 		if r == nil {
 			continue
 		}
-		if ty, err := lookup(r.Kind); err == nil && ty.HasRules(r.Version) {
+		ty, err := typeOf(r.Kind)
+		if lookup == nil && err != nil {
+			return err // the other sources' types could not be read
+		}
+		if err == nil && ty.HasRules(r.Version) {
 			types[c.ID] = ty
 			ids = append(ids, c.ID)
 		}

@@ -91,6 +91,15 @@ type Plan struct {
 	// owned are the digests of the source's resources the plan was made
 	// from, fingerprinted into basis only when it is needed.
 	owned []store.ResourceDigest
+	// applied is what the store did to each of writes, once applied, and
+	// recorded the source's state as the sync wrote it.
+	applied  []store.Applied
+	recorded *store.Source
+	// kept are the declared resources the source owns once the plan is
+	// applied; keepsDeleting is true when it also keeps a resource being
+	// deleted.
+	kept          []keptResource
+	keepsDeleting bool
 
 	// Warnings are about what the revision uses that it should not for
 	// long: deprecated type versions.
@@ -161,19 +170,23 @@ func deprecations(ctx context.Context, st store.Store, set *manifest.Set) ([]str
 
 // makePlan diffs the validated set against the store's state for the source,
 // and applies the guards: ownership, types still in use, prune limits.
-func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, preview bool) (*Plan, error) {
+// owned, when not nil, are the digests of the source's resources as the
+// store holds them (ownedCache); otherwise they are read from st.
+func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, preview bool, owned []store.ResourceDigest) (*Plan, error) {
 	p := &Plan{Source: t.Name, Revision: snap.Revision}
 	warnings, err := deprecations(ctx, st, set)
 	if err != nil {
 		return nil, err
 	}
 	p.Warnings = warnings
-	owned, err := st.ListResourceDigests(ctx, t.Name)
-	if err != nil {
-		return nil, fmt.Errorf("list resources of %s: %w", t.Name, err)
+	if owned == nil {
+		if owned, err = st.ListResourceDigests(ctx, t.Name); err != nil {
+			return nil, fmt.Errorf("list resources of %s: %w", t.Name, err)
+		}
 	}
 	p.Owned = len(owned)
 	p.owned = owned
+	p.kept = make([]keptResource, 0, len(set.Resources))
 	// One map from ref to the stored row, looked up once per declared
 	// resource; declared marks the rows the snapshot still declares.
 	byRef := make(map[manifest.ObjectRef]int, len(owned))
@@ -212,21 +225,32 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 			}
 			p.Creates = append(p.Creates, Change{Action: Create, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
 				Line: r.Origin.Line, After: r.Spec, Labels: r.Labels, Generation: 1, Instance: r.Action, PluginConfig: r.PluginConfig})
+			p.kept = append(p.kept, keptResource{r: r, write: len(p.writes)})
 			p.writes = append(p.writes, r)
 		case o.SpecHash != r.SpecHash || o.Action != r.Action || o.Deleting:
 			p.Updates = append(p.Updates, Change{Action: Update, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
 				Line: r.Origin.Line, ID: o.ID, After: r.Spec, Labels: r.Labels, Generation: o.Generation + 1, Instance: r.Action,
 				PluginConfig: r.PluginConfig})
+			p.kept = append(p.kept, keptResource{r: r, write: len(p.writes)})
 			p.writes = append(p.writes, r)
 		default:
 			p.Unchanged++
 			if o.MetaHash != r.MetaHash() {
+				p.kept = append(p.kept, keptResource{r: r, write: len(p.writes)})
 				p.writes = append(p.writes, r)
+				continue
 			}
+			// Same spec, action and metadata (which covers the file it is
+			// declared in and its annotations): the row's digest is r's.
+			p.kept = append(p.kept, keptResource{r: r, write: -1, id: o.ID, gen: o.Generation})
 		}
 	}
 	for i, o := range owned {
-		if declared[i] || o.Deleting {
+		if declared[i] {
+			continue
+		}
+		if o.Deleting {
+			p.keepsDeleting = true
 			continue
 		}
 		c := Change{Kind: o.Kind, Name: o.Name, File: o.Path, ID: o.ID}
@@ -457,6 +481,7 @@ func apply(ctx context.Context, tx store.Store, t Target, snap *source.Snapshot,
 	if err != nil {
 		return err
 	}
+	p.applied = applied
 	// Report the generations the store assigned (another agent may have
 	// moved them since planning).
 	gens := make(map[manifest.ObjectRef]store.Applied, len(applied))

@@ -158,6 +158,9 @@ type Syncer struct {
 	// judged against, so that a refused revision is judged again only
 	// when something that could change the outcome changed.
 	refusals map[string]refusal
+	// owned are, by source, the digests of its resources as the last sync
+	// this Syncer applied left them (see ownedCache).
+	owned map[string]*ownedCache
 }
 
 // refusal is a refused revision and the state of the store it was refused in.
@@ -173,7 +176,7 @@ func New(st store.Store, log *slog.Logger) *Syncer {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Syncer{store: st, log: log, now: time.Now, validators: map[string]*manifest.Validator{},
-		compiled: map[string]*manifest.ResourceType{}, refusals: map[string]refusal{}}
+		compiled: map[string]*manifest.ResourceType{}, refusals: map[string]refusal{}, owned: map[string]*ownedCache{}}
 }
 
 // errSkip ends the apply transaction when another agent applied the
@@ -203,19 +206,20 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 		}
 		return res, nil
 	}
-	against, err := s.judgedAgainst(ctx, t.Name, cur)
-	if err != nil {
-		return nil, err
-	}
-	// What the source found wrong with the snapshot (an untrusted commit
-	// signature, say) is judged too: rotated keys may clear it.
-	for _, p := range snap.Problems {
-		against += "\nsnapshot " + p.String()
-	}
-	against += lineageJudged(snap)
-	if !force && s.refusedAlready(t.Name, snap.Revision, cur, against) {
-		res.Skipped, res.Refused = true, true
-		return res, nil
+	// What the sync is judged against is read now, while the snapshot is
+	// validated and planned, and waited for only by a refusal (or to tell
+	// whether this revision was refused before): a sync that succeeds does
+	// not wait for it.
+	against := s.judge(ctx, t.Name, cur, snap)
+	if !force && s.mayHaveRefused(t.Name, snap.Revision, cur) {
+		a, err := against.wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if s.refusedAlready(t.Name, snap.Revision, cur, a) {
+			res.Skipped, res.Refused = true, true
+			return res, nil
+		}
 	}
 	if err := checkLineage(t, snap, cur); err != nil {
 		return nil, s.fail(ctx, t, snap, start, against, err)
@@ -254,7 +258,7 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 			if rv != nil {
 				declared = rv.set
 			}
-			plan, err := makePlan(ctx, tx, t, snap, declared, cur, false)
+			plan, err := makePlan(ctx, tx, t, snap, declared, cur, false, s.cachedOwned(t.Name, cur))
 			if err != nil {
 				return err
 			}
@@ -279,6 +283,9 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 			return s.recordSuccess(ctx, tx, t, snap, cur, plan, start)
 		})
 	})
+	// What the source owns now is known without reading it back, unless
+	// the sync did not apply.
+	s.keepOwned(t.Name, res.Plan, err)
 	switch {
 	case errors.Is(err, errSkip):
 		res.Skipped = true
@@ -318,7 +325,7 @@ func (s *Syncer) reviewSync(ctx context.Context, chain *admission.Chain, t Targe
 	if !force && alreadyApplied(cur, snap.Revision) {
 		return nil, errSkip
 	}
-	p, err := makePlan(ctx, s.store, t, snap, set, cur, false)
+	p, err := makePlan(ctx, s.store, t, snap, set, cur, false, nil)
 	var serr *Error
 	switch {
 	case errors.As(err, &serr):
@@ -476,6 +483,59 @@ func (s *Syncer) judgedAgainst(ctx context.Context, name string, cur *store.Sour
 	return b.String(), nil
 }
 
+// judgement is what a sync is judged against (judgedAgainst and what the
+// source found wrong with the snapshot), read from the store in the
+// background from the moment the sync starts.
+type judgement struct {
+	done    chan struct{}
+	against string
+	err     error
+}
+
+// judge starts reading what a sync of snap is judged against, as the store
+// is now.
+func (s *Syncer) judge(ctx context.Context, name string, cur *store.Source, snap *source.Snapshot) *judgement {
+	j := &judgement{done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		against, err := s.judgedAgainst(ctx, name, cur)
+		if err != nil {
+			j.err = err
+			return
+		}
+		// What the source found wrong with the snapshot (an untrusted
+		// commit signature, say) is judged too: rotated keys may clear it.
+		var b strings.Builder
+		b.WriteString(against)
+		for _, p := range snap.Problems {
+			b.WriteString("\nsnapshot " + p.String())
+		}
+		b.WriteString(lineageJudged(snap))
+		j.against = b.String()
+	}()
+	return j
+}
+
+// wait returns what the sync is judged against, once read.
+func (j *judgement) wait(ctx context.Context) (string, error) {
+	select {
+	case <-j.done:
+		return j.against, j.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// mayHaveRefused reports whether rev is the revision this Syncer last
+// refused for the source and the source's status still shows that refusal:
+// whether refusedAlready needs what the sync is judged against.
+func (s *Syncer) mayHaveRefused(name string, rev manifest.Revision, cur *store.Source) bool {
+	s.mu.Lock()
+	r, ok := s.refusals[name]
+	s.mu.Unlock()
+	return ok && r.revision == rev && cur.LastAttemptedRevision == rev && cur.LastAppliedRevision != rev && cur.Message == r.message
+}
+
 // refusedAlready reports whether rev is the revision this Syncer last
 // refused for the source, the source's status still shows that refusal,
 // and nothing it was judged against changed since.
@@ -621,8 +681,10 @@ func (s *Syncer) otherTypes(ctx context.Context, st store.Store, self string) (m
 // returns the refusal. Nothing else changes. The same refusal of the same
 // revision as the last history row is not written again, nor logged as a
 // warning: it was judged again (forced, or something changed, or by a new
-// process) and nothing came of it. against is what it was judged against.
-func (s *Syncer) fail(ctx context.Context, t Target, snap *source.Snapshot, start time.Time, against string, cause error) error {
+// process) and nothing came of it. against is what it was judged against;
+// when it cannot be read, the refusal is not remembered, and the revision
+// is judged again at its next sync.
+func (s *Syncer) fail(ctx context.Context, t Target, snap *source.Snapshot, start time.Time, against *judgement, cause error) error {
 	var serr *Error
 	if !errors.As(cause, &serr) {
 		return cause
@@ -671,9 +733,13 @@ func (s *Syncer) fail(ctx context.Context, t Target, snap *source.Snapshot, star
 	// Admission hooks answer for themselves each time: their policy, or
 	// their health, may have changed without anything here changing.
 	if serr.Reason != ReasonAdmissionDenied && serr.Reason != ReasonAdmissionFailed {
-		s.mu.Lock()
-		s.refusals[t.Name] = refusal{revision: snap.Revision, message: serr.Error(), against: against}
-		s.mu.Unlock()
+		if a, err := against.wait(ctx); err == nil {
+			s.mu.Lock()
+			s.refusals[t.Name] = refusal{revision: snap.Revision, message: serr.Error(), against: a}
+			s.mu.Unlock()
+		} else {
+			s.log.Debug("refusal not remembered: what it was judged against could not be read", "source", t.Name, "error", err)
+		}
 	}
 	if repeated {
 		s.log.Debug("sync refused again, as before", "source", t.Name, "revision", string(snap.Revision), "reason", serr.Reason)
@@ -701,9 +767,11 @@ func (s *Syncer) recordSuccess(ctx context.Context, tx store.Store, t Target, sn
 		// after the source has moved on (a rollback to it, say).
 		cur.ApprovedRevision = ""
 	}
-	if _, err := tx.PutSource(ctx, cur); err != nil {
+	recorded, err := tx.PutSource(ctx, cur)
+	if err != nil {
 		return err
 	}
+	p.recorded = recorded
 	if _, err := tx.AddSyncRecord(ctx, &store.SyncRecord{Source: t.Name, Revision: snap.Revision, Commit: snap.Commit,
 		Success: true, Created: len(p.Creates), Updated: len(p.Updates), Deleted: len(p.Deletes) + len(p.Forgets),
 		Unchanged: p.Unchanged, Message: p.Summary(), Duration: now.Sub(start), StartedAt: start, FinishedAt: now}); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/action/builtin"
 	"github.com/no8s/no8s-agent/admission"
+	"github.com/no8s/no8s-agent/cmd/no8s-agent/internal/memprofile"
 	"github.com/no8s/no8s-agent/config"
 	"github.com/no8s/no8s-agent/metrics"
 	"github.com/no8s/no8s-agent/preview"
@@ -41,6 +42,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(rest) > 0 {
 		return fail(stderr, "run", fmt.Errorf("unexpected argument %q", rest[0]))
+	}
+	if *profiling {
+		// Heap samples are taken only when profiles are served.
+		memprofile.Enable()
 	}
 	flags.Sources = sources
 	// The configuration is checked whole before anything starts.
