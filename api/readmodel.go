@@ -691,6 +691,10 @@ func (s *Server) view(r *http.Request, fn func(m *readModel) error) error {
 	if err != nil {
 		return err
 	}
+	// Whoever reads from this agent sees what was written through it,
+	// version or not, as when reads went to the database: a client of the
+	// predecessor's API creates, then reads.
+	v = max(v, s.lastWrite.Load())
 	m := s.model
 	if err := m.await(r.Context(), v); err != nil {
 		var nr errModelNotReady
@@ -760,7 +764,7 @@ func (m *readModel) typesLocked(f store.TypeFilter) []*store.ResourceType {
 // version, from this agent or another on the store, sees the write.
 func (s *Server) versioned(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(&versionWriter{ResponseWriter: w, r: r, st: s.store, log: s.log}, r)
+		h.ServeHTTP(&versionWriter{ResponseWriter: w, r: r, s: s}, r)
 	})
 }
 
@@ -769,8 +773,7 @@ func (s *Server) versioned(h http.Handler) http.Handler {
 type versionWriter struct {
 	http.ResponseWriter
 	r       *http.Request
-	st      store.Store
-	log     *slog.Logger
+	s       *Server
 	written bool
 }
 
@@ -778,12 +781,14 @@ func (w *versionWriter) WriteHeader(code int) {
 	if !w.written {
 		w.written = true
 		if code < http.StatusBadRequest {
-			if v, err := w.st.Fence(w.r.Context()); err == nil {
+			if v, err := w.s.store.Fence(w.r.Context()); err == nil {
 				w.Header().Set(HeaderStoreVersion, strconv.FormatInt(v, 10))
+				for cur := w.s.lastWrite.Load(); v > cur && !w.s.lastWrite.CompareAndSwap(cur, v); cur = w.s.lastWrite.Load() {
+				}
 			} else {
 				// The write stands; only its version is missing, which a
 				// client sees by the header's absence.
-				w.log.Warn("no store version for a write", "error", err)
+				w.s.log.Warn("no store version for a write", "error", err)
 			}
 		}
 	}

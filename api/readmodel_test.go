@@ -344,3 +344,39 @@ func TestMinVersionBounds(t *testing.T) {
 		t.Errorf("agents with minVersion = %d %s", status, body)
 	}
 }
+
+// TestReadsSeeThisAgentsWrites creates and updates resources through the
+// API and reads each back at once without a store version, as clients of
+// the predecessor's API do: a read from the agent that took the write
+// sees it.
+func TestReadsSeeThisAgentsWrites(t *testing.T) {
+	t.Parallel()
+	st := openBackend(t, "postgres")
+	syncer := syncNetworks(t, st)
+	_, hs := serve(t, api.Options{Store: st, Syncer: syncer, Sources: &fakeRunner{known: map[string]bool{"infra": true}},
+		WriteToken: writeToken})
+	for i := range 40 {
+		name := fmt.Sprintf("n%d", i)
+		status, body, _ := versionedCall(t, hs.URL, "POST", "/api/v1/resources",
+			fmt.Sprintf(`{"name": %q, "resource_type_name": "Network", "spec": {"cidr": "10.9.%d.0/24"}}`, name, i), 0)
+		if status != http.StatusCreated {
+			t.Fatalf("create %s = %d %s", name, status, body)
+		}
+		var created api.Resource
+		if err := json.Unmarshal(body, &created); err != nil {
+			t.Fatal(err)
+		}
+		status, body, _ = versionedCall(t, hs.URL, "GET", "/api/v1/resources/"+strconv.FormatInt(created.ID, 10), "", 0)
+		if status != http.StatusOK || !strings.Contains(string(body), fmt.Sprintf("10.9.%d.0/24", i)) {
+			t.Fatalf("read %s right after its creation = %d %s", name, status, body)
+		}
+		status, body, _ = versionedCall(t, hs.URL, "DELETE", "/api/v1/resources/"+strconv.FormatInt(created.ID, 10), "", 0)
+		if status != http.StatusAccepted && status != http.StatusNoContent {
+			t.Fatalf("delete %s = %d %s", name, status, body)
+		}
+		status, body, _ = versionedCall(t, hs.URL, "GET", "/api/v1/resources/"+strconv.FormatInt(created.ID, 10), "", 0)
+		if status != http.StatusOK || !strings.Contains(string(body), `"deletion_requested_at":"`) {
+			t.Fatalf("read %s right after its deletion was asked = %d %s", name, status, body)
+		}
+	}
+}

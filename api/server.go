@@ -18,6 +18,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/no8s/no8s-agent/oidc"
@@ -116,14 +117,17 @@ type Options struct {
 // Server is the agent's HTTP interface: the JSON API, its event stream, and
 // the dashboard, metrics, health and webhook endpoints, on one listener.
 type Server struct {
-	opts    Options
-	store   store.Store
-	syncer  *sync.Syncer
-	log     *slog.Logger
-	events  *hub
-	model   *readModel
-	reads   *readLimiter
-	handler http.Handler
+	opts   Options
+	store  store.Store
+	syncer *sync.Syncer
+	log    *slog.Logger
+	events *hub
+	model  *readModel
+	// lastWrite is the store version of the latest write through this
+	// server: reads wait for the read model to have it.
+	lastWrite atomic.Int64
+	reads     *readLimiter
+	handler   http.Handler
 	// tokens are every token the server accepts; readsOpen is true when
 	// reads need none, and writable when some token may write.
 	tokens    []*Token

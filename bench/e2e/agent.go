@@ -164,31 +164,36 @@ func (a *Agent) LogTail() string {
 	return strings.Join(lines, "\n")
 }
 
-// Memory returns the agent's resident set size and its peak (VmRSS and
-// VmHWM of /proc/<pid>/status), in bytes.
-func (a *Agent) Memory() (rss, hwm int64, err error) {
+// MemoryUse is the agent's memory as the kernel counts it: resident
+// (VmRSS), its peak (VmHWM), and the resident split into anonymous memory
+// (the heap, stacks) and file pages (mostly the binary's own code and data).
+type MemoryUse struct {
+	RSS, HWM, Anon, File int64
+}
+
+// Memory reads the agent's memory use from /proc.
+func (a *Agent) Memory() (MemoryUse, error) {
+	var m MemoryUse
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", a.cmd.Process.Pid))
 	if err != nil {
-		return 0, 0, err
+		return m, err
 	}
 	defer f.Close()
+	fields := map[string]*int64{"VmRSS": &m.RSS, "VmHWM": &m.HWM, "RssAnon": &m.Anon, "RssFile": &m.File}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		key, val, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (key != "VmRSS" && key != "VmHWM") {
+		to := fields[key]
+		if !ok || to == nil {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(val), " kB"), 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", key, err)
+			return m, fmt.Errorf("%s: %w", key, err)
 		}
-		if key == "VmRSS" {
-			rss = kb << 10
-		} else {
-			hwm = kb << 10
-		}
+		*to = kb << 10
 	}
-	return rss, hwm, sc.Err()
+	return m, sc.Err()
 }
 
 // Source is what the benchmark reads of GET /api/v1/sources/{name}.

@@ -244,8 +244,8 @@ func runScenario(b *testing.B, r *Report, t tools, run int) {
 		s.newcomer(medianReady)
 	}
 
-	if _, hwm, err := a.Memory(); err == nil {
-		r.Add("peak RSS over the whole run", Bytes, float64(hwm), "", "VmHWM")
+	if mem, err := a.Memory(); err == nil {
+		r.Add("peak RSS over the whole run", Bytes, float64(mem.HWM), "", "VmHWM")
 	}
 	s.embedded(agentBin, root)
 }
@@ -400,13 +400,17 @@ func (s *scenario) idleMemory() {
 	if s.n > 10_000 {
 		target = "< 256 MB"
 	}
-	rss, hwm, err := s.a.Memory()
+	mem, err := s.a.Memory()
 	if err != nil {
 		s.fail("idle RSS holding all", err)
 		return
 	}
-	s.r.Add("idle RSS holding all", Bytes, float64(rss), target, fmt.Sprintf("VmHWM (peak so far) %s", Bytes.format(float64(hwm))))
-	s.logf("idle RSS %s, peak %s", Bytes.format(float64(rss)), Bytes.format(float64(hwm)))
+	s.r.Add("idle RSS holding all", Bytes, float64(mem.RSS), target, fmt.Sprintf("VmHWM (peak so far) %s; anonymous %s, file pages %s",
+		Bytes.format(float64(mem.HWM)), Bytes.format(float64(mem.Anon)), Bytes.format(float64(mem.File))))
+	s.r.Add("idle RSS: anonymous", Bytes, float64(mem.Anon), "", "RssAnon: heap, stacks")
+	s.r.Add("idle RSS: file pages", Bytes, float64(mem.File), "", "RssFile: the binary's code and data the kernel maps")
+	s.logf("idle RSS %s (anonymous %s, file %s), peak %s", Bytes.format(float64(mem.RSS)), Bytes.format(float64(mem.Anon)),
+		Bytes.format(float64(mem.File)), Bytes.format(float64(mem.HWM)))
 	if ProfileDir() != "" {
 		if err := s.a.ProfileHeap(s.ctx, fmt.Sprintf("heap-idle-%d-%s-%d.pprof", s.n, s.w.Shape.Name, s.run)); err != nil {
 			s.logf("heap profile: %v", err)
