@@ -310,7 +310,14 @@ actions:
 		rs := listResources(t, st)
 		return len(rs) == 1 && rs[0].LeaseOwner != "", describe(rs)
 	})
-	code, out, errOut := runCLI(t, "describe", "resource", "job/slow", "--server", base)
+	// The agent's read model hears of the claim a moment after the store
+	// has it.
+	var code int
+	var out, errOut string
+	waitFor(t, 10*time.Second, agent, "describe to show the lease", func() (bool, string) {
+		code, out, errOut = runCLI(t, "describe", "resource", "job/slow", "--server", base)
+		return code == 0 && strings.Contains(out, "Lease holder:"), out + errOut
+	})
 	for _, want := range []string{"Lease holder:", "(alive)", "Lease since:", "Lease expires:", "reconciling"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("describe lacks %q (exit %d)\nstdout:\n%s\nstderr:\n%s", want, code, out, errOut)
