@@ -281,46 +281,23 @@ func writeEncoded(w http.ResponseWriter, status int, b []byte) {
 	_, _ = w.Write(b)
 }
 
-// writeEncodedResources answers resources of the read model as a JSON
-// array, as writeResources would. The rows are written one by one through
-// the connection's buffer rather than joined first: a page of hundreds of
-// resources costs no allocation of its size, so that readers do not make
-// the collector run for everyone else.
-func writeEncodedResources(w http.ResponseWriter, status int, rows []*modelResource) {
-	n := 2 + len("\n")
+// appendPage appends rows of the read model as a JSON array, as
+// writeResources encodes them.
+func appendPage(b []byte, rows []*modelResource) ([]byte, error) {
+	b = append(b, '[')
+	var err error
 	for i, r := range rows {
 		if i > 0 {
-			n++
+			b = append(b, ',')
 		}
-		n += r.size()
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Length", strconv.Itoa(n))
-	w.WriteHeader(status)
-	sep := openArray
-	for _, r := range rows {
-		if _, err := w.Write(sep); err != nil {
-			return
+		if b, err = r.appendJSON(b); err != nil {
+			return b, err
 		}
-		if err := r.writeTo(w); err != nil {
-			return
-		}
-		sep = comma
 	}
-	if len(rows) == 0 {
-		_, _ = w.Write(sep)
-	}
-	_, _ = w.Write(closeArray)
+	return append(b, "]\n"...), nil
 }
 
-var (
-	openArray  = []byte("[")
-	comma      = []byte(",")
-	closeArray = []byte("]\n")
-	newline    = []byte("\n")
-)
+var newline = []byte("\n")
 
 // writeEncodedResource answers one resource of the read model, as
 // writeResource would.

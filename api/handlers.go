@@ -360,8 +360,7 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("X-Continue", token)
 		w.Header().Set("X-Next-After", strconv.FormatInt(last, 10))
 	}
-	writeEncodedResources(w, http.StatusOK, rows)
-	return nil
+	return s.writePage(w, r, rows)
 }
 
 func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {

@@ -804,3 +804,40 @@ func (w *versionWriter) Write(p []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the connection.
 func (w *versionWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// pageBufs recycle the buffers pages are prepared in; a page of a thousand
+// large resources is left to the collector.
+var pageBufs = gosync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// maxPooledPage is the largest page buffer kept for reuse.
+const maxPooledPage = 4 << 20
+
+// writePage answers a page of resources. The page is prepared (packed
+// resources unpacked, joined) by one reader per two cores at a time, and
+// others wait their turn rather than be refused: readers that never back
+// off would otherwise fill the scheduler's queues with work, and every
+// step of the reconciler, a goroutine woken by its database's answer,
+// would wait behind all of it. The page goes out after the turn ends, so
+// that a client that reads slowly holds no turn.
+func (s *Server) writePage(w http.ResponseWriter, r *http.Request, rows []*modelResource) error {
+	select {
+	case s.pageTurns <- struct{}{}:
+	case <-r.Context().Done():
+		return r.Context().Err()
+	}
+	bp := pageBufs.Get().(*[]byte)
+	b, err := appendPage((*bp)[:0], rows)
+	<-s.pageTurns
+	defer func() {
+		if cap(b) <= maxPooledPage {
+			*bp = b[:0]
+			pageBufs.Put(bp)
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	writeEncoded(w, http.StatusOK, b)
+	return nil
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"slices"
 	"compress/flate"
 	"context"
 	"fmt"
@@ -57,29 +58,37 @@ func (e *modelResource) writeTo(w io.Writer) error {
 		_, err := w.Write(e.json)
 		return err
 	}
-	r := inflaters.Get().(io.ReadCloser)
-	defer inflaters.Put(r)
-	if err := r.(flate.Resetter).Reset(bytes.NewReader(e.packed.z), *e.packed.dict); err != nil {
-		return err
-	}
 	bp := encodeBufs.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) <= maxPooledBuf {
 			encodeBufs.Put(bp)
 		}
 	}()
-	b := bytes.NewBuffer((*bp)[:0])
-	b.Grow(e.packed.n)
-	n, err := io.Copy(b, r)
-	*bp = b.Bytes()
-	if err == nil && n != int64(e.packed.n) {
-		err = fmt.Errorf("resource %d: unpacked %d bytes of %d", e.id, n, e.packed.n)
-	}
+	b, err := e.appendJSON((*bp)[:0])
+	*bp = b
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(*bp)
+	_, err = w.Write(b)
 	return err
+}
+
+// appendJSON appends the resource's JSON to b, unpacking it if need be.
+func (e *modelResource) appendJSON(b []byte) ([]byte, error) {
+	if e.packed == nil {
+		return append(b, e.json...), nil
+	}
+	r := inflaters.Get().(io.ReadCloser)
+	defer inflaters.Put(r)
+	if err := r.(flate.Resetter).Reset(bytes.NewReader(e.packed.z), *e.packed.dict); err != nil {
+		return b, err
+	}
+	start := len(b)
+	b = slices.Grow(b, e.packed.n)[:start+e.packed.n]
+	if _, err := io.ReadFull(r, b[start:]); err != nil {
+		return b[:start], fmt.Errorf("resource %d: unpacking: %w", e.id, err)
+	}
+	return b, nil
 }
 
 // runPacker packs settled resources until ctx is done.

@@ -69,8 +69,11 @@ func TestPackedResourcesReadBack(t *testing.T) {
 	changed.packed, changed.json = nil, want[6]
 	m.putLocked(&changed)
 	rows := m.listLocked(&store.ResourceFilter{Limit: 500})
+	s := &Server{pageTurns: make(chan struct{}, 1)}
 	rec := httptest.NewRecorder()
-	writeEncodedResources(rec, 200, rows)
+	if err := s.writePage(rec, httptest.NewRequest("GET", "/api/v1/resources", nil), rows); err != nil {
+		t.Fatal(err)
+	}
 	page := append([]byte("["), bytes.Join(want, []byte(","))...)
 	page = append(page, "]\n"...)
 	if !bytes.Equal(rec.Body.Bytes(), page) {

@@ -16,6 +16,7 @@ import (
 	"net/http/pprof"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -123,6 +124,8 @@ type Server struct {
 	log    *slog.Logger
 	events *hub
 	model  *readModel
+	// pageTurns are the turns to prepare a page of resources.
+	pageTurns chan struct{}
 	// lastWrite is the store version of the latest write through this
 	// server: reads wait for the read model to have it.
 	lastWrite atomic.Int64
@@ -162,6 +165,7 @@ func New(opts Options) *Server {
 	s.events = newHub(opts.Store, opts.Logger, opts.MaskEvent)
 	s.reads = newReadLimiter(opts.MaxConcurrentReads, opts.Store)
 	s.model = newReadModel(opts.Store, opts.Logger, opts.ReadWait)
+	s.pageTurns = make(chan struct{}, max(1, runtime.NumCPU()/2))
 	s.handler = s.routes()
 	if opts.Wrap != nil {
 		s.handler = wrapAllButEvents(s.handler, opts.Wrap)
