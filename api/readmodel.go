@@ -127,6 +127,8 @@ type readModel struct {
 	// connection that may stall unnoticed (not the embedded store's): then
 	// the model issues the fences above and judges silence.
 	heartbeat bool
+	// released, when set, is told that packing let go of memory.
+	released func()
 	// waiting counts the reads waiting for the copy.
 	waiting atomic.Int64
 }

@@ -2,11 +2,11 @@ package api
 
 import (
 	"bytes"
-	"slices"
 	"compress/flate"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	gosync "sync"
 	"time"
 )
@@ -30,6 +30,8 @@ const (
 	// packLevel is the compression level: the fastest of those that use a
 	// dictionary.
 	packLevel = 2
+	// packReleased is how much packing must let go of to say so.
+	packReleased = 1 << 20
 )
 
 // packedJSON is a resource's JSON compressed against dict.
@@ -126,6 +128,14 @@ func (m *readModel) pack(ctx context.Context, p *packer, cutoff time.Time) {
 	}
 	m.mu.RUnlock()
 	writers := map[*[]byte]*flate.Writer{}
+	freed := 0
+	defer func() {
+		// What packing let go of is garbage no allocation will make the
+		// collector look at soon.
+		if freed >= packReleased && m.released != nil {
+			m.released()
+		}
+	}()
 	for len(todo) > 0 && ctx.Err() == nil {
 		n := min(batch, len(todo))
 		type swap struct{ old, packed *modelResource }
@@ -172,6 +182,7 @@ func (m *readModel) pack(ctx context.Context, p *packer, cutoff time.Time) {
 			// Only if unchanged meanwhile: a newer row stays as it is.
 			if m.byID[s.old.id] == s.old {
 				m.putLocked(s.packed)
+				freed += len(s.old.json) - len(s.packed.packed.z)
 			}
 		}
 		m.mu.Unlock()

@@ -91,6 +91,10 @@ type Options struct {
 	// briefly, then are answered 503 with Retry-After. Zero means a quarter
 	// of the store's connection pool, at most one per two cores.
 	MaxConcurrentReads int
+	// Released, when set, is called when the read model let go of a good
+	// deal of memory without allocating it anew (it packed what it holds):
+	// an agent that hands idle memory back to the system may do it now.
+	Released func()
 	// ReadWait bounds how long a read of resources, sources or types waits
 	// for the read model to be built, or to reach the store version it
 	// asks for, before it is answered 503; zero means DefaultReadWait.
@@ -165,6 +169,7 @@ func New(opts Options) *Server {
 	s.events = newHub(opts.Store, opts.Logger, opts.MaskEvent)
 	s.reads = newReadLimiter(opts.MaxConcurrentReads, opts.Store)
 	s.model = newReadModel(opts.Store, opts.Logger, opts.ReadWait)
+	s.model.released = opts.Released
 	s.pageTurns = make(chan struct{}, max(1, runtime.NumCPU()/2))
 	s.handler = s.routes()
 	if opts.Wrap != nil {

@@ -67,7 +67,11 @@ func shouldTrim(trimmed, prev, cur heapSample, idleAlloc, minReclaim uint64) boo
 // trim is two full collections, once per burst; an idle agent's own small
 // allocations add up to another only every few minutes, about as often as
 // the runtime collects anyway.
-func trimWhenIdle(ctx context.Context, every time.Duration, log *slog.Logger) {
+//
+// A nudge says that memory was let go of without being allocated anew (the
+// API's read model packed what it holds): the next idle look trims, however
+// little was allocated since the last trim.
+func trimWhenIdle(ctx context.Context, every time.Duration, nudges <-chan struct{}, log *slog.Logger) {
 	samples := make([]metrics.Sample, len(trimMetrics))
 	for i, name := range trimMetrics {
 		samples[i].Name = name
@@ -81,6 +85,9 @@ func trimWhenIdle(ctx context.Context, every time.Duration, log *slog.Logger) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-nudges:
+			trimmed = heapSample{}
+			continue
 		case <-tick.C:
 		}
 		cur := readHeap(samples)
@@ -95,5 +102,17 @@ func trimWhenIdle(ctx context.Context, every time.Duration, log *slog.Logger) {
 			cur, trimmed = after, after
 		}
 		prev = cur
+	}
+}
+
+// trimNudges carries nudges to trimWhenIdle; a nudge that finds one
+// waiting is dropped, as one trim serves both.
+type trimNudges chan struct{}
+
+// nudge asks for a trim at the next idle look.
+func (n trimNudges) nudge() {
+	select {
+	case n <- struct{}{}:
+	default:
 	}
 }

@@ -52,7 +52,7 @@ func TestTrimWhenIdle(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		trimWhenIdle(ctx, 20*time.Millisecond, slog.New(slog.DiscardHandler))
+		trimWhenIdle(ctx, 20*time.Millisecond, nil, slog.New(slog.DiscardHandler))
 	}()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(10 * time.Second)

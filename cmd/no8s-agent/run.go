@@ -142,7 +142,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "run", err)
 	}
 	previewer := preview.New(preview.Options{Store: st, Syncer: syncer, Actions: instances, Sources: previewSrcs, Logger: log, Masker: masker})
-	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, previewer, instances, m, masker, log, *profiling)
+	trims := make(trimNudges, 1)
+	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, previewer, instances, m, masker, trims.nudge, log, *profiling)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}
@@ -159,7 +160,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	wg.Go(func() { runner.Run(ctx) })
 	wg.Go(func() { httpSrv.serve(ctx) })
 	wg.Go(func() { previewer.Run(ctx) })
-	wg.Go(func() { trimWhenIdle(ctx, trimEvery, log) })
+	wg.Go(func() { trimWhenIdle(ctx, trimEvery, trims, log) })
 	history := retention.Trimmer{Store: st, Logger: log,
 		Limits: store.HistoryLimits{MaxPerResource: cfg.History.MaxPerResource, MaxAge: cfg.History.MaxAge.Duration}}
 	wg.Go(func() { history.Run(ctx) })

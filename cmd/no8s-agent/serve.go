@@ -32,7 +32,7 @@ type httpServer struct {
 // dashboard, metrics and webhook receiver, and the runtime's profiles when
 // profiling is on.
 func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runner *sync.Runner, previewer *preview.Previewer,
-	instances *action.Instances, m *metrics.Metrics, masker *redact.Masker, log *slog.Logger, profiling bool) (*httpServer, error) {
+	instances *action.Instances, m *metrics.Metrics, masker *redact.Masker, released func(), log *slog.Logger, profiling bool) (*httpServer, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -57,6 +57,7 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		MaskEvent:     masker.MaskJSON,
 		Profiling:     profiling,
 		AllowedHosts:  cfg.API.AllowedHosts,
+		Released:      released,
 	})
 	return &httpServer{ln: ln, srv: srv, log: log}, nil
 }
