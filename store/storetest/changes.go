@@ -13,20 +13,7 @@ import (
 // nextChange returns the next TopicChanges payload, skipping other topics.
 func nextChange(t *testing.T, notes <-chan store.Notification) string {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case n := <-notes:
-			if n.Resync {
-				t.Fatal("resync while listening")
-			}
-			if n.Topic == store.TopicChanges {
-				return n.Payload
-			}
-		case <-deadline:
-			t.Fatal("no change notification within 10s")
-		}
-	}
+	return nextOn(t, notes, store.TopicChanges)
 }
 
 // testChangeNotifications checks that every change of a row a reader may

@@ -12,20 +12,29 @@ import (
 // nextStatus returns the next TopicStatus event, skipping other topics.
 func nextStatus(t *testing.T, notes <-chan store.Notification) store.StatusEvent {
 	t.Helper()
+	ev, err := store.ParseStatusEvent(nextOn(t, notes, store.TopicStatus))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// nextOn returns the payload of the next notification on topic, skipping
+// other topics; a Resync fails the test, as what it stands for is lost.
+func nextOn(t *testing.T, notes <-chan store.Notification, topic string) string {
+	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
 		select {
 		case n := <-notes:
-			if n.Topic != store.TopicStatus {
-				continue
+			if n.Resync {
+				t.Fatal("resync while listening")
 			}
-			ev, err := store.ParseStatusEvent(n.Payload)
-			if err != nil {
-				t.Fatal(err)
+			if n.Topic == topic {
+				return n.Payload
 			}
-			return ev
 		case <-deadline:
-			t.Fatal("no status event within 10s")
+			t.Fatalf("nothing on %s within 10s", topic)
 		}
 	}
 }
