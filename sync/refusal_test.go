@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/no8s/no8s-agent/source/dir"
 	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/store/postgres"
 	"github.com/no8s/no8s-agent/sync"
 )
 
@@ -321,5 +323,77 @@ func TestRunnerReportsFolderLinkOutOfRoot(t *testing.T) {
 	if got.Phase != store.SourceFailed || len(got.Errors) != 1 || got.Errors[0].File != "team" ||
 		!strings.Contains(got.Message, "team: symlink points outside the source root") {
 		t.Errorf("status: phase %s message %q errors %+v", got.Phase, got.Message, got.Errors)
+	}
+}
+
+// typesLandingStore lets another source's types land in the store while a
+// sync of team reads what it is judged against: the moment the judgement
+// lists the sources, it waits for validation to list the types (which must
+// not come) and then applies the platform source.
+type typesLandingStore struct {
+	*postgres.Store
+	armed       atomic.Bool
+	typesListed chan struct{}
+	land        func(context.Context) error
+}
+
+func (s *typesLandingStore) ListResourceTypes(ctx context.Context, f store.TypeFilter) ([]*store.ResourceType, error) {
+	if s.armed.Load() {
+		select {
+		case s.typesListed <- struct{}{}:
+		default:
+		}
+	}
+	return s.Store.ListResourceTypes(ctx, f)
+}
+
+func (s *typesLandingStore) ListSources(ctx context.Context) ([]*store.Source, error) {
+	if s.armed.CompareAndSwap(true, false) {
+		// Validation listing the types now would decide on a store older
+		// than the judgement: give it the chance, then land the types.
+		select {
+		case <-s.typesListed:
+		case <-time.After(300 * time.Millisecond):
+		}
+		if err := s.land(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s.Store.ListSources(ctx)
+}
+
+// TestSyncRefusalJudgedBeforeItIsDecided shows that a sync refused for an
+// unknown kind is judged again once the type lands, even when the type
+// lands while the sync is running: what a refusal is remembered against is
+// never newer than what it was decided on.
+func TestSyncRefusalJudgedBeforeItIsDecided(t *testing.T) {
+	t.Parallel()
+	raw, _ := newStore(t)
+	st := &typesLandingStore{Store: raw, typesListed: make(chan struct{}, 1)}
+	st.land = func(ctx context.Context) error {
+		_, err := sync.New(raw, nil).Sync(ctx, target("platform"), snapshot(map[string]string{"types.yaml": widgetType}), false)
+		return err
+	}
+	s := sync.New(st, nil)
+	team := target("team")
+	snap := snapshot(map[string]string{"w.yaml": widget("a", "{size: 1}")})
+	st.armed.Store(true)
+	if _, err := s.Sync(t.Context(), team, snap, false); err != nil {
+		var serr *sync.Error
+		if !errors.As(err, &serr) {
+			t.Fatalf("first sync: %v", err)
+		}
+	}
+	if st.armed.Load() {
+		t.Fatal("the sync never read what it is judged against")
+	}
+	// Whatever the first sync decided, the type is there now: the widget
+	// must be created, by the first sync or by this one.
+	res, err := s.Sync(t.Context(), team, snap, false)
+	if err != nil || res.Refused {
+		t.Fatalf("after the type landed: %+v %v, want the revision applied", res, err)
+	}
+	if get(t, raw, "Widget", "a") == nil {
+		t.Fatal("widget a was not created")
 	}
 }

@@ -206,10 +206,12 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 		}
 		return res, nil
 	}
-	// What the sync is judged against is read now, while the snapshot is
-	// validated and planned, and waited for only by a refusal (or to tell
-	// whether this revision was refused before): a sync that succeeds does
-	// not wait for it.
+	// What the sync is judged against is read now, while the lineage is
+	// checked. It must be read before anything the judgement itself reads
+	// (the types validation resolves, the resources planning counts): a
+	// refusal remembered against a state newer than the one it was decided
+	// on would never be judged again when that newer state is what clears
+	// it.
 	against := s.judge(ctx, t.Name, cur, snap)
 	if !force && s.mayHaveRefused(t.Name, snap.Revision, cur) {
 		a, err := against.wait(ctx)
@@ -223,6 +225,9 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 	}
 	if err := checkLineage(t, snap, cur); err != nil {
 		return nil, s.fail(ctx, t, snap, start, against, err)
+	}
+	if _, err := against.wait(ctx); err != nil && ctx.Err() != nil {
+		return nil, err
 	}
 	set, err := s.validate(ctx, t, snap)
 	if err != nil {
