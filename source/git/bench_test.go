@@ -16,13 +16,17 @@ import (
 // manifests, one resource each.
 const benchFiles = 10_000
 
-// benchRepo makes a repository of benchFiles manifests.
-func benchRepo(b *testing.B) *gittest.Repo {
+// benchRepo makes a repository of benchFiles manifests, in a folder per
+// type or, flat, all at the root.
+func benchRepo(b *testing.B, flat bool) *gittest.Repo {
 	b.Helper()
 	r := gittest.NewRepo(b)
 	for i := range benchFiles {
 		dir := filepath.Join(r.Dir, fmt.Sprintf("type%d", i%10))
-		if i < 10 {
+		if flat {
+			dir = r.Dir
+		}
+		if i < 10 && !flat {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				b.Fatal(err)
 			}
@@ -62,7 +66,7 @@ var benchEngines = []engine{engineAuto, engineGit, engineGoGit}
 // BenchmarkFetchCold measures a first fetch and snapshot of 10,000 files
 // into an empty cache.
 func BenchmarkFetchCold(b *testing.B) {
-	r := benchRepo(b)
+	r := benchRepo(b, false)
 	for _, tr := range benchTransports(b, r) {
 		for _, e := range benchEngines {
 			b.Run(e.String()+"/"+tr.name, func(b *testing.B) {
@@ -82,9 +86,19 @@ func BenchmarkFetchCold(b *testing.B) {
 }
 
 // BenchmarkFetchIncremental measures the fetch and snapshot of a commit
-// changing one file of 10,000.
+// changing one file of 10,000, in a folder per type and all at the root.
 func BenchmarkFetchIncremental(b *testing.B) {
-	r := benchRepo(b)
+	for _, flat := range []bool{false, true} {
+		b.Run(fmt.Sprintf("flat=%v", flat), func(b *testing.B) { benchFetchIncremental(b, flat) })
+	}
+}
+
+func benchFetchIncremental(b *testing.B, flat bool) {
+	r := benchRepo(b, flat)
+	file := "type3/res00003.yaml"
+	if flat {
+		file = "res00003.yaml"
+	}
 	for _, tr := range benchTransports(b, r) {
 		for _, e := range benchEngines {
 			b.Run(e.String()+"/"+tr.name, func(b *testing.B) {
@@ -95,7 +109,7 @@ func BenchmarkFetchIncremental(b *testing.B) {
 				b.ResetTimer()
 				for i := range b.N {
 					b.StopTimer()
-					r.Write(map[string]string{"type3/res00003.yaml": fmt.Sprintf("apiVersion: example.com/v1\nkind: Type3\nmetadata:\n  name: res00003\nspec:\n  replicas: %d\n", i)})
+					r.Write(map[string]string{file: fmt.Sprintf("apiVersion: example.com/v1\nkind: Type3\nmetadata:\n  name: res00003\nspec:\n  replicas: %d\n", i)})
 					head := r.Commit("one file")
 					b.StartTimer()
 					snap, err := s.Fetch(context.Background())
@@ -115,7 +129,7 @@ func BenchmarkFetchIncremental(b *testing.B) {
 // 10,000 files, past the ls-remote: from the kept contents, and read again
 // from the object store when they are not kept.
 func BenchmarkSnapshotRebuild(b *testing.B) {
-	r := benchRepo(b)
+	r := benchRepo(b, false)
 	for _, keep := range []bool{true, false} {
 		b.Run(fmt.Sprintf("retained=%v", keep), func(b *testing.B) {
 			s := benchSource(b, r.URL(), engineGit, b.TempDir())
@@ -143,7 +157,7 @@ func BenchmarkSnapshotRebuild(b *testing.B) {
 // between fetches (held-B), once its snapshot is dropped, with contents
 // kept and without.
 func BenchmarkSourceMemory(b *testing.B) {
-	r := benchRepo(b)
+	r := benchRepo(b, false)
 	for _, keep := range []bool{true, false} {
 		b.Run(fmt.Sprintf("retained=%v", keep), func(b *testing.B) {
 			var held uint64
