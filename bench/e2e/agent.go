@@ -451,3 +451,25 @@ func freeAddr() (string, error) {
 	defer ln.Close()
 	return ln.Addr().String(), nil
 }
+
+// Answer is what the agent answers a GET of url, as hey sends it (no
+// token): the body and its content type. Anything but 200 is an error.
+func (a *Agent) Answer(ctx context.Context, url string) ([]byte, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return body, resp.Header.Get("Content-Type"), nil
+}

@@ -234,9 +234,9 @@ func runScenario(b *testing.B, r *Report, t tools, run int) {
 	}
 	byID := a.Base + fmt.Sprintf("/api/v1/resources/%d", ids[n/2])
 	get, err := RunHey(s.ctx, s.hey, 200, byID, 5*time.Second)
-	s.addReads("GET /resources/{id}, 200 clients, idle", get, err, targetGetP99)
+	s.addReads("GET /resources/{id}, 200 clients, idle", get, err, targetGetP99, s.floor(byID, 200))
 	list, err := RunHey(s.ctx, s.hey, 50, a.Base+listPage, 5*time.Second)
-	s.addReads("GET /resources?limit=500, 50 clients, idle", list, err, targetListP99)
+	s.addReads("GET /resources?limit=500, 50 clients, idle", list, err, targetListP99, s.floor(a.Base+listPage, 50))
 
 	medianReady := s.oneFileCommits(ids)
 	s.tenPercentCommits(byID)
@@ -480,10 +480,14 @@ const listPage = "/api/v1/resources?limit=500"
 // addReads records a read load: served/s (2xx), refused (503, 429) and
 // failed (other statuses, no answer), and p50 and p99 of every answer. A
 // load with any refusal, or with a p99 over target, misses its target.
-func (s *scenario) addReads(name string, l *Reads, err error, target time.Duration) {
+func (s *scenario) addReads(name string, l *Reads, err error, target time.Duration, floor *Reads) {
 	if err != nil {
 		s.fail(name, err)
 		return
+	}
+	floorRate, floorP50, floorP99 := math.NaN(), math.NaN(), math.NaN()
+	if floor != nil {
+		floorRate, floorP50, floorP99 = floor.ServedRate(), float64(floor.P50.Microseconds())/1000, float64(floor.P99.Microseconds())/1000
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	var missed string
@@ -493,16 +497,46 @@ func (s *scenario) addReads(name string, l *Reads, err error, target time.Durati
 	case l.P99 > target:
 		missed = "over target"
 	}
-	s.r.Add(name+": served", PerSecond, l.ServedRate(), "", "2xx answers; hey "+HeyVersion+", clients that never back off")
+	s.r.AddPeer(name+": served", PerSecond, l.ServedRate(), floorName, floorRate, "", "2xx answers; hey "+HeyVersion+", clients that never back off")
 	s.r.Figures = append(s.r.Figures,
 		Figure{Name: name + ": refused", Unit: Count, Agent: float64(l.Refused), Peer: math.NaN(), Target: "0", Note: "503 and 429 answers",
 			Missed: map[bool]string{true: "refusals"}[l.Refused > 0]},
 		Figure{Name: name + ": failed", Unit: Count, Agent: float64(l.Failed), Peer: math.NaN(), Target: "0", Note: "other statuses and requests with no answer",
 			Missed: map[bool]string{true: "failures"}[l.Failed > 0]})
-	s.r.Add(name+": p50", Millis, ms(l.P50), "", "of all answers, refusals included")
-	s.r.Figures = append(s.r.Figures, Figure{Name: name + ": p99", Unit: Millis, Agent: ms(l.P99), Peer: math.NaN(),
+	s.r.AddPeer(name+": p50", Millis, ms(l.P50), floorName, floorP50, "", "of all answers, refusals included")
+	s.r.Figures = append(s.r.Figures, Figure{Name: name + ": p99", Unit: Millis, Agent: ms(l.P99), PeerName: floorName, Peer: floorP99,
 		Target: fmt.Sprintf("p99 <= %v, 0 refused", target), Note: "of all answers, refusals included", Missed: missed})
 	s.logf("%s: %s", name, l)
+	if floor != nil {
+		s.logf("%s, the floor (%s): %s", name, floorName, floor)
+	}
+}
+
+// floorName names the peer of the read loads.
+const floorName = "net/http, same bytes"
+
+// floor reads what the agent answers at url once, then runs the same load
+// against a plain net/http server answering those bytes: what any Go HTTP
+// server serves on this machine under this load. Nil when it cannot be
+// measured (said in the log).
+func (s *scenario) floor(url string, clients int) *Reads {
+	body, contentType, err := s.a.Answer(s.ctx, url)
+	if err != nil {
+		s.logf("the floor of %s: %v", url, err)
+		return nil
+	}
+	peer := ServeStatic(body, contentType)
+	defer peer.Close()
+	reads, err := RunHey(s.ctx, s.hey, clients, peer.URL(), 5*time.Second)
+	if err != nil {
+		s.logf("the floor of %s: %v", url, err)
+		return nil
+	}
+	if reads.Refused+reads.Failed > 0 {
+		s.logf("the floor of %s: %s", url, reads)
+		return nil
+	}
+	return reads
 }
 
 // oneFileCommits commits a change to one resource's spec five times (a
@@ -606,7 +640,7 @@ func (s *scenario) tenPercentCommits(byID string) {
 		if perr := <-profiled; perr != nil {
 			s.logf("CPU profile under %d readers: %v", load.clients, perr)
 		}
-		s.addReads(load.name, lat, loadErr, load.target)
+		s.addReads(load.name, lat, loadErr, load.target, nil)
 		if err != nil {
 			s.fail(fmt.Sprintf("10%% commit under %d readers: trigger to all reconciled", load.clients), err)
 			continue

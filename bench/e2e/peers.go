@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -230,3 +232,28 @@ func runRiver[TTx any](ctx context.Context, driver riverdriver.Driver[TTx], n in
 	}
 	return took, nil
 }
+
+// StaticAnswer is the floor of an HTTP read on this machine: a plain
+// net/http server that answers every GET with the same bytes the agent
+// answered, and does nothing else. Under the same load generator, its
+// figures are what any Go HTTP server could serve here, so the agent's
+// read figures are read beside them.
+type StaticAnswer struct {
+	srv *httptest.Server
+}
+
+// ServeStatic starts a StaticAnswer of body with contentType on loopback.
+func ServeStatic(body []byte, contentType string) *StaticAnswer {
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = w.Write(body)
+	})
+	return &StaticAnswer{srv: httptest.NewServer(h)}
+}
+
+// URL is the address every request to gets the answer.
+func (s *StaticAnswer) URL() string { return s.srv.URL + "/" }
+
+// Close stops the server.
+func (s *StaticAnswer) Close() { s.srv.Close() }
