@@ -337,18 +337,14 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 	if err := may(r.Context(), VerbList, f.Kind, f.Source); err != nil {
 		return err
 	}
-	var rows []*modelResource
-	err = s.view(r, func(m *readModel) error {
-		rows = m.listLocked(&f)
-		return nil
-	})
+	page, err := s.listPage(r, &f)
 	if err != nil {
 		return err
 	}
 	// The body stays a plain array, as the predecessor's; the next page is
 	// announced in headers: X-Continue, an opaque cursor, and a Link with it.
-	if len(rows) == f.Limit {
-		last := rows[len(rows)-1].id
+	if page.rows == f.Limit && page.rows > 0 {
+		last := page.last
 		token := encodeCursor(f, last)
 		next := *r.URL
 		nq := next.Query()
@@ -360,7 +356,9 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("X-Continue", token)
 		w.Header().Set("X-Next-After", strconv.FormatInt(last, 10))
 	}
-	return s.writePage(w, r, rows)
+	w.Header().Set("Content-Length", strconv.Itoa(len(page.body)))
+	writeEncoded(w, http.StatusOK, page.body)
+	return nil
 }
 
 func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {

@@ -115,6 +115,9 @@ type readModel struct {
 	// version is the highest store version heard, with every change
 	// before it applied.
 	version int64
+	// resourcesSeq changes with every change of the resources in the
+	// copy: pages prepared at one value are the same at that value.
+	resourcesSeq uint64
 	// changed is closed and replaced whenever ready or version change.
 	changed chan struct{}
 	// fences are the heartbeat fences issued and not yet heard, oldest
@@ -496,6 +499,7 @@ func (m *readModel) putLocked(r *modelResource) {
 	}
 	m.byID[r.id] = r
 	m.byName[manifest.ObjectRef{Kind: r.kind, Name: r.name}] = r
+	m.resourcesSeq++
 }
 
 // removeLocked drops the rows of gone from the copy.
@@ -513,6 +517,7 @@ func (m *readModel) removeLocked(gone map[int64]bool) {
 		}
 	}
 	m.ids = slices.DeleteFunc(m.ids, func(id int64) bool { return gone[id] })
+	m.resourcesSeq++
 }
 
 // rebuild reads the whole store into a new copy, retrying while the store
@@ -575,6 +580,7 @@ func (m *readModel) build(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.byID, m.byName, m.ids, m.sources, m.types = byID, byName, ids, sources, types
+	m.resourcesSeq++
 	m.version = max(m.version, v)
 	// Listening, and just read: current now. Fences issued before are
 	// heard or lost with the old listener.
@@ -814,32 +820,61 @@ var pageBufs = gosync.Pool{New: func() any { b := make([]byte, 0, 64<<10); retur
 // maxPooledPage is the largest page buffer kept for reuse.
 const maxPooledPage = 4 << 20
 
-// writePage answers a page of resources. The page is prepared (packed
-// resources unpacked, joined) by one reader per two cores at a time, and
-// others wait their turn rather than be refused: readers that never back
-// off would otherwise fill the scheduler's queues with work, and every
-// step of the reconciler, a goroutine woken by its database's answer,
-// would wait behind all of it. The page goes out after the turn ends, so
-// that a client that reads slowly holds no turn.
-func (s *Server) writePage(w http.ResponseWriter, r *http.Request, rows []*modelResource) error {
+// listPage returns the page of resources f selects: kept from an earlier
+// request while the resources have not changed since, or prepared now.
+// A page is prepared (packed resources unpacked, joined) by one reader
+// per two cores at a time, and others wait their turn rather than be
+// refused: readers that never back off would otherwise fill the
+// scheduler's queues with work, and every step of the reconciler, a
+// goroutine woken by its database's answer, would wait behind all of it.
+// Readers that waited for the same page find it prepared. The page goes
+// out after the turn ends, so that a client that reads slowly holds no
+// turn.
+func (s *Server) listPage(r *http.Request, f *store.ResourceFilter) (*cachedPage, error) {
+	key := pageKey(f)
+	var (
+		rows []*modelResource
+		seq  uint64
+		page *cachedPage
+	)
+	prepare := func() error {
+		return s.view(r, func(m *readModel) error {
+			seq = m.resourcesSeq
+			if page = s.pages.get(key, seq); page == nil {
+				rows = m.listLocked(f)
+			}
+			return nil
+		})
+	}
+	if err := prepare(); err != nil || page != nil {
+		return page, err
+	}
 	select {
 	case s.pageTurns <- struct{}{}:
 	case <-r.Context().Done():
-		return r.Context().Err()
+		return nil, r.Context().Err()
+	}
+	defer func() { <-s.pageTurns }()
+	// Another reader may have prepared it meanwhile.
+	if err := prepare(); err != nil || page != nil {
+		return page, err
 	}
 	bp := pageBufs.Get().(*[]byte)
 	b, err := appendPage((*bp)[:0], rows)
-	<-s.pageTurns
-	defer func() {
-		if cap(b) <= maxPooledPage {
-			*bp = b[:0]
-			pageBufs.Put(bp)
-		}
-	}()
-	if err != nil {
-		return err
+	page = &cachedPage{key: key, seq: seq, rows: len(rows)}
+	if err == nil {
+		page.body = bytes.Clone(b)
 	}
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	writeEncoded(w, http.StatusOK, b)
-	return nil
+	if cap(b) <= maxPooledPage {
+		*bp = b[:0]
+		pageBufs.Put(bp)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) > 0 {
+		page.last = rows[len(rows)-1].id
+	}
+	s.pages.put(page)
+	return page, nil
 }

@@ -130,6 +130,8 @@ type Server struct {
 	model  *readModel
 	// pageTurns are the turns to prepare a page of resources.
 	pageTurns chan struct{}
+	// pages are the pages of resources prepared lately.
+	pages pageCache
 	// lastWrite is the store version of the latest write through this
 	// server: reads wait for the read model to have it.
 	lastWrite atomic.Int64
