@@ -64,7 +64,9 @@ func pageKey(f *store.ResourceFilter) string {
 	return b.String()
 }
 
-// get returns the page for key prepared at seq, if kept.
+// get returns the page for key prepared at seq or later, if kept. A page
+// prepared from resources as they were when the request came in, or as
+// they became after, is as current as the reader may ask for.
 func (c *pageCache) get(key string, seq uint64) *cachedPage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -72,7 +74,7 @@ func (c *pageCache) get(key string, seq uint64) *cachedPage {
 		if p.key != key {
 			continue
 		}
-		if p.seq != seq {
+		if p.seq < seq {
 			// Prepared from resources that have changed since.
 			c.removeLocked(i)
 			return nil

@@ -827,26 +827,24 @@ const maxPooledPage = 4 << 20
 // refused: readers that never back off would otherwise fill the
 // scheduler's queues with work, and every step of the reconciler, a
 // goroutine woken by its database's answer, would wait behind all of it.
-// Readers that waited for the same page find it prepared. The page goes
-// out after the turn ends, so that a client that reads slowly holds no
-// turn.
+// Readers that waited for the same page take the one prepared meanwhile:
+// it holds the resources as they were when they came in, or newer. The
+// page goes out after the turn ends, so that a client that reads slowly
+// holds no turn.
 func (s *Server) listPage(r *http.Request, f *store.ResourceFilter) (*cachedPage, error) {
 	key := pageKey(f)
 	var (
-		rows []*modelResource
-		seq  uint64
-		page *cachedPage
+		rows    []*modelResource
+		seq     uint64
+		page    *cachedPage
+		arrived uint64
 	)
-	prepare := func() error {
-		return s.view(r, func(m *readModel) error {
-			seq = m.resourcesSeq
-			if page = s.pages.get(key, seq); page == nil {
-				rows = m.listLocked(f)
-			}
-			return nil
-		})
-	}
-	if err := prepare(); err != nil || page != nil {
+	err := s.view(r, func(m *readModel) error {
+		arrived = m.resourcesSeq
+		page = s.pages.get(key, arrived)
+		return nil
+	})
+	if err != nil || page != nil {
 		return page, err
 	}
 	select {
@@ -855,8 +853,14 @@ func (s *Server) listPage(r *http.Request, f *store.ResourceFilter) (*cachedPage
 		return nil, r.Context().Err()
 	}
 	defer func() { <-s.pageTurns }()
-	// Another reader may have prepared it meanwhile.
-	if err := prepare(); err != nil || page != nil {
+	err = s.view(r, func(m *readModel) error {
+		seq = m.resourcesSeq
+		if page = s.pages.get(key, arrived); page == nil {
+			rows = m.listLocked(f)
+		}
+		return nil
+	})
+	if err != nil || page != nil {
 		return page, err
 	}
 	bp := pageBufs.Get().(*[]byte)
