@@ -695,6 +695,18 @@ func minVersion(r *http.Request) (int64, error) {
 // view runs fn on the copy under its read lock, once the copy is ready
 // and has the version r asks for.
 func (s *Server) view(r *http.Request, fn func(m *readModel) error) error {
+	return s.viewAt(r, 1, fn)
+}
+
+// viewAt is view for a read of the given cost, paced by it while the
+// agent's own work is in flight (see priority.Pacer); a cost of zero is
+// not paced.
+func (s *Server) viewAt(r *http.Request, cost float64, fn func(m *readModel) error) error {
+	if cost > 0 {
+		if err := s.pacer.Wait(r.Context(), cost); err != nil {
+			return err
+		}
+	}
 	v, err := minVersion(r)
 	if err != nil {
 		return err
@@ -820,6 +832,11 @@ var pageBufs = gosync.Pool{New: func() any { b := make([]byte, 0, 64<<10); retur
 // maxPooledPage is the largest page buffer kept for reuse.
 const maxPooledPage = 4 << 20
 
+// pageCost is what a page of f's limit costs to pace, against a read of
+// one resource: preparing and sending a page of 500 costs about 50 times
+// as much.
+func pageCost(f *store.ResourceFilter) float64 { return 1 + float64(f.Limit)/10 }
+
 // listPage returns the page of resources f selects: kept from an earlier
 // request while the resources have not changed since, or prepared now.
 // A page is prepared (packed resources unpacked, joined) by one reader
@@ -839,7 +856,7 @@ func (s *Server) listPage(r *http.Request, f *store.ResourceFilter) (*cachedPage
 		page    *cachedPage
 		arrived uint64
 	)
-	err := s.view(r, func(m *readModel) error {
+	err := s.viewAt(r, pageCost(f), func(m *readModel) error {
 		arrived = m.resourcesSeq
 		page = s.pages.get(key, arrived)
 		return nil
@@ -853,7 +870,7 @@ func (s *Server) listPage(r *http.Request, f *store.ResourceFilter) (*cachedPage
 		return nil, r.Context().Err()
 	}
 	defer func() { <-s.pageTurns }()
-	err = s.view(r, func(m *readModel) error {
+	err = s.viewAt(r, 0, func(m *readModel) error {
 		seq = m.resourcesSeq
 		if page = s.pages.get(key, arrived); page == nil {
 			rows = m.listLocked(f)

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/oidc"
+	"github.com/no8s/no8s-agent/priority"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
 )
@@ -37,6 +38,11 @@ const DefaultResponseWriteTimeout = 30 * time.Second
 // DefaultBodyReadTimeout bounds how long a client may take to send a
 // request body unless Options say otherwise.
 const DefaultBodyReadTimeout = 10 * time.Second
+
+// DefaultReadsWhileWorking is the pace of the read model's reads while the
+// agent's own work is in flight: on two cores, reads by id at this pace
+// take about a tenth of the machine (the agent's share and the clients').
+const DefaultReadsWhileWorking = 2000
 
 // Triggerer asks for a sync of a source now (the agent's sync runner).
 type Triggerer interface {
@@ -99,7 +105,17 @@ type Options struct {
 	// for the read model to be built, or to reach the store version it
 	// asks for, before it is answered 503; zero means DefaultReadWait.
 	ReadWait time.Duration
-	Logger   *slog.Logger
+	// Work is the agent's own work in flight (syncs, reconciles): while
+	// there is any, reads of resources, sources and types are paced to
+	// ReadsWhileWorking per second, a page of resources counting as many
+	// reads as it holds tenths of its limit, so that readers that never
+	// back off take a bounded share of the machine from it. They wait
+	// their turn; none is refused for it. Nil paces nothing.
+	Work *priority.Work
+	// ReadsWhileWorking is the pace above; zero means
+	// DefaultReadsWhileWorking, a negative value paces nothing.
+	ReadsWhileWorking float64
+	Logger            *slog.Logger
 	// Wrap, when set, wraps the whole handler, outside everything else: the
 	// agent masks secret values in every response with it. The event stream
 	// is left out: its events are masked once each by MaskEvent, rather than
@@ -132,6 +148,9 @@ type Server struct {
 	pageTurns chan struct{}
 	// pages are the pages of resources prepared lately.
 	pages pageCache
+	// pacer paces the reads of the read model while the agent's own work
+	// is in flight.
+	pacer *priority.Pacer
 	// lastWrite is the store version of the latest write through this
 	// server: reads wait for the read model to have it.
 	lastWrite atomic.Int64
@@ -171,6 +190,11 @@ func New(opts Options) *Server {
 	s.events = newHub(opts.Store, opts.Logger, opts.MaskEvent)
 	s.reads = newReadLimiter(opts.MaxConcurrentReads, opts.Store)
 	s.model = newReadModel(opts.Store, opts.Logger, opts.ReadWait)
+	rate := opts.ReadsWhileWorking
+	if rate == 0 {
+		rate = DefaultReadsWhileWorking
+	}
+	s.pacer = priority.NewPacer(opts.Work, rate)
 	s.model.released = opts.Released
 	s.pageTurns = make(chan struct{}, max(1, runtime.NumCPU()/2))
 	s.handler = s.routes()

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/priority"
 	"github.com/no8s/no8s-agent/store"
 )
 
@@ -74,6 +75,10 @@ type Options struct {
 	// worker. It suits a store whose statements cost little whatever they
 	// carry, such as the embedded one, where waiting only leaves it idle.
 	NoGather bool
+	// Work, when set, counts the claims, attempts and completions in
+	// flight, so that the API's reads give way to them (see package
+	// priority).
+	Work *priority.Work
 	// Logger receives the controller's logs; default slog.Default().
 	Logger *slog.Logger
 	// OnAttempt, when set, is called after every attempt whose history
@@ -226,7 +231,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	go func() {
 		defer close(claimerExited)
 		for limit := range claims {
-			claimed <- c.claim(ctx, limit)
+			end := c.opts.Work.Begin()
+			res := c.claim(ctx, limit)
+			end()
+			claimed <- res
 		}
 	}()
 	for range c.opts.Workers {
@@ -236,7 +244,9 @@ func (c *Controller) Run(ctx context.Context) error {
 			for cl := range jobs {
 				var once gosync.Once
 				free := func(d time.Duration) { once.Do(func() { done <- d }) }
+				end := c.opts.Work.Begin()
 				c.work(ctx, cl, comp, free)
+				end()
 				// work frees the slot as soon as it may; should it return
 				// without doing so, its slot is free all the same.
 				free(0)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/no8s/no8s-agent/admission"
 	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/priority"
 	"github.com/no8s/no8s-agent/source"
 	"github.com/no8s/no8s-agent/store"
 )
@@ -161,7 +162,14 @@ type Syncer struct {
 	// owned are, by source, the digests of its resources as the last sync
 	// this Syncer applied left them (see ownedCache).
 	owned map[string]*ownedCache
+	// work counts the syncs in flight that have something to apply.
+	work *priority.Work
 }
+
+// CountWork makes the Syncer count, in w, each sync in flight that has
+// more to do than find its revision applied, so that the API's reads give
+// way to it (see package priority). Call it before the first Sync.
+func (s *Syncer) CountWork(w *priority.Work) { s.work = w }
 
 // refusal is a refused revision and the state of the store it was refused in.
 type refusal struct {
@@ -212,6 +220,7 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 	// refusal remembered against a state newer than the one it was decided
 	// on would never be judged again when that newer state is what clears
 	// it.
+	defer s.work.Begin()()
 	against := s.judge(ctx, t.Name, cur, snap)
 	if !force && s.mayHaveRefused(t.Name, snap.Revision, cur) {
 		a, err := against.wait(ctx)

@@ -17,6 +17,7 @@ import (
 	"github.com/no8s/no8s-agent/config"
 	"github.com/no8s/no8s-agent/metrics"
 	"github.com/no8s/no8s-agent/preview"
+	"github.com/no8s/no8s-agent/priority"
 	"github.com/no8s/no8s-agent/reconcile"
 	"github.com/no8s/no8s-agent/retention"
 	"github.com/no8s/no8s-agent/store"
@@ -102,7 +103,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	mopts.NotificationProviders = cfg.Notifications.ProviderNames()
 	m := metrics.New(st, mopts)
+	// The agent's own work in flight, which the API's reads give way to.
+	work := &priority.Work{}
 	controller := reconcile.New(st, instances, reconcile.Options{
+		Work:           work,
 		Workers:        cfg.Reconcile.Workers,
 		LeaseDuration:  cfg.Reconcile.LeaseDuration.Duration,
 		BackoffInitial: cfg.Reconcile.Backoff.Initial.Duration,
@@ -117,6 +121,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		},
 	})
 	syncer := sync.New(st, log)
+	syncer.CountWork(work)
 	hooks, err := admission.New(cfg.Admission, os.LookupEnv, log, nil)
 	if err != nil {
 		return fail(stderr, "run", err)
@@ -143,7 +148,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	previewer := preview.New(preview.Options{Store: st, Syncer: syncer, Actions: instances, Sources: previewSrcs, Logger: log, Masker: masker})
 	trims := make(trimNudges, 1)
-	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, previewer, instances, m, masker, trims.nudge, log, *profiling)
+	httpSrv, err := newHTTPServer(cfg, st, syncer, runner, previewer, instances, m, masker, work, trims.nudge, log, *profiling)
 	if err != nil {
 		return fail(stderr, "run", err)
 	}

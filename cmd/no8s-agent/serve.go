@@ -13,6 +13,7 @@ import (
 	"github.com/no8s/no8s-agent/metrics"
 	"github.com/no8s/no8s-agent/oidc"
 	"github.com/no8s/no8s-agent/preview"
+	"github.com/no8s/no8s-agent/priority"
 	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/source/git"
 	"github.com/no8s/no8s-agent/store"
@@ -32,7 +33,7 @@ type httpServer struct {
 // dashboard, metrics and webhook receiver, and the runtime's profiles when
 // profiling is on.
 func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runner *sync.Runner, previewer *preview.Previewer,
-	instances *action.Instances, m *metrics.Metrics, masker *redact.Masker, released func(), log *slog.Logger, profiling bool) (*httpServer, error) {
+	instances *action.Instances, m *metrics.Metrics, masker *redact.Masker, work *priority.Work, released func(), log *slog.Logger, profiling bool) (*httpServer, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -58,6 +59,7 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		Profiling:     profiling,
 		AllowedHosts:  cfg.API.AllowedHosts,
 		Released:      released,
+		Work:          work,
 	})
 	return &httpServer{ln: ln, srv: srv, log: log}, nil
 }
