@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"github.com/no8s/no8s-agent/cmd/no8s-agent/internal/codepages"
 )
 
 // The idle trimmer's defaults.
@@ -68,6 +70,9 @@ func shouldTrim(trimmed, prev, cur heapSample, idleAlloc, minReclaim uint64) boo
 // allocations add up to another only every few minutes, about as often as
 // the runtime collects anyway.
 //
+// Then it also lets go of the pages of the agent's own program that the
+// kernel mapped in (see package codepages).
+//
 // A nudge says that memory was let go of without being allocated anew (the
 // API's read model packed what it holds): the next idle look trims, however
 // little was allocated since the last trim.
@@ -79,6 +84,7 @@ func trimWhenIdle(ctx context.Context, every time.Duration, nudges <-chan struct
 	prev := readHeap(samples)
 	// What the process allocated before counts as a burst too.
 	var trimmed heapSample
+	codeReleased := false
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -91,18 +97,37 @@ func trimWhenIdle(ctx context.Context, every time.Duration, nudges <-chan struct
 		case <-tick.C:
 		}
 		cur := readHeap(samples)
-		if shouldTrim(trimmed, prev, cur, trimIdleAlloc, trimMinReclaim) {
+		switch {
+		case shouldTrim(trimmed, prev, cur, trimIdleAlloc, trimMinReclaim):
 			start := time.Now()
 			// Two collections: what sync.Pools hold (encoding/json keeps
 			// its largest buffers there) is freed only by the second.
 			runtime.GC()
 			debug.FreeOSMemory()
+			// And the program's own pages the burst mapped in, which an
+			// idle agent mostly does not run.
+			code := releaseCode(log)
+			codeReleased = true
 			after := readHeap(samples)
-			log.Debug("returned idle memory", "before", cur.objects+cur.free, "live", after.live, "took", time.Since(start))
+			log.Debug("returned idle memory", "before", cur.objects+cur.free, "live", after.live, "code", code, "took", time.Since(start))
 			cur, trimmed = after, after
+		case !codeReleased && cur.allocs-prev.allocs <= trimIdleAlloc:
+			// Idle from the start: the pages the start mapped in go.
+			releaseCode(log)
+			codeReleased = true
 		}
 		prev = cur
 	}
+}
+
+// releaseCode lets go of the program's pages (see package codepages) and
+// returns how many bytes of mappings it released.
+func releaseCode(log *slog.Logger) uint64 {
+	code, err := codepages.Release()
+	if err != nil {
+		log.Debug("code pages not released", "error", err)
+	}
+	return code.Bytes
 }
 
 // trimNudges carries nudges to trimWhenIdle; a nudge that finds one
