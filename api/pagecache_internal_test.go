@@ -107,3 +107,46 @@ func TestPageCacheBounded(t *testing.T) {
 		t.Error("a page asked for at a later state was answered, or kept after")
 	}
 }
+
+// TestPagesKeptWhilePacked shows that packing the resources, which holds
+// them another way but does not change them, keeps the pages prepared
+// from them.
+func TestPagesKeptWhilePacked(t *testing.T) {
+	t.Parallel()
+	m := newReadModel(nil, slog.New(slog.DiscardHandler), 0)
+	m.ready = true
+	s := &Server{model: m, pageTurns: make(chan struct{}, 1)}
+	for id := int64(1); id <= 20; id++ {
+		m.putLocked(newModelResource(&store.Resource{ID: id,
+			Resource: manifest.Resource{Kind: "Service", Group: "example.com", Version: "v1", Name: fmt.Sprintf("svc-%d", id),
+				Spec: json.RawMessage(fmt.Sprintf(`{"replicas":%d,"image":"registry.example.com/app:1.0"}`, id)), Action: "noop"},
+			Source: store.SourceRef{Name: "apps"}, Generation: 1, Phase: manifest.PhaseReady}))
+	}
+	list := func() *cachedPage {
+		t.Helper()
+		p, err := s.listPage(httptest.NewRequest("GET", "/api/v1/resources", nil), &store.ResourceFilter{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	before := list()
+	p := &packer{dicts: map[string]*[]byte{}}
+	m.pack(t.Context(), p, time.Now().Add(time.Hour))
+	m.pack(t.Context(), p, time.Now().Add(time.Hour))
+	packed := 0
+	for _, e := range m.byID {
+		if e.packed != nil {
+			packed++
+		}
+	}
+	if packed == 0 {
+		t.Fatal("nothing was packed")
+	}
+	if after := list(); after != before {
+		t.Fatalf("packing %d resources made the page be prepared again", packed)
+	}
+	if m.byName[manifest.ObjectRef{Kind: "Service", Name: "svc-7"}] != m.byID[7] {
+		t.Fatal("by name and by id hold different copies of a packed resource")
+	}
+}

@@ -502,6 +502,16 @@ func (m *readModel) putLocked(r *modelResource) {
 	m.resourcesSeq++
 }
 
+// repackLocked puts r, the same resource as old held another way, in
+// old's place. The resources do not change, and
+// pages prepared from them stay as they are.
+func (m *readModel) repackLocked(old, r *modelResource) {
+	m.byID[r.id] = r
+	if ref := (manifest.ObjectRef{Kind: r.kind, Name: r.name}); m.byName[ref] == old {
+		m.byName[ref] = r
+	}
+}
+
 // removeLocked drops the rows of gone from the copy.
 func (m *readModel) removeLocked(gone map[int64]bool) {
 	if len(gone) == 0 {

@@ -181,7 +181,7 @@ func (m *readModel) pack(ctx context.Context, p *packer, cutoff time.Time) {
 		for _, s := range done {
 			// Only if unchanged meanwhile: a newer row stays as it is.
 			if m.byID[s.old.id] == s.old {
-				m.putLocked(s.packed)
+				m.repackLocked(s.old, s.packed)
 				freed += len(s.old.json) - len(s.packed.packed.z)
 			}
 		}
