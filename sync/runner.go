@@ -251,6 +251,9 @@ func (r *Runner) wakeRefused(changed string) {
 
 // attempt fetches and syncs once.
 func (r *Runner) attempt(ctx context.Context, j Job, force bool) (*Result, error) {
+	// The fetch is work too: a commit that changes many files is read,
+	// hashed and parsed before its sync has anything to apply.
+	defer r.syncer.work.Begin()()
 	snap, err := j.Source.Fetch(ctx)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -167,8 +167,9 @@ type Syncer struct {
 }
 
 // CountWork makes the Syncer count, in w, each sync in flight that has
-// more to do than find its revision applied, so that the API's reads give
-// way to it (see package priority). Call it before the first Sync.
+// more to do than find its revision applied, and its Runners each fetch,
+// so that the API's reads give way to them (see package priority). Call
+// it before the first Sync.
 func (s *Syncer) CountWork(w *priority.Work) { s.work = w }
 
 // refusal is a refused revision and the state of the store it was refused in.
