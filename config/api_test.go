@@ -42,6 +42,7 @@ func TestAPIAuthProblems(t *testing.T) {
 		{"wildcard allowed host", "api: {allowedHosts: [\"*\"]}\n", "api.allowedHosts[0]", "wildcard"},
 		{"allowed host with a bad port", "api: {allowedHosts: [\"agent.example.com:http\"]}\n", "api.allowedHosts[0]", "port"},
 		{"allowed host with spaces", "api: {allowedHosts: [\"agent example\"]}\n", "api.allowedHosts[0]", "host name"},
+		{"reads paced below zero", "api: {readsWhileWorking: -5}\n", "api.readsWhileWorking", "-1 to never pace"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -319,6 +319,12 @@ type API struct {
 	// rebinding); one listening elsewhere checks the Host only when this
 	// list is set.
 	AllowedHosts []string `json:"allowedHosts,omitempty"`
+	// ReadsWhileWorking paces the reads of resources, sources and types
+	// while the agent syncs or reconciles: that many reads by id per
+	// second (a page of resources counts a tenth of its limit), so that
+	// clients that never back off take a bounded share from the work.
+	// Omitted or 0: 2,000; -1: reads are never paced.
+	ReadsWhileWorking int `json:"readsWhileWorking,omitempty"`
 
 	writeToken, readToken *secret
 }

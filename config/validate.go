@@ -139,6 +139,9 @@ func (c *Config) validate(ps *problems) {
 			ps.add(fmt.Sprintf("api.allowedHosts[%d]", i), "%s", msg)
 		}
 	}
+	if c.API.ReadsWhileWorking < -1 {
+		ps.add("api.readsWhileWorking", "must be a number of reads per second, 0 for the default, or -1 to never pace reads; not %d", c.API.ReadsWhileWorking)
+	}
 	for _, p := range admission.CheckHooks(c.Admission) {
 		ps.add(p.Key, "%s", p.Message)
 	}

@@ -60,6 +60,8 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		AllowedHosts:  cfg.API.AllowedHosts,
 		Released:      released,
 		Work:          work,
+		// The configuration's -1 (never) is the API's negative pace.
+		ReadsWhileWorking: float64(cfg.API.ReadsWhileWorking),
 	})
 	return &httpServer{ln: ln, srv: srv, log: log}, nil
 }
