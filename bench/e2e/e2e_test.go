@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -62,7 +63,7 @@ func runs(tb testing.TB, n int) int {
 }
 
 // workloads are the benchmark's workloads, in the order they run.
-var workloads = []Shape{Nested, Flat}
+var workloads = []Shape{Nested, Flat, NestedHTTP, NestedBusy}
 
 // envWorkloads names the variable that keeps only some workloads, by name
 // and separated by commas, e.g. "flat"; without it, all of them run.
@@ -201,6 +202,16 @@ func runScenario(b *testing.B, r *Report, t tools, run int) {
 	}
 	s.w = w
 	s.logf("generated and committed %d resources in %v", n, time.Since(t0).Round(time.Millisecond))
+	if r.Workload.HTTP {
+		defer w.Serve()()
+	}
+	if r.Workload.BusyCore {
+		stop, err := busyCore(s.ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer stop()
+	}
 	if !r.Workload.Root {
 		s.validate(t.kubeconform, agentBin, filepath.Join(root, "schemas"))
 	}
@@ -248,6 +259,19 @@ func runScenario(b *testing.B, r *Report, t tools, run int) {
 		r.Add("peak RSS over the whole run", Bytes, float64(mem.HWM), "", "VmHWM")
 	}
 	s.embedded(agentBin, root)
+}
+
+// busyCore starts a busy loop, a process of its own that takes one core,
+// until stop.
+func busyCore(ctx context.Context) (stop func(), err error) {
+	cmd := exec.CommandContext(ctx, "sh", "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start a busy loop: %w", err)
+	}
+	return func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}, nil
 }
 
 // embedded measures the queue on the embedded store: River on SQLite, then

@@ -9,6 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -289,6 +291,12 @@ type Shape struct {
 	// Defaults runs the agent with its default settings (INFO logs, the
 	// default pool, 8 workers) rather than with warnings only.
 	Defaults bool
+	// HTTP serves the repository over smart HTTP (git http-backend) rather
+	// than file://.
+	HTTP bool
+	// BusyCore takes one core with a busy loop, a process of its own, for
+	// the whole scenario, peers included: a stand-in for a slower machine.
+	BusyCore bool
 }
 
 // Shapes of the benchmark's workloads: the first is its own; the second
@@ -297,6 +305,9 @@ type Shape struct {
 var (
 	Nested = Shape{Name: "nested"}
 	Flat   = Shape{Name: "flat", Root: true, Packed: true, Defaults: true}
+	// The first again, over smart HTTP; and with one core busy.
+	NestedHTTP = Shape{Name: "nested-http", HTTP: true}
+	NestedBusy = Shape{Name: "nested-busy", BusyCore: true}
 )
 
 // Describe says what the workload is for N resources.
@@ -308,7 +319,11 @@ func (s Shape) Describe(n int) string {
 	} else {
 		b.WriteString("in a folder per type under manifests/")
 	}
-	b.WriteString(", over file://")
+	if s.HTTP {
+		b.WriteString(", over smart HTTP (git http-backend)")
+	} else {
+		b.WriteString(", over file://")
+	}
 	if s.Packed {
 		b.WriteString(" from a packed repository")
 	}
@@ -317,6 +332,9 @@ func (s Shape) Describe(n int) string {
 		b.WriteString("; the agent's default settings (INFO logs, default pool)")
 	} else {
 		b.WriteString("; warnings-only logs")
+	}
+	if s.BusyCore {
+		b.WriteString("; one core taken by a busy loop throughout")
 	}
 	return b.String()
 }
@@ -329,6 +347,8 @@ type Workload struct {
 	Shape Shape
 	// revs[i] is resource i's current revision (0 as generated).
 	revs []int
+	// httpURL is where Serve serves the repository, while it does.
+	httpURL string
 }
 
 // Manifests is the folder the agent's source and validate read.
@@ -347,8 +367,31 @@ func (w *Workload) SourcePath() string {
 	return "manifests"
 }
 
-// URL is the repository's file:// URL.
-func (w *Workload) URL() string { return "file://" + w.Dir }
+// URL is the repository's URL: over smart HTTP while Serve serves it,
+// else file://.
+func (w *Workload) URL() string {
+	if w.httpURL != "" {
+		return w.httpURL
+	}
+	return "file://" + w.Dir
+}
+
+// Serve serves the repository over smart HTTP, with git http-backend as
+// a Git hosting server runs it, on loopback until stop.
+func (w *Workload) Serve() (stop func()) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		git = "git"
+	}
+	h := &cgi.Handler{Path: git, Args: []string{"http-backend"}, Dir: filepath.Dir(w.Dir),
+		Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(w.Dir), "GIT_HTTP_EXPORT_ALL=1"}}
+	srv := httptest.NewServer(h)
+	w.httpURL = srv.URL + "/" + filepath.Base(w.Dir) + "/.git"
+	return func() {
+		srv.Close()
+		w.httpURL = ""
+	}
+}
 
 // ResourceKind is the kind of resource i.
 func ResourceKind(i int) string { return kinds[i%len(kinds)].name }
