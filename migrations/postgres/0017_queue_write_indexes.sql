@@ -8,3 +8,11 @@
 -- those writes.
 DROP INDEX resources_phase_idx;
 DROP INDEX resources_labels_idx;
+
+-- The status trigger's query joins the statement's old and new rows. A
+-- connection plans it once, sized for the statement that first fires it,
+-- and keeps that plan: planned for one row it is a nested loop, which makes
+-- a later statement of thousands of rows (a sync, a batch of completions on
+-- the same connection) quadratic, seconds to minutes of CPU with the rows
+-- locked. Without nested loops the plan is a hash join at every size.
+ALTER FUNCTION no8s_notify_status_updates() SET enable_nestloop = off;
