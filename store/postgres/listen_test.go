@@ -1,10 +1,13 @@
 package postgres_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
@@ -123,5 +126,65 @@ func TestStatusEventsOfOneStatement(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the event after the statement did not come")
+	}
+}
+
+// TestStatusEventsOfALargeStatementAfterAOneRowStatement updates thousands
+// of rows on a connection whose first status event came from a one-row
+// update: the status trigger's plan, made for that first statement and
+// kept by the connection, must not make the large one quadratic (it took
+// over ten seconds for 4,000 rows, against a fraction of one).
+func TestStatusEventsOfALargeStatementAfterAOneRowStatement(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	s := open(t, url)
+	ctx := t.Context()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 4000
+	rs := make([]*manifest.Resource, n)
+	for i := range rs {
+		rs[i] = &manifest.Resource{Kind: "Widget", Group: "example.com", Version: "v1",
+			Name: fmt.Sprintf("w%04d", i), SpecHash: "sha256:0"}
+	}
+	if _, err := s.ApplyResources(ctx, rs, store.SourceRef{Name: "infra", Path: "w.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	notes, err := s.Listen(ctx, store.TopicStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `UPDATE resources SET status_message = 'one' WHERE id = (SELECT min(id) FROM resources)`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := conn.Exec(ctx, `UPDATE resources SET status_message = 'all of ' || id`); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("updating the status of %d resources after one took %v", n, took)
+	}
+	// Every row's event comes, after the first statement's one.
+	seen := map[int64]bool{}
+	deadline := time.After(30 * time.Second)
+	for len(seen) < n {
+		select {
+		case note := <-notes:
+			ev, err := store.ParseStatusEvent(note.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(ev.Message, "all of ") {
+				seen[ev.ID] = true
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d events came", len(seen), n)
+		}
 	}
 }
