@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,25 +75,8 @@ func TestListenReconnects(t *testing.T) {
 // status did not change.
 func TestStatusEventsOfOneStatement(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
-	s := open(t, url)
-	ctx := t.Context()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	const n = 120
-	rs := make([]*manifest.Resource, n)
-	for i := range rs {
-		rs[i] = &manifest.Resource{Kind: "Widget", Group: "example.com", Version: "v1",
-			Name: fmt.Sprintf("w%03d", i), SpecHash: "sha256:0"}
-	}
-	if _, err := s.ApplyResources(ctx, rs, store.SourceRef{Name: "infra", Path: "w.yaml"}); err != nil {
-		t.Fatal(err)
-	}
-	notes, err := s.Listen(ctx, store.TopicStatus)
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, notes := widgetsHeard(t, n, "w%03d")
 	first := query[int64](t, url, `SELECT min(id) FROM resources`)
 	// Every seventh row gets a message of 1500 two-byte characters (an
 	// event of over 2000 bytes); the last row is left as it was.
@@ -136,24 +120,13 @@ func TestStatusEventsOfOneStatement(t *testing.T) {
 // over ten seconds for 4,000 rows, against a fraction of one).
 func TestStatusEventsOfALargeStatementAfterAOneRowStatement(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
-	s := open(t, url)
 	ctx := t.Context()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	const n = 4000
-	rs := make([]*manifest.Resource, n)
-	for i := range rs {
-		rs[i] = &manifest.Resource{Kind: "Widget", Group: "example.com", Version: "v1",
-			Name: fmt.Sprintf("w%04d", i), SpecHash: "sha256:0"}
-	}
-	if _, err := s.ApplyResources(ctx, rs, store.SourceRef{Name: "infra", Path: "w.yaml"}); err != nil {
-		t.Fatal(err)
-	}
-	notes, err := s.Listen(ctx, store.TopicStatus)
-	if err != nil {
-		t.Fatal(err)
+	url, notes := widgetsHeard(t, n, "w%04d")
+	// The plan is the database's to choose; what keeps it from nested
+	// loops is the function's own setting.
+	if conf := query[[]string](t, url, `SELECT proconfig FROM pg_proc WHERE proname = 'no8s_notify_status_updates'`); !slices.Contains(conf, "enable_nestloop=off") {
+		t.Fatalf("the status trigger's function is configured %q: nested loops are allowed", conf)
 	}
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -163,12 +136,8 @@ func TestStatusEventsOfALargeStatementAfterAOneRowStatement(t *testing.T) {
 	if _, err := conn.Exec(ctx, `UPDATE resources SET status_message = 'one' WHERE id = (SELECT min(id) FROM resources)`); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	if _, err := conn.Exec(ctx, `UPDATE resources SET status_message = 'all of ' || id`); err != nil {
 		t.Fatal(err)
-	}
-	if took := time.Since(start); took > 3*time.Second {
-		t.Errorf("updating the status of %d resources after one took %v", n, took)
 	}
 	// Every row's event comes, after the first statement's one.
 	seen := map[int64]bool{}
@@ -187,4 +156,29 @@ func TestStatusEventsOfALargeStatementAfterAOneRowStatement(t *testing.T) {
 			t.Fatalf("%d of %d events came", len(seen), n)
 		}
 	}
+}
+
+// widgetsHeard stores n widgets named by format on a fresh database and
+// listens for status events, which it returns with the database's URL.
+func widgetsHeard(t *testing.T, n int, format string) (string, <-chan store.Notification) {
+	t.Helper()
+	url := pgtest.URL(t)
+	s := open(t, url)
+	ctx := t.Context()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rs := make([]*manifest.Resource, n)
+	for i := range rs {
+		rs[i] = &manifest.Resource{Kind: "Widget", Group: "example.com", Version: "v1",
+			Name: fmt.Sprintf(format, i), SpecHash: "sha256:0"}
+	}
+	if _, err := s.ApplyResources(ctx, rs, store.SourceRef{Name: "infra", Path: "w.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	notes, err := s.Listen(ctx, store.TopicStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url, notes
 }
