@@ -899,6 +899,9 @@ type Store interface {
 	InTx(ctx context.Context, fn func(ctx context.Context, tx Store) error) error
 	// Stats counts resources by phase and the queue's state.
 	Stats(ctx context.Context) (*Stats, error)
+	// CountResources counts the resources, whatever their state: a
+	// cheaper question than Stats.
+	CountResources(ctx context.Context) (int, error)
 	// ResourceStates returns the state of up to limit resources (a
 	// positive number): those not ready first, then by ID.
 	ResourceStates(ctx context.Context, limit int) ([]ResourceState, error)

@@ -486,13 +486,9 @@ func (s *Syncer) judgedAgainst(ctx context.Context, name string, cur *store.Sour
 	for _, ty := range types {
 		fmt.Fprintf(&b, "type %s %s %s %s\n", ty.Name, ty.Version, ty.Source.Name, manifest.HashJSON(ty.Schema))
 	}
-	stats, err := s.store.Stats(ctx)
+	total, err := s.store.CountResources(ctx)
 	if err != nil {
 		return "", fmt.Errorf("count resources: %w", err)
-	}
-	total := 0
-	for _, n := range stats.ByPhase {
-		total += n
 	}
 	fmt.Fprintf(&b, "resources %d\n", total)
 	return b.String(), nil

@@ -485,6 +485,15 @@ func (s *Store) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	return max(0, time.Duration(*ms*float64(time.Millisecond))), true, nil
 }
 
+// CountResources counts the resources; see store.Store.
+func (s *Store) CountResources(ctx context.Context) (int, error) {
+	var n int
+	if err := s.q.QueryRow(ctx, `SELECT count(*) FROM resources`).Scan(&n); err != nil {
+		return 0, mapErr(err, "count resources")
+	}
+	return n, nil
+}
+
 // Stats counts resources by phase, and those due, leased and waiting, in
 // one scan.
 func (s *Store) Stats(ctx context.Context) (*store.Stats, error) {

@@ -137,4 +137,7 @@ func testStats(t *testing.T, s store.Store) {
 	if st.Due != 1 || st.Leased != 1 || st.Waiting != 1 {
 		t.Errorf("Due, Leased, Waiting = %d, %d, %d; want 1, 1, 1", st.Due, st.Leased, st.Waiting)
 	}
+	if n, err := s.CountResources(ctx); err != nil || n != 4 {
+		t.Errorf("CountResources = %d, %v; want 4", n, err)
+	}
 }
