@@ -2,6 +2,7 @@ package redact
 
 import (
 	"net/http"
+	"unsafe"
 )
 
 // HTTP returns a handler that masks what next writes: every header value
@@ -53,9 +54,16 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	s := string(p)
+	if len(p) == 0 {
+		return w.ResponseWriter.Write(p)
+	}
+	// p is read where it lies rather than copied: a page of resources is
+	// hundreds of kilobytes, and copying every answer to scan it made the
+	// collector's work grow with the reads. s is used only while Write
+	// runs, and what goes out is p itself or a masked copy.
+	s := unsafe.String(unsafe.SliceData(p), len(p))
 	masked := w.t.mask(s)
-	if masked == s {
+	if len(masked) == len(s) && unsafe.StringData(masked) == unsafe.StringData(s) {
 		return w.ResponseWriter.Write(p)
 	}
 	if _, err := w.ResponseWriter.Write([]byte(masked)); err != nil {
