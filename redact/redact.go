@@ -132,6 +132,11 @@ type table struct {
 	// longest first, so that the first to match at a position is the
 	// longest.
 	byPair map[uint16][]string
+	// first has a mark for each byte a pattern starts with, and only is
+	// that byte when there is one (else -1): a text is searched for
+	// those bytes first, most of it in large strides.
+	first [256]bool
+	only  int
 }
 
 func newTable(values []string) *table {
@@ -152,12 +157,42 @@ func newTable(values []string) *table {
 	}
 	slices.SortStableFunc(patterns, func(a, b string) int { return len(b) - len(a) })
 	t.patterns = patterns
+	firsts := 0
 	for _, p := range patterns {
 		k := pair(p, 0)
 		t.pairs[k/64] |= 1 << (k % 64)
 		t.byPair[k] = append(t.byPair[k], p)
+		if !t.first[p[0]] {
+			t.first[p[0]] = true
+			firsts++
+			t.only = int(p[0])
+		}
+	}
+	if firsts != 1 {
+		t.only = -1
 	}
 	return t
+}
+
+// next returns the first position of s at or after i where a pattern may
+// start, or len(s): with one byte that patterns start with, the search
+// for it takes the text in strides; with more, a byte at a time, still
+// cheaper than testing the pair at every position.
+func (t *table) next(s string, i int) int {
+	if i >= len(s) {
+		return len(s)
+	}
+	if t.only >= 0 {
+		j := strings.IndexByte(s[i:], byte(t.only))
+		if j < 0 {
+			return len(s)
+		}
+		return i + j
+	}
+	for i < len(s) && !t.first[s[i]] {
+		i++
+	}
+	return i
 }
 
 // pair returns the two bytes at s[i:] as one number.
@@ -310,7 +345,7 @@ func (t *table) contains(s string) bool {
 		return false
 	}
 	// Every pattern is at least MinLength long.
-	for i := 0; i+MinLength <= len(s); i++ {
+	for i := t.next(s, 0); i+MinLength <= len(s); i = t.next(s, i+1) {
 		if t.candidate(s, i) && t.match(s, i) >= 0 {
 			return true
 		}
@@ -325,7 +360,7 @@ func (t *table) mask(s string) string {
 	var b strings.Builder
 	last := 0           // s[:last] is written or replaced
 	start, end := 0, -1 // the stretch being replaced, while end >= 0
-	for i := 0; i+MinLength <= len(s); i++ {
+	for i := t.next(s, 0); i+MinLength <= len(s); i = t.next(s, i+1) {
 		if !t.candidate(s, i) {
 			continue
 		}

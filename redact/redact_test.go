@@ -329,6 +329,15 @@ func benchSecrets(n int) []string {
 	return out
 }
 
+// variedSecrets are n secrets that start with 26 different letters.
+func variedSecrets(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("%c%031x", 'a'+i%26, i*7919+1))
+	}
+	return out
+}
+
 func BenchmarkMask(b *testing.B) {
 	secrets := benchSecrets(32)
 	for _, bc := range []struct {
@@ -339,6 +348,7 @@ func BenchmarkMask(b *testing.B) {
 	}{
 		{"no secrets", redact.New(), benchText(nil), false},
 		{"32 secrets, none in the text", redact.New(secrets...), benchText(nil), false},
+		{"32 secrets of 26 first bytes, none in the text", redact.New(variedSecrets(32)...), benchText(nil), false},
 		{"32 secrets in the text", redact.New(secrets...), benchText(secrets), true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
