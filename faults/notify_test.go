@@ -147,7 +147,9 @@ func TestNotificationsThroughDownReceiverAndCrash(t *testing.T) {
 	b := startAgent(t, work, "run", "--config", config)
 	b.URL()
 	hook.SetDown(false)
-	waitUntil(t, 90*time.Second, "the failure and the applied revision delivered", func() (bool, string) {
+	// A notice the killed agent had claimed, when the kill came in the
+	// middle of a delivery, waits for its lease (two minutes) to expire.
+	waitUntil(t, 200*time.Second, "the failure and the applied revision delivered", func() (bool, string) {
 		return hook.Count(store.EventResourceFailed, "bad") == 1 && hook.Count(store.EventRevisionApplied, "") == 1,
 			fmt.Sprintf("%+v", hook.Accepted())
 	})

@@ -78,6 +78,11 @@ api:
 		return len(rs) == 3, describe(rs)
 	})
 	srv := []string{"--server", base, "--token-env", tokenEnv}
+	// The API answers from its copy of the store, a moment behind it.
+	waitFor(t, 30*time.Second, agent, "the jobs through the API", func() (bool, string) {
+		code, out, errOut := runCLI(t, append([]string{"describe", "resource", "Job/bad"}, srv...)...)
+		return code == 0 && strings.Contains(out, "Job/good ("), out + errOut
+	})
 	for _, tt := range []struct {
 		ref  string
 		want []string
