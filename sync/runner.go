@@ -254,6 +254,8 @@ func (r *Runner) attempt(ctx context.Context, j Job, force bool) (*Result, error
 	// The fetch is work too: a commit that changes many files is read,
 	// hashed and parsed before its sync has anything to apply.
 	defer r.syncer.work.Begin()()
+	// What the sync is judged against is read while the fetch runs.
+	pre := r.syncer.Judge(ctx, j.Target)
 	snap, err := j.Source.Fetch(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -265,7 +267,7 @@ func (r *Runner) attempt(ctx context.Context, j Job, force bool) (*Result, error
 		}
 		return nil, err
 	}
-	res, err := r.syncer.Sync(ctx, j.Target, snap, force)
+	res, err := r.syncer.SyncJudged(ctx, j.Target, snap, force, pre)
 	var serr *Error
 	if err != nil && !errors.As(err, &serr) && ctx.Err() == nil {
 		r.log.Error("sync failed", "source", j.Target.Name, "revision", string(snap.Revision), "error", err)

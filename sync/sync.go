@@ -201,6 +201,12 @@ var errSkip = errors.New("revision already applied")
 // the store); the result is then Skipped and Refused. Other errors (the store
 // failing) leave the store as it was.
 func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, force bool) (*Result, error) {
+	return s.SyncJudged(ctx, t, snap, force, nil)
+}
+
+// SyncJudged is Sync with what it is judged against read ahead, by Judge
+// before the snapshot was fetched; nil reads it now.
+func (s *Syncer) SyncJudged(ctx context.Context, t Target, snap *source.Snapshot, force bool, pre *Judgement) (*Result, error) {
 	start := s.now()
 	res := &Result{Source: t.Name, Revision: snap.Revision}
 	cur, err := s.sourceState(ctx, s.store, t)
@@ -215,14 +221,20 @@ func (s *Syncer) Sync(ctx context.Context, t Target, snap *source.Snapshot, forc
 		}
 		return res, nil
 	}
-	// What the sync is judged against is read now, while the lineage is
-	// checked. It must be read before anything the judgement itself reads
-	// (the types validation resolves, the resources planning counts): a
-	// refusal remembered against a state newer than the one it was decided
-	// on would never be judged again when that newer state is what clears
-	// it.
+	// What the sync is judged against is read before anything the sync
+	// decides on (the types validation resolves, the resources planning
+	// counts): a refusal remembered against a state newer than the one it
+	// was decided on would never be judged again when that newer state is
+	// what clears it. Read ahead, during the fetch, it is older, which is
+	// safe; read now, it is waited for before validation.
 	defer s.work.Begin()()
-	against := s.judge(ctx, t.Name, cur, snap)
+	var against *judgement
+	if pre != nil {
+		against = pre.j
+	} else {
+		against = s.judge(ctx, t.Name, cur)
+	}
+	against.withSnapshot(snap)
 	if !force && s.mayHaveRefused(t.Name, snap.Revision, cur) {
 		a, err := against.wait(ctx)
 		if err != nil {
@@ -494,36 +506,61 @@ func (s *Syncer) judgedAgainst(ctx context.Context, name string, cur *store.Sour
 	return b.String(), nil
 }
 
-// judgement is what a sync is judged against (judgedAgainst and what the
-// source found wrong with the snapshot), read from the store in the
-// background from the moment the sync starts.
+// judgement is what a sync is judged against: judgedAgainst, read from
+// the store in the background, and what the source found wrong with the
+// snapshot. It is read no later than anything the sync decides on; when
+// read earlier (during the fetch, see Judge), a refusal remembered against
+// it is only judged again sooner than it needs to be.
 type judgement struct {
 	done    chan struct{}
 	against string
 	err     error
+	// snap is the snapshot's part, set before the first wait.
+	snap string
 }
 
-// judge starts reading what a sync of snap is judged against, as the store
-// is now.
-func (s *Syncer) judge(ctx context.Context, name string, cur *store.Source, snap *source.Snapshot) *judgement {
+// Judgement is what the next sync of a source is judged against, read
+// ahead of it (see Judge).
+type Judgement struct{ j *judgement }
+
+// Judge starts reading what the next sync of t is judged against, as the
+// store is now: a Runner starts it with the fetch, which takes longer, so
+// that the sync finds it read (see SyncJudged).
+func (s *Syncer) Judge(ctx context.Context, t Target) *Judgement {
 	j := &judgement{done: make(chan struct{})}
 	go func() {
 		defer close(j.done)
-		against, err := s.judgedAgainst(ctx, name, cur)
+		cur, err := s.sourceState(ctx, s.store, t)
 		if err != nil {
 			j.err = err
 			return
 		}
-		// What the source found wrong with the snapshot (an untrusted
-		// commit signature, say) is judged too: rotated keys may clear it.
-		var b strings.Builder
-		b.WriteString(against)
-		for _, p := range snap.Problems {
-			b.WriteString("\nsnapshot " + p.String())
-		}
-		b.WriteString(lineageJudged(snap))
-		j.against = b.String()
+		j.against, j.err = s.judgedAgainst(ctx, t.Name, cur)
 	}()
+	return &Judgement{j: j}
+}
+
+// judge starts reading what a sync of snap is judged against, as the store
+// is now.
+func (s *Syncer) judge(ctx context.Context, name string, cur *store.Source) *judgement {
+	j := &judgement{done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		j.against, j.err = s.judgedAgainst(ctx, name, cur)
+	}()
+	return j
+}
+
+// withSnapshot adds what the source found wrong with snap (an untrusted
+// commit signature, say: rotated keys may clear it) and its lineage to
+// what j judges.
+func (j *judgement) withSnapshot(snap *source.Snapshot) *judgement {
+	var b strings.Builder
+	for _, p := range snap.Problems {
+		b.WriteString("\nsnapshot " + p.String())
+	}
+	b.WriteString(lineageJudged(snap))
+	j.snap = b.String()
 	return j
 }
 
@@ -531,7 +568,10 @@ func (s *Syncer) judge(ctx context.Context, name string, cur *store.Source, snap
 func (j *judgement) wait(ctx context.Context) (string, error) {
 	select {
 	case <-j.done:
-		return j.against, j.err
+		if j.err != nil {
+			return "", j.err
+		}
+		return j.against + j.snap, nil
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
