@@ -1,13 +1,17 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/no8s/no8s-agent/api"
+	"github.com/no8s/no8s-agent/redact"
 )
 
 // rawGet reads without asking for any store version: only what the agent
@@ -239,4 +243,45 @@ func TestAttackSharedPagesReadYourWrites(t *testing.T) {
 	v, _ = write("PUT", "/api/v1/resources/"+id, `{"labels": {"team": ""}}`, http.StatusOK)
 	check(v, "/api/v1/resources?label=team=b", "w1", false)
 	check(v, "/api/v1/resources?label=team=", "w1", true)
+}
+
+// TestAttackSharedPagesMaskedEachTime lists, through the agent's masking,
+// resources whose specs carry a secret in several escapes, again and again
+// so that the kept page answers: every answer is masked and whole, and
+// the kept page is not changed by masking one answer (the next one would
+// then differ).
+func TestAttackSharedPagesMaskedEachTime(t *testing.T) {
+	t.Parallel()
+	const secret = `<s3cr3t-"pa&ss">`
+	e := newEnv(t, nil)
+	srv := api.New(api.Options{Store: e.store, Syncer: e.syncer, Sources: e.runner, WriteToken: writeToken})
+	hs := httptest.NewServer(redact.New(secret).HTTP(srv.Handler()))
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Run(runCtx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done; hs.Close() })
+	e.must("POST", "/api/v1/resource-types", writeToken, widgetType, http.StatusCreated, nil)
+	spec, _ := json.Marshal(map[string]any{"size": 1, "note": secret, "again": "x" + secret + secret})
+	e.must("POST", "/api/v1/resources", writeToken, `{"name": "w1", "resource_type_name": "Widget", "spec": `+string(spec)+`}`, http.StatusCreated, nil)
+	v, err := e.store.Fence(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for i := range 4 {
+		status, body, _ := rawGet(t, hs.URL, "/api/v1/resources?kind=Widget", writeToken, api.HeaderMinVersion, strconv.FormatInt(v, 10))
+		if status != http.StatusOK || strings.Contains(body, "s3cr3t") || !json.Valid([]byte(body)) || !strings.Contains(body, redact.Placeholder) {
+			t.Fatalf("answer %d = %d %s", i, status, body)
+		}
+		if i == 0 {
+			first = body
+		} else if body != first {
+			t.Fatalf("answer %d = %s, first %s", i, body, first)
+		}
+	}
 }

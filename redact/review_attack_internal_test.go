@@ -170,6 +170,9 @@ func TestAttackHTTPWritesCopies(t *testing.T) {
 				if err != nil || n != len(p) {
 					t.Errorf("Write(%q) = %d, %v", p, n, err)
 				}
+				if string(p) != body {
+					t.Errorf("Write changed what it was given: %q, was %q", p, body)
+				}
 				for i := range buf {
 					buf[i] = 'Z'
 				}
