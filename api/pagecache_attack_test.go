@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	gosync "sync"
 	"testing"
 
 	"github.com/no8s/no8s-agent/api"
@@ -282,6 +283,52 @@ func TestAttackSharedPagesMaskedEachTime(t *testing.T) {
 			first = body
 		} else if body != first {
 			t.Fatalf("answer %d = %s, first %s", i, body, first)
+		}
+	}
+}
+
+// TestAttackSharedPagesUnderConcurrentReads creates resources through the
+// API while readers poll the same lists (so that pages are prepared, kept
+// and answered concurrently); after each write answers, a read of every
+// list from the same agent, without a version, holds what was written.
+func TestAttackSharedPagesUnderConcurrentReads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.must("POST", "/api/v1/resource-types", writeToken, widgetType, http.StatusCreated, nil)
+	paths := []string{"/api/v1/resources", "/api/v1/resources?kind=Widget", "/api/v1/resources?kind=Widget&limit=500"}
+	stop := make(chan struct{})
+	var wg gosync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequestWithContext(t.Context(), "GET", e.http.URL+paths[i%len(paths)], nil)
+				req.Header.Set("Authorization", "Bearer "+writeToken)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for n := range 15 {
+		name := "w" + strconv.Itoa(n)
+		status, body, _ := e.call("POST", "/api/v1/resources", writeToken, `{"name": "`+name+`", "resource_type_name": "Widget", "spec": {"size": 1}}`)
+		if status != http.StatusCreated {
+			t.Fatalf("create %s = %d %s", name, status, body)
+		}
+		for _, p := range paths {
+			status, body, _ := rawGet(t, e.http.URL, p, writeToken)
+			if status != http.StatusOK || !strings.Contains(body, `"name":"`+name+`"`) && !strings.Contains(body, `"name": "`+name+`"`) {
+				t.Fatalf("after creating %s: GET %s = %d %s", name, p, status, body)
+			}
 		}
 	}
 }
