@@ -397,3 +397,30 @@ func TestSyncRefusalJudgedBeforeItIsDecided(t *testing.T) {
 		t.Fatal("widget a was not created")
 	}
 }
+
+// TestSyncJudgedAheadNeverSticks reads what the syncs of a source are
+// judged against ahead of them, as a runner does during its fetch: a
+// refusal remembered against a judgement read before the types landed is
+// judged again once they have, whether the next judgement is read before
+// or after they landed.
+func TestSyncJudgedAheadNeverSticks(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	s := sync.New(st, nil)
+	team := target("team")
+	snap := snapshot(map[string]string{"w.yaml": widget("a", "{size: 1}")})
+	var serr *sync.Error
+	if _, err := s.SyncJudged(t.Context(), team, snap, false, s.Judge(t.Context(), team)); !errors.As(err, &serr) {
+		t.Fatalf("first sync: %v, want a refusal", err)
+	}
+	// Read ahead, then the types land before the sync decides.
+	stale := s.Judge(t.Context(), team)
+	mustSync(t, s, target("platform"), snapshot(map[string]string{"types.yaml": widgetType}))
+	res, err := s.SyncJudged(t.Context(), team, snap, false, stale)
+	if err != nil || res.Refused || res.Skipped {
+		t.Fatalf("after the type landed, judged ahead of it: %+v %v, want the revision applied", res, err)
+	}
+	if get(t, st, "Widget", "a") == nil {
+		t.Fatal("widget a was not created")
+	}
+}

@@ -228,8 +228,10 @@ func (s *Syncer) SyncJudged(ctx context.Context, t Target, snap *source.Snapshot
 	// what clears it. Read ahead, during the fetch, it is older, which is
 	// safe; read now, it is waited for before validation.
 	defer s.work.Begin()()
+	// A revision refused before is judged on a fresh reading: one read
+	// ahead may predate what would now clear it, and skip it once more.
 	var against *judgement
-	if pre != nil {
+	if pre != nil && (force || !s.mayHaveRefused(t.Name, snap.Revision, cur)) {
 		against = pre.j
 	} else {
 		against = s.judge(ctx, t.Name, cur)
