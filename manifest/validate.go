@@ -20,6 +20,9 @@ type Set struct {
 	Types []*ResourceType
 	// Resources are sorted by kind, then name.
 	Resources []*Resource
+
+	// reassembled is set when Resources were made from a previous set.
+	reassembled bool
 }
 
 // TypeResolver finds resource types that the documents themselves do not
@@ -55,6 +58,16 @@ type Validator struct {
 
 	mu    gosync.Mutex
 	cache map[fileKey]*fileEntry
+	// order is the last call's entries in the order of its files: a call
+	// whose files are those of the last one, in the same places, finds
+	// its entries without hashing a path.
+	order []*fileEntry
+	// calls counts the calls; an entry's call is the last that used it.
+	calls uint64
+	// last is the last call's set of resources, when it gave one: the
+	// next set is made from it by taking out and putting in only the
+	// resources of the files that changed.
+	last *assembly
 
 	// kinds are the kinds the last call resolved, resolved first by the
 	// next, so that its workers find them.
@@ -65,6 +78,8 @@ type Validator struct {
 	workers int
 	// decoded, when set, is told of every file decoded; tests count with it.
 	decoded func(path string)
+	// reassembled counts the sets made from the last one; tests read it.
+	reassembled int
 }
 
 type fileKey struct{ path, hash string }
@@ -72,8 +87,12 @@ type fileKey struct{ path, hash string }
 // fileEntry is what is known of one file's content. Between calls it holds
 // no decoded document: docs and data are set only during a call.
 type fileEntry struct {
-	path     string
-	problems []Problem // decoding problems; when set, the file has no documents
+	path, hash string
+	problems   []Problem // decoding problems; when set, the file has no documents
+	// call is the last call of the Validator that used the entry.
+	call uint64
+	// inSet are the resources the entry gave the last set assembled.
+	inSet []*Resource
 
 	// docs are the file's decoded documents and data its content, while a
 	// call needs them.
@@ -110,24 +129,39 @@ type parsedType struct {
 func (v *Validator) ValidateFiles(files []File, known TypeResolver) (*Set, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	next := make(map[fileKey]*fileEntry, len(files))
+	v.calls++
+	if v.cache == nil {
+		v.cache = make(map[fileKey]*fileEntry, len(files))
+	}
 	entries := make([]*fileEntry, len(files))
 	var fresh []*fileEntry
+	moved := len(files) != len(v.order)
 	for i, f := range files {
-		k := fileKey{f.Path, f.Hash}
-		e := next[k]
-		if e == nil {
-			e = v.cache[k]
+		var e *fileEntry
+		if !moved && v.order[i].path == f.Path && v.order[i].hash == f.Hash {
+			e = v.order[i]
+		} else {
+			moved = true
+			k := fileKey{f.Path, f.Hash}
+			if e = v.cache[k]; e == nil {
+				e = &fileEntry{path: f.Path, hash: f.Hash}
+				v.cache[k] = e
+				fresh = append(fresh, e)
+			}
 		}
-		if e == nil {
-			e = &fileEntry{path: f.Path}
-			fresh = append(fresh, e)
-		}
+		e.call = v.calls
 		e.data = f.Data
-		next[k] = e
 		entries[i] = e
 	}
-	v.cache = next
+	if moved {
+		// Entries of files this call does not have are forgotten.
+		for k, e := range v.cache {
+			if e.call != v.calls {
+				delete(v.cache, k)
+			}
+		}
+	}
+	v.order = entries
 	defer func() {
 		for _, e := range entries {
 			e.data, e.docs = nil, nil
@@ -149,7 +183,17 @@ func (v *Validator) ValidateFiles(files []File, known TypeResolver) (*Set, error
 		v.decode(typeFiles[i])
 		typeFiles[i].parseTypes()
 	})
-	return validateEntriesWith(entries, known, v.workers, v.decode, &v.kinds)
+	a := v.last
+	v.last = nil // until this call gives a set
+	set, err := validateEntriesWith(entries, known, v.workers, v.decode, &v.kinds, a, v.calls)
+	if err == nil {
+		if set.reassembled {
+			v.reassembled++
+		}
+		v.last = &assembly{sorted: set.Resources, entries: entries}
+		set.Resources = slices.Clone(set.Resources)
+	}
+	return set, err
 }
 
 // mayDeclareTypes reports whether data may hold a ResourceType document: a
@@ -173,7 +217,7 @@ func (v *Validator) decode(e *fileEntry) {
 
 // validateEntries is Validate over files, reusing what entries already know.
 func validateEntries(entries []*fileEntry, known TypeResolver, workers int) (*Set, error) {
-	return validateEntriesWith(entries, known, workers, nil, nil)
+	return validateEntriesWith(entries, known, workers, nil, nil, nil, 0)
 }
 
 // parseTypes parses the ResourceType documents of e, once.
@@ -207,8 +251,10 @@ type resolution struct {
 // resources runs on up to workers goroutines; everything that depends on the
 // order of files runs in order, so the result is the same for any number of
 // workers. kinds, when set, holds the kinds to resolve before the workers
-// start, and is set to those resolved.
-func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, decode func(*fileEntry), kinds *[]string) (*Set, error) {
+// start, and is set to those resolved. last, when set, is the set of the
+// previous call (call numbers the entries of this one): the resources are
+// assembled from it when few files changed.
+func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, decode func(*fileEntry), kinds *[]string, last *assembly, call uint64) (*Set, error) {
 	var (
 		errs     problems
 		set      = &Set{}
@@ -364,6 +410,13 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 	if kinds != nil {
 		*kinds = slices.Collect(maps.Keys(resolved))
 	}
+	sort.Slice(set.Types, func(i, j int) bool { return set.Types[i].Name < set.Types[j].Name })
+	if last != nil && len(errs) == 0 && !hasProblems(entries) {
+		if rs, ok := last.next(entries, call); ok {
+			set.Resources, set.reassembled = rs, true
+			return set, nil
+		}
+	}
 	n := 0
 	for _, e := range entries {
 		n += len(e.resources)
@@ -386,14 +439,101 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 		SortProblems(errs)
 		return nil, errs.err()
 	}
-	sort.Slice(set.Types, func(i, j int) bool { return set.Types[i].Name < set.Types[j].Name })
-	slices.SortFunc(set.Resources, func(a, b *Resource) int {
-		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	slices.SortFunc(set.Resources, compareRefs)
+	for _, e := range entries {
+		e.inSet = e.resources
+	}
 	return set, nil
+}
+
+// compareRefs orders resources by kind, then name: the order of a Set.
+func compareRefs(a, b *Resource) int {
+	if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+// hasProblems reports whether any entry has a problem.
+func hasProblems(entries []*fileEntry) bool {
+	for _, e := range entries {
+		if len(e.problems) > 0 || len(e.resProblems) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// assembly is the resources of a call that gave a set, in the set's order,
+// and the entries that gave them.
+type assembly struct {
+	sorted  []*Resource
+	entries []*fileEntry
+}
+
+// next assembles the resources of entries (those of call) from a: the
+// resources of entries gone or changed since are taken out, those of
+// entries new or changed put in, and the order kept. It reports false when
+// that is not worth it (most files changed) or when a name is declared
+// twice, which the whole assembly reports with where each was declared
+// first.
+func (a *assembly) next(entries []*fileEntry, call uint64) ([]*Resource, bool) {
+	var (
+		out   = map[*Resource]bool{}
+		in    []*Resource
+		limit = len(a.sorted)/4 + 16
+	)
+	takeOut := func(rs []*Resource) {
+		for _, r := range rs {
+			out[r] = true
+		}
+	}
+	for _, e := range a.entries {
+		if e.call != call {
+			takeOut(e.inSet)
+			if len(out) > limit {
+				return nil, false
+			}
+		}
+	}
+	var changed []*fileEntry
+	for _, e := range entries {
+		if sameResources(e.inSet, e.resources) {
+			continue
+		}
+		takeOut(e.inSet)
+		in = append(in, e.resources...)
+		changed = append(changed, e)
+		if len(out)+len(in) > limit {
+			return nil, false
+		}
+	}
+	slices.SortFunc(in, compareRefs)
+	rs := make([]*Resource, 0, len(a.sorted)-len(out)+len(in))
+	for _, r := range a.sorted {
+		if out[r] {
+			continue
+		}
+		for len(in) > 0 && compareRefs(in[0], r) < 0 {
+			rs, in = append(rs, in[0]), in[1:]
+		}
+		rs = append(rs, r)
+	}
+	rs = append(rs, in...)
+	for i := 1; i < len(rs); i++ {
+		if compareRefs(rs[i-1], rs[i]) == 0 {
+			return nil, false
+		}
+	}
+	for _, e := range changed {
+		e.inSet = e.resources
+	}
+	return rs, true
+}
+
+// sameResources reports whether a and b are the same slice.
+func sameResources(a, b []*Resource) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 func slicesContainsKind(used []typeUse, kind string) bool {

@@ -1,6 +1,10 @@
 package manifest
 
 import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -128,4 +132,108 @@ func mustDecode(t *testing.T, name, data string) []*Document {
 		t.Fatal(ps)
 	}
 	return docs
+}
+
+// TestValidatorAssemblesAsAFreshOne changes a tree at random, a few files
+// at a time (edits, additions, deletions, renames, names declared twice,
+// invalid specs, a changed type), and checks after every step that the
+// Validator that saw every step answers exactly as one that sees only the
+// last: the same resources in the same order, or the same problems.
+func TestValidatorAssemblesAsAFreshOne(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(seed, 99))
+			tree := map[string]string{"types/db.yaml": dbType}
+			// Names are drawn from many, so that most steps are valid and
+			// build on the last valid set; some repeat a name.
+			name := func() string { return fmt.Sprintf("db-%03d", rng.IntN(800)) }
+			doc := func() string {
+				return dbResource(name(), fmt.Sprintf("  engine: postgres\n  storage_gb: %d\n", 10+rng.IntN(50)))
+			}
+			for i := range 40 {
+				tree[fmt.Sprintf("r/%03d.yaml", i)] = dbResource(fmt.Sprintf("db-%03d", 800+i), "  engine: mysql\n  storage_gb: 20\n")
+			}
+			paths := func() []string {
+				ps := slices.Sorted(maps.Keys(tree))
+				return slices.DeleteFunc(ps, func(p string) bool { return p == "types/db.yaml" })
+			}
+			// repair makes every name unique and every spec valid again,
+			// so that a broken tree does not stay broken.
+			unique := 0
+			repair := func() {
+				seen := map[string]bool{}
+				for _, p := range paths() {
+					docs := strings.Split(tree[p], "---\n")
+					for i, d := range docs {
+						n := d[strings.Index(d, "name: ")+6:]
+						n = n[:strings.IndexByte(n, '\n')]
+						if seen[n] || strings.Contains(d, "oracle") {
+							unique++
+							docs[i] = dbResource(fmt.Sprintf("db-u%03d", unique), "  engine: mysql\n  storage_gb: 20\n")
+						}
+						seen[n] = true
+					}
+					tree[p] = strings.Join(docs, "---\n")
+				}
+			}
+			var v Validator
+			for step := range 150 {
+				if rng.IntN(2) == 0 {
+					repair()
+				}
+				for range 1 + rng.IntN(3) {
+					ps := paths()
+					switch op := rng.IntN(20); {
+					case op < 7 && len(ps) > 0: // edit, perhaps to a name another file has
+						tree[ps[rng.IntN(len(ps))]] = doc()
+					case op < 12: // add, one or two documents
+						d := doc()
+						if rng.IntN(3) == 0 {
+							d += "---\n" + doc()
+						}
+						tree[fmt.Sprintf("r/%03d.yaml", 40+rng.IntN(200))] = d
+					case op < 16 && len(ps) > 0: // delete
+						delete(tree, ps[rng.IntN(len(ps))])
+					case op < 18 && len(ps) > 0: // rename
+						p := ps[rng.IntN(len(ps))]
+						tree["s/"+strings.TrimPrefix(p, "r/")] = tree[p]
+						delete(tree, p)
+					case op < 19 && len(ps) > 0: // invalid spec
+						tree[ps[rng.IntN(len(ps))]] = dbResource(name(), "  engine: oracle\n  storage_gb: 20\n")
+					default: // the type's default changes: every resource again
+						tree["types/db.yaml"] = strings.Replace(dbType, "default: 0}", fmt.Sprintf("default: %d}", rng.IntN(3)), 1)
+					}
+				}
+				var fs []File
+				for _, p := range slices.Sorted(maps.Keys(tree)) {
+					fs = append(fs, File{Path: p, Data: []byte(tree[p]), Hash: HashJSON([]byte(tree[p]))})
+				}
+				got, gotErr := v.ValidateFiles(fs, nil)
+				var fresh Validator
+				want, wantErr := fresh.ValidateFiles(fs, nil)
+				if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+					t.Fatalf("step %d: got error %v, a fresh validator %v", step, gotErr, wantErr)
+				}
+				if wantErr != nil {
+					continue
+				}
+				if len(got.Resources) != len(want.Resources) {
+					t.Fatalf("step %d: %d resources, a fresh validator %d", step, len(got.Resources), len(want.Resources))
+				}
+				for i, r := range got.Resources {
+					w := want.Resources[i]
+					if r.Ref() != w.Ref() || r.Origin != w.Origin || string(r.Spec) != string(w.Spec) || r.SpecHash != w.SpecHash {
+						t.Fatalf("step %d: resource %d is %s at %v %s, a fresh validator's %s at %v %s", step, i, r.Ref(), r.Origin, r.Spec, w.Ref(), w.Origin, w.Spec)
+					}
+				}
+			}
+			// Most steps must have been made from the last set, or this
+			// test says nothing of that path.
+			if v.reassembled < 60 {
+				t.Errorf("%d of 150 sets made from the last one; want most", v.reassembled)
+			}
+		})
+	}
 }

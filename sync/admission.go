@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/no8s/no8s-agent/admission"
 	"github.com/no8s/no8s-agent/manifest"
@@ -68,6 +69,26 @@ func (s *Syncer) planChecked(ctx context.Context, st store.Store, t Target, snap
 	return p, nil
 }
 
+// find returns the resource of set named ref, or nil: by binary search, as
+// a Set's resources are in (kind, name) order, unless they are not.
+func find(set *manifest.Set, ref manifest.ObjectRef) *manifest.Resource {
+	compare := func(r *manifest.Resource, ref manifest.ObjectRef) int {
+		if c := strings.Compare(r.Kind, ref.Kind); c != 0 {
+			return c
+		}
+		return strings.Compare(r.Name, ref.Name)
+	}
+	if i, ok := slices.BinarySearchFunc(set.Resources, ref, compare); ok {
+		return set.Resources[i]
+	}
+	for _, r := range set.Resources {
+		if r.Kind == ref.Kind && r.Name == ref.Name {
+			return r
+		}
+	}
+	return nil
+}
+
 // checkTransitions evaluates the CEL rules of the updated resources' types
 // with their stored specs, the last accepted generation, as oldSelf.
 func (s *Syncer) checkTransitions(ctx context.Context, st store.Store, t Target, set *manifest.Set, updates []Change) error {
@@ -79,12 +100,7 @@ func (s *Syncer) checkTransitions(ctx context.Context, st store.Store, t Target,
 	// commit that changes a few of many resources costs a few lookups.
 	declared := make(map[manifest.ObjectRef]*manifest.Resource, len(updates))
 	for _, c := range updates {
-		declared[c.Ref()] = nil
-	}
-	for _, r := range set.Resources {
-		if _, ok := declared[r.Ref()]; ok {
-			declared[r.Ref()] = r
-		}
+		declared[c.Ref()] = find(set, c.Ref())
 	}
 	var lookup func(string) (*manifest.ResourceType, error)
 	typeOf := func(kind string) (*manifest.ResourceType, error) {

@@ -1,11 +1,13 @@
 package sync
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -132,9 +134,11 @@ func (p *Plan) stateBasis() string {
 	if p.basis != "" {
 		return p.basis
 	}
+	// In id order, whether the digests came from the store or the cache.
+	owned := slices.SortedFunc(slices.Values(p.owned), func(a, b store.ResourceDigest) int { return cmp.Compare(a.ID, b.ID) })
 	sum := sha256.New()
 	var b []byte
-	for _, d := range p.owned {
+	for _, d := range owned {
 		b = strconv.AppendInt(b[:0], d.ID, 10)
 		for _, f := range []string{d.Kind, d.Name, d.SpecHash, d.Action, d.MetaHash} {
 			b = append(append(b, 0), f...)

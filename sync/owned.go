@@ -1,8 +1,6 @@
 package sync
 
 import (
-	"cmp"
-	"slices"
 	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -93,8 +91,9 @@ type keptResource struct {
 }
 
 // ownedAfter works out the resources the source owns once p is applied:
-// those it declares, with the IDs and generations of their rows, in ID
-// order. It returns nil when a resource is being deleted, as the
+// those it declares, with the IDs and generations of their rows, in the
+// set's order (kind, then name), which the next plan walks side by side
+// with the next set. It returns nil when a resource is being deleted, as the
 // reconciler removes it once destroyed.
 func ownedAfter(p *Plan) []ownedEntry {
 	if len(p.deleteIDs) > 0 || p.keepsDeleting || len(p.applied) != len(p.writes) {
@@ -109,7 +108,6 @@ func ownedAfter(p *Plan) []ownedEntry {
 		}
 		out[i] = ownedEntry{r: k.r, id: k.id, gen: k.gen}
 	}
-	slices.SortFunc(out, func(a, b ownedEntry) int { return cmp.Compare(a.id, b.id) })
 	return out
 }
 

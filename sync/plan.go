@@ -2,11 +2,14 @@ package sync
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source"
@@ -130,8 +133,21 @@ func (p *Plan) Summary() string {
 func deprecations(ctx context.Context, st store.Store, set *manifest.Set) ([]string, error) {
 	type key struct{ kind, version string }
 	used := map[key]int{}
+	// Resources come in runs of one kind, mostly of one version: counted
+	// per run, not hashed one by one.
+	var run key
+	n := 0
 	for _, r := range set.Resources {
-		used[key{r.Kind, r.Version}]++
+		if r.Kind != run.kind || r.Version != run.version {
+			if n > 0 {
+				used[run] += n
+			}
+			run, n = key{r.Kind, r.Version}, 0
+		}
+		n++
+	}
+	if n > 0 {
+		used[run] += n
 	}
 	if len(used) == 0 {
 		return nil, nil
@@ -187,24 +203,18 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 	p.Owned = len(owned)
 	p.owned = owned
 	p.kept = make([]keptResource, 0, len(set.Resources))
-	// One map from ref to the stored row, looked up once per declared
-	// resource; declared marks the rows the snapshot still declares.
-	byRef := make(map[manifest.ObjectRef]int, len(owned))
-	for i := range owned {
-		byRef[owned[i].Ref()] = i
-	}
+	// declared marks the rows the snapshot still declares, stored the row
+	// of each declared resource.
 	declared := make([]bool, len(owned))
 	stored := make([]*store.ResourceDigest, len(set.Resources))
+	matchStored(set.Resources, owned, stored, declared)
 
 	// Resources declared here but owned elsewhere are conflicts, not takeovers.
 	var fresh []manifest.ObjectRef
 	for i, r := range set.Resources {
-		if j, ok := byRef[r.Ref()]; ok {
-			stored[i] = &owned[j]
-			declared[j] = true
-			continue
+		if stored[i] == nil {
+			fresh = append(fresh, r.Ref())
 		}
-		fresh = append(fresh, r.Ref())
 	}
 	owners, err := st.Owners(ctx, fresh)
 	if err != nil {
@@ -264,6 +274,12 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 		p.Deletes = append(p.Deletes, c)
 		p.deleteIDs = append(p.deleteIDs, o.ID)
 	}
+	// In the order of the rows, whatever order owned came in.
+	byID := func(a, b Change) int { return cmp.Compare(a.ID, b.ID) }
+	slices.SortFunc(p.Deletes, byID)
+	slices.SortFunc(p.Forgets, byID)
+	slices.Sort(p.deleteIDs)
+	slices.Sort(p.forgetIDs)
 	if preview {
 		if err := loadBefore(ctx, st, p); err != nil {
 			return nil, err
@@ -284,6 +300,65 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 		return p, err
 	}
 	return p, pruneGuard(t, snap, set, cur, p)
+}
+
+// matchStored finds the stored row of each declared resource: stored[i] is
+// the row of resources[i], and declared[j] tells whether owned[j] is
+// declared. Both sides in (kind, name) order, as a Set's resources and the
+// owned cache are, are walked side by side; otherwise they are matched
+// through a map.
+func matchStored(resources []*manifest.Resource, owned []store.ResourceDigest, stored []*store.ResourceDigest, declared []bool) {
+	byKindName := func(a, b *manifest.Resource) int {
+		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	}
+	if !slices.IsSortedFunc(resources, byKindName) {
+		byRef := make(map[manifest.ObjectRef]int, len(owned))
+		for i := range owned {
+			byRef[owned[i].Ref()] = i
+		}
+		for i, r := range resources {
+			if j, ok := byRef[r.Ref()]; ok {
+				stored[i], declared[j] = &owned[j], true
+			}
+		}
+		return
+	}
+	compare := func(o *store.ResourceDigest, r *manifest.Resource) int {
+		if c := strings.Compare(o.Kind, r.Kind); c != 0 {
+			return c
+		}
+		return strings.Compare(o.Name, r.Name)
+	}
+	order := make([]int, len(owned))
+	for j := range order {
+		order[j] = j
+	}
+	// The owned cache keeps the set's order; rows read from the store come
+	// in id order, and are sorted here.
+	if !slices.IsSortedFunc(owned, compareDigests) {
+		slices.SortFunc(order, func(a, b int) int { return compareDigests(owned[a], owned[b]) })
+	}
+	j := 0
+	for i, r := range resources {
+		for j < len(order) && compare(&owned[order[j]], r) < 0 {
+			j++
+		}
+		if j < len(order) && compare(&owned[order[j]], r) == 0 {
+			stored[i], declared[order[j]] = &owned[order[j]], true
+			j++
+		}
+	}
+}
+
+// compareDigests orders digests by kind, then name.
+func compareDigests(a, b store.ResourceDigest) int {
+	if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
 }
 
 // loadBefore fills in the stored spec and labels of updated, deleted and
