@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -104,11 +106,7 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if st != nil {
-			st.Close()
-		}
-	}()
+	defer s.release()
 	if commit, ok := s.fromCache(repo, t); ok && s.deepEnough(st) {
 		// Errors here, such as a missing path, are the answer for this
 		// commit: fetching it again would not change them.
@@ -331,11 +329,20 @@ func (s *Source) highestTag(hashes map[plumbing.ReferenceName]plumbing.Hash) (st
 	return matches[0].name, nil
 }
 
-// openCache opens the bare repository in CacheDir, creating it on first
-// use. A clone with a worktree, left by an older agent, is emptied and
-// started over: its checked-out files would only cost space. Objects are
-// read through the returned storage, which must be closed.
+// openCache returns the bare repository in CacheDir, creating it on first
+// use. It is kept open between fetches so that the pack indexes are decoded
+// once, not at each fetch: it is opened again only when the pack files are
+// no longer those it indexed (the folder emptied or changed behind the
+// agent's back). A clone with a worktree, left by an older agent, is
+// emptied and started over: its checked-out files would only cost space.
+// Objects are read through the returned storage; release ends the use.
 func (s *Source) openCache() (*filesystem.Storage, *gogit.Repository, error) {
+	if c := s.clone; c != nil {
+		if packs, err := s.packFiles(); err == nil && slices.Equal(packs, c.packs) {
+			return c.st, c.repo, nil
+		}
+		s.dropClone()
+	}
 	dir := s.cfg.CacheDir
 	if fi, err := os.Stat(filepath.Join(dir, gogit.GitDirName)); err == nil && fi.IsDir() {
 		s.log.Info("replacing a clone with a worktree by a bare repository", "dir", dir)
@@ -343,7 +350,8 @@ func (s *Source) openCache() (*filesystem.Storage, *gogit.Repository, error) {
 			return nil, nil, err
 		}
 	}
-	st := s.storage()
+	objects := cache.NewObjectLRU(objectCacheSize)
+	st := s.storage(objects)
 	repo, err := gogit.Open(st, nil)
 	if errors.Is(err, gogit.ErrRepositoryNotExists) {
 		st.Close()
@@ -359,7 +367,7 @@ func (s *Source) openCache() (*filesystem.Storage, *gogit.Repository, error) {
 		if len(entries) > 0 {
 			return nil, nil, fmt.Errorf("cache folder %s is neither empty nor a clone: refusing to use it", dir)
 		}
-		st = s.storage()
+		st = s.storage(objects)
 		repo, err = gogit.Init(st, nil)
 		if err != nil {
 			st.Close()
@@ -370,18 +378,91 @@ func (s *Source) openCache() (*filesystem.Storage, *gogit.Repository, error) {
 		st.Close()
 		return nil, nil, fmt.Errorf("open clone in %s: %w", dir, err)
 	}
+	packs, err := s.packFiles()
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	s.clone = &clone{st: st, repo: repo, objects: objects, packs: packs}
 	return st, repo, nil
+}
+
+// clone is the cache as kept open between fetches.
+type clone struct {
+	st      *filesystem.Storage
+	repo    *gogit.Repository
+	objects *cache.ObjectLRU
+	// packs are the pack files st has indexed, sorted.
+	packs []string
+}
+
+// release ends a use of the clone: the pack files are closed and the
+// decoded objects dropped, so that what stays between fetches is the pack
+// indexes alone.
+func (s *Source) release() {
+	if c := s.clone; c != nil {
+		c.st.Close()
+		c.objects.Clear()
+	}
+}
+
+// packsChanged tells the kept clone that its pack files changed: written
+// by go-git through the storage, which indexed them as it wrote them, or by
+// the git binary (reindexed is false), which the storage has to index again.
+func (s *Source) packsChanged(reindexed bool) error {
+	c := s.clone
+	if c == nil {
+		return nil
+	}
+	if !reindexed {
+		c.st.Reindex()
+	}
+	packs, err := s.packFiles()
+	if err != nil {
+		s.dropClone()
+		return err
+	}
+	c.packs = packs
+	return nil
+}
+
+// dropClone closes the kept clone, when there is one.
+func (s *Source) dropClone() {
+	if c := s.clone; c != nil {
+		c.st.Close()
+		c.objects.Clear()
+		s.clone = nil
+	}
+}
+
+// packFiles lists the pack files of the cache, sorted.
+func (s *Source) packFiles() ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(s.cfg.CacheDir, "objects", "pack"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read cache folder: %w", err)
+	}
+	var packs []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".pack") {
+			packs = append(packs, e.Name())
+		}
+	}
+	return packs, nil
 }
 
 // storage is the object store of the cache, keeping its pack files open
 // while a snapshot is read: reopening them for each of thousands of blobs
-// would cost more than reading them.
-func (s *Source) storage() *filesystem.Storage {
+// would cost more than reading them. objects holds what is decoded (delta
+// bases mostly) while it is in use.
+func (s *Source) storage(objects cache.Object) *filesystem.Storage {
 	limit := s.cfg.Load.MaxFileSize
 	if limit <= 0 {
 		limit = manifest.DefaultMaxFileSize
 	}
-	return filesystem.NewStorageWithOptions(osfs.New(s.cfg.CacheDir), cache.NewObjectLRU(objectCacheSize),
+	return filesystem.NewStorageWithOptions(osfs.New(s.cfg.CacheDir), objects,
 		filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: limit})
 }
 
@@ -444,7 +525,6 @@ func (s *Source) fetchTarget(ctx context.Context, t *target, st *filesystem.Stor
 		reset = true
 	}
 	if reset {
-		st.Close()
 		if err := s.emptyCache(); err != nil {
 			return nil, nil, "", err
 		}
@@ -469,13 +549,15 @@ func (s *Source) fetchTarget(ctx context.Context, t *target, st *filesystem.Stor
 			return st, repo, "", err
 		}
 		// git added packs and moved refs behind go-git's back.
-		st.Reindex()
-		return st, repo, "git", nil
+		return st, repo, "git", s.packsChanged(false)
 	}
 	if hasRef(repo, t.localRef) {
 		depth = 0
 	}
-	return st, repo, "go-git", s.goGitFetch(ctx, repo, t, depth)
+	if err := s.goGitFetch(ctx, repo, t, depth); err != nil {
+		return st, repo, "", err
+	}
+	return st, repo, "go-git", s.packsChanged(true)
 }
 
 // hasRef reports whether the clone has the local reference name.
@@ -543,6 +625,7 @@ func (s *Source) countPacks() int {
 
 // emptyCache removes everything in CacheDir.
 func (s *Source) emptyCache() error {
+	s.dropClone()
 	entries, err := os.ReadDir(s.cfg.CacheDir)
 	if err != nil {
 		return fmt.Errorf("reset cache folder: %w", err)
@@ -700,8 +783,11 @@ func (s *Source) fromIndex(ix *index) (*source.Snapshot, error) {
 	if ix.retained || len(ix.files) == 0 {
 		return s.snapshotOf(ix, nil), nil
 	}
-	st := s.storage()
-	defer st.Close()
+	st, _, err := s.openCache()
+	if err != nil {
+		return nil, err
+	}
+	defer s.release()
 	r := &treeReader{st: st, reads: &s.reads}
 	data := make([][]byte, len(ix.files))
 	for i, f := range ix.files {

@@ -155,6 +155,8 @@ type Source struct {
 	last *index
 	// verifyLast is what the signature policy checks of last's commit.
 	verifyLast *verifying
+	// clone is the cache kept open between fetches (see openCache).
+	clone *clone
 }
 
 // fullHistory reports whether the clone must hold the whole history: to

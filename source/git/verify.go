@@ -129,7 +129,7 @@ func (s *Source) verifyUnchanged(ctx context.Context, snap *source.Snapshot) err
 			if err != nil {
 				return err
 			}
-			defer st.Close()
+			defer s.release()
 			head, err := repo.CommitObject(v.head)
 			if err != nil {
 				s.last = nil
@@ -344,8 +344,7 @@ func (s *Source) ensureCommit(ctx context.Context, st *filesystem.Storage, repo 
 		if err := s.gitFetchSpecs(ctx, 0, spec); err != nil {
 			return err
 		}
-		st.Reindex()
-		return nil
+		return s.packsChanged(false)
 	}
 	if err := s.ensureRemote(repo); err != nil {
 		return err
@@ -355,7 +354,7 @@ func (s *Source) ensureCommit(ctx context.Context, st *filesystem.Storage, repo 
 	if err != nil && !errors.Is(err, gogit.NoErrAlreadyUpToDate) {
 		return s.transportError("fetch "+h.String()+" from "+s.location, ctx, err)
 	}
-	return nil
+	return s.packsChanged(true)
 }
 
 // checkSignatures adds to snap a problem for each commit of v without a

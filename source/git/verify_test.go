@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-git/go-git/v5/plumbing/cache"
+
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source"
 	"github.com/no8s/no8s-agent/source/git/commitsig"
@@ -338,7 +340,7 @@ func TestRollbackFromShallowClone(t *testing.T) {
 	l.repo.Git("reset", "-q", "--hard", one)
 	plain := newSource(t, l.repo.URL(), nil)
 	fetch(t, plain)
-	if shallow, err := plain.storage().Shallow(); err != nil || len(shallow) == 0 {
+	if shallow, err := plain.storage(cache.NewObjectLRUDefault()).Shallow(); err != nil || len(shallow) == 0 {
 		t.Fatalf("the first clone is not shallow: %v %v", shallow, err)
 	}
 	applied := &appliedRevision{}
