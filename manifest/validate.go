@@ -89,8 +89,10 @@ type fileKey struct{ path, hash string }
 type fileEntry struct {
 	path, hash string
 	problems   []Problem // decoding problems; when set, the file has no documents
-	// call is the last call of the Validator that used the entry.
+	// call is the last call of the Validator that used the entry, pos its
+	// place among that call's files.
 	call uint64
+	pos  int
 	// inSet are the resources the entry gave the last set assembled.
 	inSet []*Resource
 
@@ -135,25 +137,41 @@ func (v *Validator) ValidateFiles(files []File, known TypeResolver) (*Set, error
 	}
 	entries := make([]*fileEntry, len(files))
 	var fresh []*fileEntry
-	moved := len(files) != len(v.order)
+	// Files are walked beside the last call's, in the same order: a file
+	// in its place, unchanged, is found without hashing its path; one
+	// found elsewhere resumes the walk after it. kept counts the entries
+	// of the last call this one takes or replaces.
+	j, kept := 0, 0
 	for i, f := range files {
 		var e *fileEntry
-		if !moved && v.order[i].path == f.Path && v.order[i].hash == f.Hash {
-			e = v.order[i]
-		} else {
-			moved = true
+		if j < len(v.order) && v.order[j].path == f.Path {
+			old := v.order[j]
+			j++
+			if old.hash == f.Hash {
+				e = old
+			} else {
+				delete(v.cache, fileKey{old.path, old.hash})
+				kept++
+			}
+		}
+		if e == nil {
 			k := fileKey{f.Path, f.Hash}
 			if e = v.cache[k]; e == nil {
 				e = &fileEntry{path: f.Path, hash: f.Hash}
 				v.cache[k] = e
 				fresh = append(fresh, e)
+			} else if e.call != v.calls {
+				j = e.pos + 1
 			}
 		}
-		e.call = v.calls
+		if e.call != 0 && e.call == v.calls-1 {
+			kept++
+		}
+		e.call, e.pos = v.calls, i
 		e.data = f.Data
 		entries[i] = e
 	}
-	if moved {
+	if kept != len(v.order) {
 		// Entries of files this call does not have are forgotten.
 		for k, e := range v.cache {
 			if e.call != v.calls {

@@ -211,6 +211,9 @@ func TestValidatorAssemblesAsAFreshOne(t *testing.T) {
 					fs = append(fs, File{Path: p, Data: []byte(tree[p]), Hash: HashJSON([]byte(tree[p]))})
 				}
 				got, gotErr := v.ValidateFiles(fs, nil)
+				if len(v.cache) != len(fs) {
+					t.Fatalf("step %d: %d files remembered, want the %d of the tree", step, len(v.cache), len(fs))
+				}
 				var fresh Validator
 				want, wantErr := fresh.ValidateFiles(fs, nil)
 				if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
