@@ -362,10 +362,26 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 	// resolves to the same type.
 	var stale []*fileEntry
 	queued := map[*fileEntry]bool{}
+	// A tree has a few kinds and many files: the identities of the kinds
+	// met are kept in a short list, looked through before the map.
+	type kindIdentity struct{ kind, identity string }
+	var met []kindIdentity
+	identityOf := func(kind string) string {
+		for _, m := range met {
+			if m.kind == kind {
+				return m.identity
+			}
+		}
+		id := resolve(kind).identity
+		if len(met) < 16 {
+			met = append(met, kindIdentity{kind, id})
+		}
+		return id
+	}
 	for _, e := range entries {
 		if e.resValid {
 			for _, u := range e.used {
-				if resolve(u.kind).identity != u.identity {
+				if identityOf(u.kind) != u.identity {
 					e.resValid = false
 					break
 				}
@@ -497,52 +513,73 @@ type assembly struct {
 // first.
 func (a *assembly) next(entries []*fileEntry, call uint64) ([]*Resource, bool) {
 	var (
-		out   = map[*Resource]bool{}
-		in    []*Resource
-		limit = len(a.sorted)/4 + 16
+		out, in []*Resource
+		changed []*fileEntry
+		limit   = len(a.sorted)/4 + 16
 	)
-	takeOut := func(rs []*Resource) {
-		for _, r := range rs {
-			out[r] = true
-		}
-	}
 	for _, e := range a.entries {
 		if e.call != call {
-			takeOut(e.inSet)
+			out = append(out, e.inSet...)
 			if len(out) > limit {
 				return nil, false
 			}
 		}
 	}
-	var changed []*fileEntry
 	for _, e := range entries {
 		if sameResources(e.inSet, e.resources) {
 			continue
 		}
-		takeOut(e.inSet)
+		out = append(out, e.inSet...)
 		in = append(in, e.resources...)
 		changed = append(changed, e)
 		if len(out)+len(in) > limit {
 			return nil, false
 		}
 	}
-	slices.SortFunc(in, compareRefs)
-	rs := make([]*Resource, 0, len(a.sorted)-len(out)+len(in))
-	for _, r := range a.sorted {
-		if out[r] {
-			continue
-		}
-		for len(in) > 0 && compareRefs(in[0], r) < 0 {
-			rs, in = append(rs, in[0]), in[1:]
-		}
-		rs = append(rs, r)
-	}
-	rs = append(rs, in...)
-	for i := 1; i < len(rs); i++ {
-		if compareRefs(rs[i-1], rs[i]) == 0 {
+	// Where each resource taken out is, and where each put in goes, are
+	// found by binary search; the resources between are copied as they
+	// are, without being looked at.
+	drop := make([]int, 0, len(out))
+	for _, r := range out {
+		i, ok := slices.BinarySearchFunc(a.sorted, r, compareRefs)
+		if !ok || a.sorted[i] != r {
 			return nil, false
 		}
+		drop = append(drop, i)
 	}
+	slices.Sort(drop)
+	slices.SortFunc(in, compareRefs)
+	at := make([]int, len(in))
+	for k, r := range in {
+		if k > 0 && compareRefs(in[k-1], r) == 0 {
+			return nil, false // declared twice among the new ones
+		}
+		i, found := slices.BinarySearchFunc(a.sorted, r, compareRefs)
+		if found {
+			if _, dropped := slices.BinarySearch(drop, i); !dropped {
+				return nil, false // declared twice: a new one and a kept one
+			}
+		}
+		at[k] = i
+	}
+	rs := make([]*Resource, 0, len(a.sorted)-len(drop)+len(in))
+	from, d, k := 0, 0, 0
+	for d < len(drop) || k < len(at) {
+		// The next event: a resource put in before index at[k], or the
+		// one at drop[d] taken out; an insertion goes first at the same
+		// index.
+		if k < len(at) && (d == len(drop) || at[k] <= drop[d]) {
+			rs = append(rs, a.sorted[from:at[k]]...)
+			from = at[k]
+			rs = append(rs, in[k])
+			k++
+			continue
+		}
+		rs = append(rs, a.sorted[from:drop[d]]...)
+		from = drop[d] + 1
+		d++
+	}
+	rs = append(rs, a.sorted[from:]...)
 	for _, e := range changed {
 		e.inSet = e.resources
 	}
