@@ -553,6 +553,15 @@ func (s *Source) fetchTarget(ctx context.Context, t *target, st *filesystem.Stor
 	}
 	if hasRef(repo, t.localRef) {
 		depth = 0
+		if s.strategy == byBranch && s.engine == engineAuto {
+			copied, err := s.localFetch(ctx, st, repo, t)
+			if err != nil {
+				return st, repo, "", err
+			}
+			if copied {
+				return st, repo, "local", nil
+			}
+		}
 	}
 	if err := s.goGitFetch(ctx, repo, t, depth); err != nil {
 		return st, repo, "", err

@@ -157,6 +157,10 @@ type Source struct {
 	verifyLast *verifying
 	// clone is the cache kept open between fetches (see openCache).
 	clone *clone
+	// local is a file:// remote's object store (see localFetch), and
+	// localMaxCommits the most commits one local fetch copies.
+	local           *localRemote
+	localMaxCommits int
 }
 
 // fullHistory reports whether the clone must hold the whole history: to
@@ -176,7 +180,8 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("git source: name is required")
 	}
-	s := &Source{cfg: cfg, log: cfg.Logger, maxPacks: defaultMaxPacks, maxRetained: defaultMaxRetained}
+	s := &Source{cfg: cfg, log: cfg.Logger, maxPacks: defaultMaxPacks, maxRetained: defaultMaxRetained,
+		localMaxCommits: defaultLocalMaxCommits}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
