@@ -133,7 +133,13 @@ func (s *Source) localFetch(ctx context.Context, st *filesystem.Storage, repo *g
 	// The pack files stay open only while they are read.
 	defer r.st.Close()
 	if st.HasEncodedObject(t.remoteHash) != nil {
-		missing, ok, err := missingObjects(ctx, r.st, st, t.remoteHash, s.localMaxCommits)
+		// The clone's head tree is whole in the clone: what the new
+		// commits share with it is there already.
+		var base plumbing.Hash
+		if c, err := s.refCommit(repo, t.localRef); err == nil {
+			base = c.TreeHash
+		}
+		missing, ok, err := missingObjects(ctx, r.st, st, t.remoteHash, base, s.localMaxCommits)
 		if err == nil && ok {
 			err = copyObjects(r.st, st, missing)
 		}
@@ -150,7 +156,8 @@ func (s *Source) localFetch(ctx context.Context, st *filesystem.Storage, repo *g
 	if err := repo.Storer.SetReference(plumbing.NewHashReference(t.localRef, t.remoteHash)); err != nil {
 		return false, fmt.Errorf("update %s: %w", t.localRef, err)
 	}
-	return true, nil
+	// The clone's store indexed the pack as it was written.
+	return true, s.packsChanged(true)
 }
 
 // copyObjects writes the objects named from from's store into a pack of
@@ -172,10 +179,11 @@ func copyObjects(from, to *filesystem.Storage, hashes []plumbing.Hash) error {
 }
 
 // missingObjects lists the objects of head's history that have lacks: the
-// commits down to those it has, with the trees and blobs they bring. A
-// tree the clone has is complete there, so it is not walked. ok is false
-// when more than maxCommits commits are missing.
-func missingObjects(ctx context.Context, from, have *filesystem.Storage, head plumbing.Hash, maxCommits int) (_ []plumbing.Hash, ok bool, _ error) {
+// commits down to those it has, with the trees and blobs they bring. Each
+// commit's tree is compared with base, a tree have holds whole (that of the
+// clone's head): what is the same there is not looked up one by one. ok is
+// false when more than maxCommits commits are missing.
+func missingObjects(ctx context.Context, from, have *filesystem.Storage, head, base plumbing.Hash, maxCommits int) (_ []plumbing.Hash, ok bool, _ error) {
 	var (
 		out     []plumbing.Hash
 		seen    = map[plumbing.Hash]bool{}
@@ -189,9 +197,11 @@ func missingObjects(ctx context.Context, from, have *filesystem.Storage, head pl
 		seen[h] = true
 		return have.HasEncodedObject(h) != nil
 	}
-	var walk func(h plumbing.Hash) error
-	walk = func(h plumbing.Hash) error {
-		if !lacks(h) {
+	// walk lists what tree h brings; old is the tree at the same place
+	// under base, or zero.
+	var walk func(h, old plumbing.Hash) error
+	walk = func(h, old plumbing.Hash) error {
+		if h == old || !lacks(h) {
 			return nil
 		}
 		tree, err := object.GetTree(from, h)
@@ -199,10 +209,26 @@ func missingObjects(ctx context.Context, from, have *filesystem.Storage, head pl
 			return fmt.Errorf("read tree %s: %w", h, err)
 		}
 		out = append(out, h)
+		var had map[string]object.TreeEntry
+		if !old.IsZero() {
+			if t, err := object.GetTree(have, old); err == nil {
+				had = make(map[string]object.TreeEntry, len(t.Entries))
+				for _, e := range t.Entries {
+					had[e.Name] = e
+				}
+			}
+		}
 		for _, e := range tree.Entries {
+			before, ok := had[e.Name]
+			if ok && before.Hash == e.Hash {
+				continue
+			}
 			switch e.Mode {
 			case filemode.Dir:
-				if err := walk(e.Hash); err != nil {
+				if !ok || before.Mode != filemode.Dir {
+					before.Hash = plumbing.ZeroHash
+				}
+				if err := walk(e.Hash, before.Hash); err != nil {
 					return err
 				}
 			case filemode.Submodule:
@@ -232,7 +258,7 @@ func missingObjects(ctx context.Context, from, have *filesystem.Storage, head pl
 			return nil, false, fmt.Errorf("read commit %s: %w", h, err)
 		}
 		out = append(out, h)
-		if err := walk(c.TreeHash); err != nil {
+		if err := walk(c.TreeHash, base); err != nil {
 			return nil, false, err
 		}
 		commits = append(commits, c.ParentHashes...)
