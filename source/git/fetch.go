@@ -167,6 +167,9 @@ func (s *Source) deepEnough(st *filesystem.Storage) bool {
 
 // listRefs is ls-remote: one round trip that says whether anything changed.
 func (s *Source) listRefs(ctx context.Context) ([]*plumbing.Reference, error) {
+	if refs, ok := s.localRefs(); ok {
+		return refs, nil
+	}
 	remote := gogit.NewRemote(memory.NewStorage(), &config.RemoteConfig{
 		Name: remoteName,
 		URLs: []string{s.transport},

@@ -17,6 +17,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
@@ -120,6 +121,29 @@ func packFilesIn(dir string) ([]string, error) {
 		}
 	}
 	return packs, nil
+}
+
+// localRefs reads the followed branch of a local remote from its refs
+// folder, as upload-pack would advertise it, without starting one. ok is
+// false when the refs are better listed the usual way: another strategy
+// than a branch, another engine, a remote that is not a plain folder, a
+// branch that cannot be read.
+func (s *Source) localRefs() (_ []*plumbing.Reference, ok bool) {
+	if s.strategy != byBranch || s.engine != engineAuto {
+		return nil, false
+	}
+	r, err := s.openLocal()
+	if r == nil || err != nil {
+		return nil, false
+	}
+	name := plumbing.NewBranchReferenceName(s.cfg.Ref.Branch)
+	ref, err := storer.ResolveReference(r.st, name)
+	if err != nil || ref.Type() != plumbing.HashReference {
+		// No such branch, say: the listing tells why (an empty
+		// repository, a deleted branch).
+		return nil, false
+	}
+	return []*plumbing.Reference{plumbing.NewHashReference(name, ref.Hash())}, true
 }
 
 // localFetch brings the target's head from a local remote into the clone
