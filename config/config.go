@@ -323,7 +323,7 @@ type API struct {
 	// while the agent syncs or reconciles: that many reads by id per
 	// second (a page of resources counts a tenth of its limit), so that
 	// clients that never back off take a bounded share from the work.
-	// Omitted or 0: 2,000; -1: reads are never paced.
+	// Omitted or 0: 1,000; -1: reads are never paced.
 	ReadsWhileWorking int `json:"readsWhileWorking,omitempty"`
 
 	writeToken, readToken *secret
