@@ -20,6 +20,10 @@ type Set struct {
 	Types []*ResourceType
 	// Resources are sorted by kind, then name.
 	Resources []*Resource
+	// Warnings are about what the manifests hold that is ignored, such as
+	// the metadata fields a server sets: at most one per file, sorted as
+	// problems are. They refuse nothing.
+	Warnings []Problem
 }
 
 // TypeResolver finds resource types that the documents themselves do not
@@ -38,6 +42,9 @@ func Validate(docs []*Document, known TypeResolver) (*Set, error) {
 		}
 		e := entries[len(entries)-1]
 		e.docs = append(e.docs, d)
+	}
+	for _, e := range entries {
+		e.warnings = generatorWarning(e.docs)
 	}
 	return validateEntries(entries, known, 0)
 }
@@ -74,6 +81,7 @@ type fileKey struct{ path, hash string }
 type fileEntry struct {
 	path     string
 	problems []Problem // decoding problems; when set, the file has no documents
+	warnings []Problem // what its documents hold that is ignored
 
 	// docs are the file's decoded documents and data its content, while a
 	// call needs them.
@@ -169,6 +177,7 @@ func (v *Validator) decode(e *fileEntry) {
 	if len(e.problems) > 0 {
 		e.docs = nil
 	}
+	e.warnings = generatorWarning(e.docs)
 }
 
 // validateEntries is Validate over files, reusing what entries already know.
@@ -373,6 +382,7 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 	for _, e := range entries {
 		errs = append(errs, e.problems...)
 		errs = append(errs, e.resProblems...)
+		set.Warnings = append(set.Warnings, e.warnings...)
 		for _, r := range e.resources {
 			if first, dup := seen[r.Ref()]; dup {
 				errs.add(problemAt(r.Origin, lineOf(e, r.Origin, "/metadata/name"), "/metadata/name", fmt.Sprintf("duplicate resource %s (first declared in %s)", r.Ref(), first.at())))
@@ -461,13 +471,17 @@ func parallel(workers, n int, f func(i int)) {
 }
 
 // Fingerprint identifies everything about the type that affects its
-// resources: group, default action and each version's schema.
+// resources: group, default action, name format and each version's schema.
 func (t *ResourceType) Fingerprint() string {
 	if t.fingerprint != "" {
 		return t.fingerprint
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\x00%s\x00%s", t.Name, t.Group, t.Action)
+	if t.NameFormat == NameLabel {
+		// Only when not the default: the fingerprints of other types stay.
+		b.WriteString("\x00name:label")
+	}
 	for _, v := range t.Versions {
 		fmt.Fprintf(&b, "\x00%s\x00%s\x00%t", v.Name, v.Schema, v.Deprecated)
 	}
