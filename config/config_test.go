@@ -751,6 +751,7 @@ func TestMaxFileSize(t *testing.T) {
 		{"agent-wide with a unit", "maxFileSize: 3Mi\nsources: [{name: a, dir: .}, {name: b, dir: .}]\n", 3 << 20, 3 << 20, 3 << 20},
 		{"per source", "maxFileSize: 1Mi\nsources: [{name: a, dir: ., maxFileSize: 1.5Mi}, {name: b, dir: .}]\n", 1 << 20, 3 << 19, 1 << 20},
 		{"string of bytes", "sources: [{name: a, dir: ., maxFileSize: '2048'}, {name: b, dir: ., maxFileSize: 512Ki}]\n", 1572864, 2048, 512 << 10},
+		{"the bounds themselves", "maxFileSize: 1Ki\nsources: [{name: a, dir: ., maxFileSize: 64Mi}, {name: b, dir: .}]\n", 1 << 10, 64 << 20, 1 << 10},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
