@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/no8s/no8s-agent/api"
+	"github.com/no8s/no8s-agent/manifest"
 )
 
 // TestTokens checks who may read and write under each configuration.
@@ -101,11 +102,20 @@ func TestBodyLimit(t *testing.T) {
 	if st, _, _ := e.call("GET", "/api/v1/resources/by-name/DatabaseCluster/v1/big-pg", "", ""); st != 404 {
 		t.Errorf("the oversized resource was stored (%d)", st)
 	}
-	// The default limit is 1 MiB.
+	// The default limit follows the largest manifest file the agent reads
+	// by default (1.5 MiB), with room for the JSON around it: a resource
+	// nearly that large is taken, a body past the limit is not.
+	if api.DefaultMaxBodyBytes != api.BodyLimit(manifest.DefaultMaxFileSize) || api.BodyLimit(3<<19) != 3<<19+64<<10 {
+		t.Errorf("default body limit %d, want 1.5 MiB and 64 KiB", api.DefaultMaxBodyBytes)
+	}
 	e2 := newEnv(t, nil)
+	e2.must("POST", "/api/v1/resource-types", writeToken, dbType, 201, nil)
+	near := fmt.Sprintf(`{"name": "near-pg", "resource_type_name": "DatabaseCluster", "spec": {"engine": "postgres", "storage_gb": 10, "pad": %q}}`,
+		strings.Repeat("x", manifest.DefaultMaxFileSize-1024))
+	e2.must("POST", "/api/v1/resources", writeToken, near, 201, nil)
 	huge := `{"name": "Huge", "version": "v1", "description": "` + strings.Repeat("y", api.DefaultMaxBodyBytes) + `"}`
 	if st, _, _ := e2.call("POST", "/api/v1/resource-types", writeToken, huge); st != 413 {
-		t.Errorf("a body over 1 MiB = %d, want 413", st)
+		t.Errorf("a body over the default limit = %d, want 413", st)
 	}
 }
 

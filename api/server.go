@@ -22,14 +22,27 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/oidc"
 	"github.com/no8s/no8s-agent/priority"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
 )
 
-// DefaultMaxBodyBytes caps request bodies unless Options say otherwise.
-const DefaultMaxBodyBytes = 1 << 20
+// BodyMargin is what the request-body limit adds to the largest manifest
+// file: a resource or type written through the API is a manifest as JSON,
+// and the room covers JSON's quoting of every key and string and the
+// request's own fields. 64 KiB is more than those take in the large
+// manifests projects publish.
+const BodyMargin = 64 << 10
+
+// BodyLimit is the request-body limit for manifests of at most
+// maxFileSize bytes.
+func BodyLimit(maxFileSize int64) int64 { return maxFileSize + BodyMargin }
+
+// DefaultMaxBodyBytes caps request bodies unless Options say otherwise:
+// BodyLimit of manifest.DefaultMaxFileSize.
+const DefaultMaxBodyBytes = manifest.DefaultMaxFileSize + BodyMargin
 
 // DefaultResponseWriteTimeout bounds how long a read's answer may take to
 // reach a client that reads it slowly: 6 MB at 200 kB/s.

@@ -14,6 +14,7 @@
 package config
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/no8s/no8s-agent/admission"
+	"github.com/no8s/no8s-agent/manifest"
 )
 
 // Defaults applied to settings that the file leaves out.
@@ -48,6 +50,16 @@ const (
 	// DefaultResourceSeriesLimit is how many resources get metric series
 	// of their own.
 	DefaultResourceSeriesLimit = 1000
+	// DefaultMaxFileSize is the largest manifest file read: 1.5 MiB,
+	// etcd's request limit, so that the large CRDs projects publish (about
+	// 1.4 MB for Kyverno's ClusterPolicy) load as they are.
+	DefaultMaxFileSize = ByteSize(manifest.DefaultMaxFileSize)
+	// MinMaxFileSize and MaxMaxFileSize bound maxFileSize: below 1 KiB
+	// hardly a manifest fits; above 64 MiB one file, held several times
+	// over while it is decoded and validated, and an API request body of
+	// its size, would cost more memory than an agent should risk on one.
+	MinMaxFileSize = ByteSize(1 << 10)
+	MaxMaxFileSize = ByteSize(64 << 20)
 )
 
 // Config is the whole agent configuration.
@@ -59,6 +71,10 @@ type Config struct {
 	Listen string `json:"listen"`
 	// Sources are the Git repositories and folders that hold manifests.
 	Sources []Source `json:"sources,omitempty"`
+	// MaxFileSize is the largest manifest file the agent reads, for every
+	// source that does not set its own; the API's request-body limit
+	// follows it. Zero or left out: DefaultMaxFileSize.
+	MaxFileSize ByteSize `json:"maxFileSize,omitempty"`
 	// Actions are the action instances, by name; resource types refer to them.
 	Actions map[string]Action `json:"actions,omitempty"`
 	// Reconcile tunes the reconcilers.
@@ -95,6 +111,10 @@ type Source struct {
 	// Dir is set for a local folder; a relative path is taken from the
 	// agent's working directory and kept as written.
 	Dir string `json:"dir,omitempty"`
+	// MaxFileSize is the largest manifest file read from the source; a
+	// larger one is a problem of that file. Zero or left out: the
+	// agent's maxFileSize.
+	MaxFileSize ByteSize `json:"maxFileSize,omitempty"`
 	// Prune controls the deletion of resources that left the source.
 	Prune Prune `json:"prune"`
 	// PullRequests enables previews of pull requests (Git sources only).
@@ -109,6 +129,14 @@ type Source struct {
 	// a source suspended here.
 	Suspend bool `json:"suspend,omitempty"`
 }
+
+// FileSizeLimit is the largest manifest file the agent reads from a
+// source that does not set its own, and what the API's request-body limit
+// follows.
+func (c *Config) FileSizeLimit() int64 { return int64(cmp.Or(c.MaxFileSize, DefaultMaxFileSize)) }
+
+// FileSizeLimit is the largest manifest file read from the source.
+func (s Source) FileSizeLimit() int64 { return int64(cmp.Or(s.MaxFileSize, DefaultMaxFileSize)) }
 
 // Kind returns "git" or "dir", or "" when neither is set.
 func (s Source) Kind() string {
@@ -491,9 +519,16 @@ func (c *Config) applyDefaults(written func(key string) bool) {
 	if unset("metrics.resourceSeriesLimit", c.Metrics.ResourceSeriesLimit == 0) {
 		c.Metrics.ResourceSeriesLimit = DefaultResourceSeriesLimit
 	}
+	// Zero means the default, written or not.
+	if c.MaxFileSize == 0 {
+		c.MaxFileSize = DefaultMaxFileSize
+	}
 	for i := range c.Sources {
 		s := &c.Sources[i]
 		key := fmt.Sprintf("sources[%d]", i)
+		if s.MaxFileSize == 0 {
+			s.MaxFileSize = c.MaxFileSize
+		}
 		if s.Prune.Enabled == nil {
 			enabled := true
 			s.Prune.Enabled = &enabled

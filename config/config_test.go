@@ -83,9 +83,11 @@ func designConfig() *Config {
 				Prune:        Prune{Enabled: ptr(true), MaxDeletes: MaxDeletes{Percent: 25, Set: true}},
 				PullRequests: PullRequests{Enabled: true, Interval: dur(5 * time.Minute), APIURL: "https://api.github.com/"},
 				Interval:     dur(time.Minute),
+				MaxFileSize:  DefaultMaxFileSize,
 			},
-			{Name: "local", Dir: "./examples/repo", Prune: Prune{Enabled: ptr(true)}, Interval: dur(time.Minute)},
+			{Name: "local", Dir: "./examples/repo", Prune: Prune{Enabled: ptr(true)}, Interval: dur(time.Minute), MaxFileSize: DefaultMaxFileSize},
 		},
+		MaxFileSize: DefaultMaxFileSize,
 		Actions: map[string]Action{
 			"provision-db": {Plugin: "github_actions", Config: json.RawMessage(`{"apiURL":"https://api.github.com/",` +
 				`"owner":"acme","pollInterval":"10s","ref":"main","repo":"pipelines","timeout":"1h",` +
@@ -169,9 +171,10 @@ func TestDefaults(t *testing.T) {
 		Listen: DefaultListen,
 		Sources: []Source{
 			{Name: "infra", Git: &GitSource{URL: "git@github.com:acme/infra.git", Interval: dur(DefaultInterval), Timeout: dur(DefaultGitTimeout)},
-				Prune: Prune{Enabled: ptr(true)}, Interval: dur(DefaultInterval)},
-			{Name: "local", Dir: ".", Prune: Prune{Enabled: ptr(true)}, Interval: dur(DefaultInterval)},
+				Prune: Prune{Enabled: ptr(true)}, Interval: dur(DefaultInterval), MaxFileSize: 3 << 19},
+			{Name: "local", Dir: ".", Prune: Prune{Enabled: ptr(true)}, Interval: dur(DefaultInterval), MaxFileSize: 3 << 19},
 		},
+		MaxFileSize: 3 << 19, // 1.5 MiB
 		Reconcile: Reconcile{Workers: 8, LeaseDuration: dur(30 * time.Second),
 			Backoff: Backoff{Initial: dur(time.Minute), Max: dur(1024 * time.Minute)}},
 		History:   History{MaxPerResource: DefaultHistoryPerResource, MaxAge: dur(DefaultHistoryMaxAge)},
@@ -331,6 +334,13 @@ func TestParseProblems(t *testing.T) {
 		{"not a mapping", "- a\n- b\n", "", "must be a mapping"},
 		{"duplicate key", "listen: a:1\nlisten: b:2\n", "", "already set"},
 		{"bad YAML", "sources: [\n", "", "invalid YAML"},
+		{"file size too small", "maxFileSize: 100\n", "maxFileSize", "must be between 1024 bytes (1 KiB) and 67108864 bytes (64 MiB), not 100 bytes"},
+		{"file size too large", "maxFileSize: 1Gi\n", "maxFileSize", "not 1073741824 bytes (1024 MiB)"},
+		{"source file size too large", "sources: [{name: s, dir: ., maxFileSize: 65Mi}]\n", "sources[0].maxFileSize", "must be between"},
+		{"file size unit", "maxFileSize: 2MB\n", "maxFileSize", `invalid size "2MB": must be a number of bytes like 1572864, or a size like "1.5Mi" or "512Ki"`},
+		{"file size negative", "maxFileSize: -1\n", "maxFileSize", "must not be negative"},
+		{"file size fraction of a byte", "maxFileSize: 1.5\n", "maxFileSize", "a fraction of a byte"},
+		{"file size a list", "maxFileSize: [1]\n", "maxFileSize", "invalid size"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -723,5 +733,43 @@ func TestDefaultMaxDeletesMatchesSync(t *testing.T) {
 	if DefaultMaxDeletes != nosync.DefaultMaxDeletes || DefaultMaxDeletesPercent != nosync.DefaultMaxDeletesPercent {
 		t.Errorf("config default %d or %d%%, sync default %d or %d%%", DefaultMaxDeletes, DefaultMaxDeletesPercent,
 			nosync.DefaultMaxDeletes, nosync.DefaultMaxDeletesPercent)
+	}
+}
+
+// TestMaxFileSize: the agent's maxFileSize is the default of every source,
+// which may set its own; sizes are written in bytes or with a binary unit.
+func TestMaxFileSize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml  string
+		agent       int64
+		first, next int64
+	}{
+		{"defaults", "sources: [{name: a, dir: .}, {name: b, dir: .}]\n", 1572864, 1572864, 1572864},
+		{"zero is the default", "maxFileSize: 0\nsources: [{name: a, dir: ., maxFileSize: 0}, {name: b, dir: .}]\n", 1572864, 1572864, 1572864},
+		{"agent-wide in bytes", "maxFileSize: 2097152\nsources: [{name: a, dir: .}, {name: b, dir: .}]\n", 2 << 20, 2 << 20, 2 << 20},
+		{"agent-wide with a unit", "maxFileSize: 3Mi\nsources: [{name: a, dir: .}, {name: b, dir: .}]\n", 3 << 20, 3 << 20, 3 << 20},
+		{"per source", "maxFileSize: 1Mi\nsources: [{name: a, dir: ., maxFileSize: 1.5Mi}, {name: b, dir: .}]\n", 1 << 20, 3 << 19, 1 << 20},
+		{"string of bytes", "sources: [{name: a, dir: ., maxFileSize: '2048'}, {name: b, dir: ., maxFileSize: 512Ki}]\n", 1572864, 2048, 512 << 10},
+		{"the bounds themselves", "maxFileSize: 1Ki\nsources: [{name: a, dir: ., maxFileSize: 64Mi}, {name: b, dir: .}]\n", 1 << 10, 64 << 20, 1 << 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse([]byte(tc.yaml), env(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.FileSizeLimit(); got != tc.agent {
+				t.Errorf("agent-wide limit %d, want %d", got, tc.agent)
+			}
+			if got := []int64{c.Sources[0].FileSizeLimit(), c.Sources[1].FileSizeLimit()}; got[0] != tc.first || got[1] != tc.next {
+				t.Errorf("source limits %v, want [%d %d]", got, tc.first, tc.next)
+			}
+		})
+	}
+	// A source built in code without one reads up to the default.
+	if got := (Source{Name: "x", Dir: "."}).FileSizeLimit(); got != 1572864 {
+		t.Errorf("zero source limit %d, want the default", got)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/big"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -124,4 +126,68 @@ func (m MaxDeletes) MarshalJSON() ([]byte, error) {
 		return json.Marshal(m.String())
 	}
 	return json.Marshal(m.Count)
+}
+
+// ByteSize is a number of bytes, written as a whole number (1572864) or as
+// a string with a binary unit, as Kubernetes writes quantities: "512Ki",
+// "1.5Mi", "2Mi", "1Gi" (a fraction must come to whole bytes).
+type ByteSize int64
+
+var (
+	// byteUnits are the units a ByteSize may be written with.
+	byteUnits = map[string]int64{"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+	// byteNumberRE is the number before the unit.
+	byteNumberRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+)
+
+// UnmarshalJSON reads a whole number of bytes, or a string with a unit.
+func (s *ByteSize) UnmarshalJSON(b []byte) error {
+	const want = `must be a number of bytes like 1572864, or a size like "1.5Mi" or "512Ki"`
+	text := string(bytes.TrimSpace(b))
+	if text == "null" {
+		return nil // as encoding/json does for its own types
+	}
+	if strings.HasPrefix(text, `"`) {
+		if err := json.Unmarshal(b, &text); err != nil {
+			return fmt.Errorf("invalid size %s: %s", b, want)
+		}
+		text = strings.TrimSpace(text)
+	}
+	num, unit := text, ""
+	for u := range byteUnits {
+		if u != "" && strings.HasSuffix(text, u) {
+			num, unit = strings.TrimSpace(strings.TrimSuffix(text, u)), u
+		}
+	}
+	if strings.HasPrefix(num, "-") && byteNumberRE.MatchString(num[1:]) {
+		return fmt.Errorf("invalid size %q: must not be negative", text)
+	}
+	r, ok := new(big.Rat).SetString(num)
+	if !ok || !byteNumberRE.MatchString(num) {
+		return fmt.Errorf("invalid size %q: %s", text, want)
+	}
+	r.Mul(r, new(big.Rat).SetInt64(byteUnits[unit]))
+	switch {
+	case !r.IsInt():
+		return fmt.Errorf("invalid size %q: comes to a fraction of a byte", text)
+	case !r.Num().IsInt64():
+		return fmt.Errorf("invalid size %q: too large", text)
+	}
+	*s = ByteSize(r.Num().Int64())
+	return nil
+}
+
+// MarshalJSON writes the number of bytes.
+func (s ByteSize) MarshalJSON() ([]byte, error) { return json.Marshal(int64(s)) }
+
+// String writes the size in bytes, with its binary unit when it has a
+// whole one: "1572864 bytes (1.5 MiB)".
+func (s ByteSize) String() string {
+	switch {
+	case s >= 1<<20 && s%(1<<19) == 0:
+		return fmt.Sprintf("%d bytes (%s MiB)", int64(s), strconv.FormatFloat(float64(s)/(1<<20), 'f', -1, 64))
+	case s >= 1<<10 && s%(1<<10) == 0:
+		return fmt.Sprintf("%d bytes (%d KiB)", int64(s), int64(s)>>10)
+	}
+	return fmt.Sprintf("%d bytes", int64(s))
 }

@@ -55,6 +55,13 @@ const (
 	MinBackoff = 100 * time.Millisecond
 )
 
+// checkFileSize checks a maxFileSize setting; zero is the default.
+func checkFileSize(ps *problems, key string, v ByteSize) {
+	if v != 0 && (v < MinMaxFileSize || v > MaxMaxFileSize) {
+		ps.add(key, "must be between %s and %s, not %s", MinMaxFileSize, MaxMaxFileSize, v)
+	}
+}
+
 // atLeast reports whether d is at least min, adding a problem naming key
 // and the minimum when it is not.
 func atLeast(ps *problems, key string, d Duration, minimum time.Duration) bool {
@@ -80,6 +87,7 @@ func (c *Config) validate(ps *problems) {
 		ps.add("logLevel", "must be one of %s, not %q", strings.Join(logLevels, ", "), c.LogLevel)
 	}
 
+	checkFileSize(ps, "maxFileSize", c.MaxFileSize)
 	seen := map[string]int{}
 	for i := range c.Sources {
 		key := fmt.Sprintf("sources[%d]", i)
@@ -174,6 +182,7 @@ func validateSource(key string, s *Source, ps *problems) {
 		ps.add(key, "set either git or dir")
 	}
 	atLeast(ps, key+".interval", s.Interval, MinInterval)
+	checkFileSize(ps, key+".maxFileSize", s.MaxFileSize)
 	if m := s.Prune.MaxDeletes; m.Count < 0 || m.Percent < 0 || m.Percent > 100 || (m.Count > 0 && m.Percent > 0) {
 		ps.add(key+".prune.maxDeletes", "invalid limit (count %d, percent %d)", m.Count, m.Percent)
 	}

@@ -133,7 +133,7 @@ sources:
 	})
 	var bombErr, forgedErr bool
 	for _, e := range src.Errors {
-		bombErr = bombErr || (e.File == "bomb.yaml" && strings.Contains(e.Message, "document expands to more than 1048576 bytes"))
+		bombErr = bombErr || (e.File == "bomb.yaml" && strings.Contains(e.Message, "document expands to more than 1572864 bytes"))
 		forgedErr = forgedErr || e.File == forged
 	}
 	if !bombErr || !forgedErr {

@@ -26,25 +26,31 @@ const (
 
 var (
 	// crdMetadataFields are the metadata fields a published CRD may carry
-	// (controller-gen writes creationTimestamp: null); only name, labels
-	// and annotations mean anything here.
-	crdMetadataFields = fieldSet("name", "labels", "annotations", "creationTimestamp", "generation",
-		"resourceVersion", "uid", "managedFields")
-	crdFields        = fieldSet("apiVersion", "kind", "metadata", "spec", "status")
-	crdSpecFields    = fieldSet("group", "names", "scope", "versions", "conversion", "preserveUnknownFields")
-	crdVersionFields = fieldSet("name", "served", "storage", "deprecated", "deprecationWarning", "schema",
+	// (controller-gen writes creationTimestamp: null), as any document's:
+	// only name, labels and annotations mean anything here.
+	crdMetadataFields = metadataFields
+	crdFields         = fieldSet("apiVersion", "kind", "metadata", "spec", "status")
+	crdSpecFields     = fieldSet("group", "names", "scope", "versions", "conversion", "preserveUnknownFields")
+	crdVersionFields  = fieldSet("name", "served", "storage", "deprecated", "deprecationWarning", "schema",
 		"subresources", "additionalPrinterColumns", "selectableFields")
 )
 
+// crdGroup is the API group of CustomResourceDefinitions.
+const crdGroup = "apiextensions.k8s.io"
+
 // IsTypeDocument reports whether a decoded document declares a resource
-// type: a ResourceType, or a CustomResourceDefinition of CRDAPIVersion.
+// type: a ResourceType, or a CustomResourceDefinition. A CRD of another
+// version than CRDAPIVersion is one too, refused when parsed with a message
+// that says so: read as a resource of an unknown kind, it would get
+// several misleading ones.
 func IsTypeDocument(obj map[string]any) bool {
 	switch kind, _ := obj["kind"].(string); kind {
 	case KindResourceType:
 		return true
 	case KindCRD:
 		apiVersion, _ := obj["apiVersion"].(string)
-		return apiVersion == CRDAPIVersion
+		group, _, _ := strings.Cut(apiVersion, "/")
+		return group == crdGroup
 	}
 	return false
 }
@@ -76,6 +82,10 @@ func parseTypeDocument(d *Document) (*ResourceType, []Problem) {
 // mean nothing without a cluster and are ignored.
 func parseCRD(d *Document) (*ResourceType, []Problem) {
 	var errs problems
+	if apiVersion, _ := d.Object["apiVersion"].(string); apiVersion != CRDAPIVersion {
+		// v1beta1 was removed from Kubernetes in 1.22; projects publish v1.
+		return nil, []Problem{d.Problem("/apiVersion", "%s is not supported: only %s CustomResourceDefinitions are (use the v1 CRD the project publishes)", apiVersion, CRDAPIVersion)}
+	}
 	h, ok := readHeaderWith(d, &errs, crdMetadataFields)
 	unknownFields(d, "", d.Object, crdFields, &errs)
 	if !ok {
@@ -105,6 +115,9 @@ func parseCRD(d *Document) (*ResourceType, []Problem) {
 		errs.add(d.Problem("/metadata/name", "must be %q: <spec.names.plural>.<spec.group>, as Kubernetes requires", want))
 	}
 	t := &ResourceType{Name: kind, Group: group, Annotations: h.annotations, Origin: d.Origin()}
+	// An API server asks subdomains of custom resources' names; a CRD has
+	// no field to ask otherwise, so the annotation does.
+	t.NameFormat, t.Annotations = readNameFormat(d, nil, h.annotations, &errs)
 	if a := h.annotations[AnnotationAction]; a != "" {
 		if !actionNameRE.MatchString(a) {
 			errs.add(d.Problem("/metadata/annotations/"+escapePointer(AnnotationAction), "invalid action instance name %q: lower-case letters, digits, '-' and '_'", a))

@@ -172,6 +172,21 @@ var yamlParserErrors = []string{
 	"did not find expected ',' or '}'",
 }
 
+// yamlLinePrefixRE is the "line N: " yaml.v3 starts its messages with.
+var yamlLinePrefixRE = regexp.MustCompile(`^line \d+: `)
+
+// yamlProblem is the problem of a yaml.v3 syntax error: at the line it is
+// about, which the message then does not repeat (yaml.v3 counts some of
+// its lines from zero, so the two would disagree).
+func yamlProblem(file string, index int, msg string, data []byte) Problem {
+	line := yamlErrorLine(msg, data)
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	if line > 0 {
+		msg = yamlLinePrefixRE.ReplaceAllString(msg, "")
+	}
+	return Problem{File: file, Document: index, Line: line, Message: "invalid YAML: " + msg}
+}
+
 // yamlErrorLine finds the one-based line a yaml.v3 error is about.
 func yamlErrorLine(msg string, data []byte) int {
 	if m := yamlAnchorRE.FindStringSubmatch(msg); m != nil {
@@ -238,8 +253,7 @@ func decodeYAML(file string, data []byte, opts DecodeOptions) ([]*Document, []Pr
 			break
 		}
 		if err != nil {
-			errs.add(Problem{File: file, Document: index, Line: yamlErrorLine(err.Error(), data),
-				Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")})
+			errs.add(yamlProblem(file, index, err.Error(), data))
 			break // the decoder cannot resynchronise after a syntax error
 		}
 		content := &root

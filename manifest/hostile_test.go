@@ -30,7 +30,7 @@ func TestDecodeFileBoundsExpandedSize(t *testing.T) {
 		opts    DecodeOptions
 		wantErr string // empty: decodes
 	}{
-		{"10 MiB from 42 KB", bomb, DecodeOptions{}, "bomb.yaml:1: document expands to more than 1048576 bytes through YAML aliases"},
+		{"10 MiB from 42 KB", bomb, DecodeOptions{}, "bomb.yaml:1: document expands to more than 1572864 bytes through YAML aliases"},
 		{"tighter limit", "a: &a " + strings.Repeat("z", 600) + "\nb: [*a, *a]\n", DecodeOptions{MaxExpandedSize: 1000},
 			"bomb.yaml:1: document expands to more than 1000 bytes"},
 		{"within the limit", "a: &a " + strings.Repeat("z", 600) + "\nb: [*a]\n", DecodeOptions{MaxExpandedSize: 2000}, ""},

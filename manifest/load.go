@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -10,13 +11,22 @@ import (
 	"strings"
 )
 
-// DefaultMaxFileSize is the largest manifest file read by default: 1 MiB.
-const DefaultMaxFileSize = 1 << 20
+// DefaultMaxFileSize is the largest manifest file read by default: 1.5 MiB,
+// etcd's request limit and so the largest object an API server stores, so
+// that the large CRDs projects publish load as they are.
+const DefaultMaxFileSize = 3 << 19
+
+// DefaultSizeSetting names the setting that sets MaxFileSize, in messages.
+const DefaultSizeSetting = "maxFileSize"
 
 // LoadOptions control which files are read and how.
 type LoadOptions struct {
 	// MaxFileSize is the largest file read; zero means DefaultMaxFileSize.
 	MaxFileSize int64
+	// SizeSetting names the setting that sets MaxFileSize, so that the
+	// problem of a file over it says what to raise; empty means
+	// DefaultSizeSetting.
+	SizeSetting string
 	// Ignore, when set, skips paths (slash-separated, relative to the root)
 	// for which it returns true; dot-files and dot-folders are always skipped.
 	Ignore func(path string, isDir bool) bool
@@ -142,7 +152,7 @@ func openFolders(fsys fs.FS, paths []string) *folderReaders {
 }
 
 // read reads the file at p up to limit bytes, as readLimited does.
-func (fr *folderReaders) read(p string, limit int64) ([]byte, string) {
+func (fr *folderReaders) read(p string, limit sizeLimit) ([]byte, string) {
 	f := fr.folders[path.Dir(p)]
 	if f == nil {
 		return readLimited(fr.fsys, p, limit)
@@ -174,6 +184,7 @@ func ReadTree(fsys fs.FS, opts LoadOptions) ([]File, []Problem, error) {
 	if opts.MaxFileSize <= 0 {
 		opts.MaxFileSize = DefaultMaxFileSize
 	}
+	limit := sizeLimit{opts.MaxFileSize, cmp.Or(opts.SizeSetting, DefaultSizeSetting)}
 	// The walk lists the files in order; reading and hashing them, most of
 	// the work, is spread over GOMAXPROCS goroutines.
 	type item struct {
@@ -236,9 +247,9 @@ func ReadTree(fsys fs.FS, opts LoadOptions) ([]File, []Problem, error) {
 			msg  string
 		)
 		if it.link {
-			data, msg = readLimited(fsys, it.path, opts.MaxFileSize)
+			data, msg = readLimited(fsys, it.path, limit)
 		} else {
-			data, msg = folders.read(it.path, opts.MaxFileSize)
+			data, msg = folders.read(it.path, limit)
 		}
 		if msg != "" {
 			it.problem = msg
@@ -324,9 +335,30 @@ func checkSymlink(fsys fs.FS, p string) string {
 	return ""
 }
 
+// sizeLimit is the largest file read, and the setting that sets it.
+type sizeLimit struct {
+	max     int64
+	setting string
+}
+
+// refuse is the problem of a file of size bytes (-1: unknown, but more
+// than the limit) over the limit.
+func (l sizeLimit) refuse(size int64) string { return FileTooLarge(size, l.max, l.setting) }
+
+// FileTooLarge is the problem of a file of size bytes (-1 when only known
+// to be more than limit) over the limit that setting sets, for every
+// reader of manifest files to say alike.
+func FileTooLarge(size, limit int64, setting string) string {
+	if size < 0 {
+		return fmt.Sprintf("file is over the limit of %d bytes (%s)", limit, setting)
+	}
+	return fmt.Sprintf("file is %d bytes, over the limit of %d bytes (%s)", size, limit, setting)
+}
+
 // readLimited reads a file up to limit bytes; a larger file is refused whole
 // without being read into memory.
-func readLimited(fsys fs.FS, p string, limit int64) ([]byte, string) {
+func readLimited(fsys fs.FS, p string, l sizeLimit) ([]byte, string) {
+	limit := l.max
 	f, err := fsys.Open(p)
 	if err != nil {
 		return nil, fmt.Sprintf("cannot read: %v", unwrapPath(err))
@@ -335,7 +367,7 @@ func readLimited(fsys fs.FS, p string, limit int64) ([]byte, string) {
 	size := int64(-1)
 	if info, err := f.Stat(); err == nil {
 		if info.Size() > limit {
-			return nil, fmt.Sprintf("file is %d bytes, over the limit of %d bytes", info.Size(), limit)
+			return nil, l.refuse(info.Size())
 		}
 		size = info.Size()
 	}
@@ -352,7 +384,7 @@ func readLimited(fsys fs.FS, p string, limit int64) ([]byte, string) {
 		return nil, fmt.Sprintf("cannot read: %v", unwrapPath(err))
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Sprintf("file is over the limit of %d bytes", limit)
+		return nil, l.refuse(-1)
 	}
 	return data, ""
 }

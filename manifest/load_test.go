@@ -91,7 +91,7 @@ func TestLoadDirFileProblems(t *testing.T) {
 	})
 	docs, err := LoadDir(root, LoadOptions{MaxFileSize: 1025})
 	got := loadProblems(t, err)
-	if !strings.Contains(got["big.yaml"], "over the limit of 1025 bytes") {
+	if got["big.yaml"] != "file is 2004 bytes, over the limit of 1025 bytes (maxFileSize)" {
 		t.Errorf("big.yaml: %q", got["big.yaml"])
 	}
 	if !strings.Contains(got["broken.yaml"], "invalid YAML") {
@@ -112,7 +112,7 @@ func TestLoadDirDefaultSizeLimit(t *testing.T) {
 		"huge.yaml": "a: \"" + strings.Repeat("x", DefaultMaxFileSize) + "\"\n",
 	})
 	_, err := LoadDir(root, LoadOptions{})
-	if got := loadProblems(t, err)["huge.yaml"]; !strings.Contains(got, "over the limit of 1048576 bytes") {
+	if got := loadProblems(t, err)["huge.yaml"]; !strings.Contains(got, "file is 1572870 bytes, over the limit of 1572864 bytes (maxFileSize)") {
 		t.Errorf("huge.yaml: %q", got)
 	}
 }

@@ -7,8 +7,10 @@ package manifest
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -31,14 +33,91 @@ const AnnotationPrune = "no8s.io/prune"
 const AnnotationSuspend = "no8s.io/suspend"
 
 var (
-	nameRE     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	kindNameRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
-	versionRE  = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]+)?$`)
-	groupRE    = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
+	// labelRE and subdomainRE are Kubernetes' DNS-1123 label and subdomain
+	// patterns; their lengths are checked apart, as Kubernetes does.
+	labelRE     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	subdomainRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	kindNameRE  = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
+	versionRE   = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]+)?$`)
+	groupRE     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
 )
 
-// ValidName reports whether s is a valid resource name (a DNS label).
-func ValidName(s string) bool { return nameRE.MatchString(s) }
+// ValidName reports whether s is a valid resource name of some type: a
+// DNS-1123 subdomain, the broadest rule a type may ask for (see
+// NameFormat). A name that is valid cannot hold '/' or "..", nor begin with
+// a dot, so it is a safe path component and URL segment.
+func ValidName(s string) bool { return len(s) <= MaxSubdomainLength && subdomainRE.MatchString(s) }
+
+// ValidLabelName reports whether s is a DNS-1123 label: a name of a type
+// whose NameFormat is NameLabel.
+func ValidLabelName(s string) bool { return len(s) <= MaxLabelLength && labelRE.MatchString(s) }
+
+// Lengths of DNS-1123 names, as Kubernetes has them.
+const (
+	MaxLabelLength     = 63
+	MaxSubdomainLength = 253
+)
+
+// NameFormat is the rule the names of a type's resources follow, as
+// Kubernetes gives each kind one.
+type NameFormat string
+
+// The name formats.
+const (
+	// NameSubdomain is a DNS-1123 subdomain: lower-case letters, digits,
+	// '-' and '.', starting and ending with a letter or digit, at most 253
+	// characters. It is the default, and what an API server asks of the
+	// names of custom resources.
+	NameSubdomain NameFormat = "subdomain"
+	// NameLabel is a DNS-1123 label: as a subdomain without dots, at most
+	// 63 characters, for names that end up where a dot is not allowed.
+	NameLabel NameFormat = "label"
+)
+
+// AnnotationNameFormat is the annotation that says a type's NameFormat:
+// on a CRD, which has no place for it, and on every stored type, which
+// keeps it there. A ResourceType says it in spec.nameFormat.
+const AnnotationNameFormat = "no8s.io/name-format"
+
+// NameFormatOf returns the name format a type's annotations record.
+func NameFormatOf(annotations map[string]string) NameFormat {
+	if NameFormat(annotations[AnnotationNameFormat]) == NameLabel {
+		return NameLabel
+	}
+	return NameSubdomain
+}
+
+// Messages of invalid names, worded as an API server words them.
+const (
+	labelMessage     = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+	subdomainMessage = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+
+// NameProblems says what is wrong with name under format f, one message per
+// rule broken, each "Invalid value: "<name>": <rule>" as an API server
+// reports metadata.name; none when the name is valid.
+func NameProblems(f NameFormat, name string) []string {
+	var rules []string
+	if f == NameLabel {
+		if len(name) > MaxLabelLength {
+			rules = append(rules, fmt.Sprintf("must be no more than %d characters", MaxLabelLength))
+		}
+		if !labelRE.MatchString(name) {
+			rules = append(rules, labelMessage)
+		}
+	} else {
+		if len(name) > MaxSubdomainLength {
+			rules = append(rules, fmt.Sprintf("must be no more than %d characters", MaxSubdomainLength))
+		}
+		if !subdomainRE.MatchString(name) {
+			rules = append(rules, subdomainMessage)
+		}
+	}
+	for i, r := range rules {
+		rules[i] = fmt.Sprintf("Invalid value: %s: %s", strconv.Quote(name), r)
+	}
+	return rules
+}
 
 // ValidKindName reports whether s is a valid resource type name (Kind style).
 func ValidKindName(s string) bool { return kindNameRE.MatchString(s) }
@@ -98,6 +177,10 @@ type ResourceType struct {
 	Action string
 	// DriftInterval is how often drift is checked for its resources; zero is off.
 	DriftInterval time.Duration
+	// NameFormat is the rule its resources' names follow; empty is
+	// NameSubdomain. Annotations record it too when it is NameLabel, so
+	// that it is stored with the type.
+	NameFormat NameFormat
 	// Versions are the served versions, each with its own schema.
 	Versions []TypeVersion
 	// Origin is where the type was declared.

@@ -92,3 +92,39 @@ func (t *ResourceType) CheckTransition(r *Resource, oldVersion string, old json.
 	}
 	return []Problem{problemAt(r.Origin, r.Origin.Line, "/spec", "cannot check the transition rules: "+err.Error())}
 }
+
+// PlaceProblems sets the line of each problem that names a field (a
+// pointer) to that field's line in its file, one of files: problems found
+// once the documents are gone, such as broken transition rules, carry the
+// line of their document. A file is parsed again only when a problem
+// names it; problems whose file is not among files keep their line.
+func PlaceProblems(files []File, ps []Problem) {
+	var (
+		index map[string]int
+		roots = map[string]*lazyRoots{}
+	)
+	for i := range ps {
+		p := &ps[i]
+		if p.Pointer == "" || p.File == "" {
+			continue
+		}
+		if index == nil {
+			index = make(map[string]int, len(files))
+			for j, f := range files {
+				index[f.Path] = j
+			}
+		}
+		l, seen := roots[p.File]
+		if !seen {
+			if j, ok := index[p.File]; ok {
+				l = &lazyRoots{data: bytes.TrimPrefix(files[j].Data, []byte(utf8BOM))}
+			}
+			roots[p.File] = l
+		}
+		if l == nil {
+			continue
+		}
+		d := Document{File: p.File, Index: p.Document, Line: p.Line, lazy: l}
+		p.Line = d.LineOf(p.Pointer)
+	}
+}

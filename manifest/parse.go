@@ -24,11 +24,64 @@ var (
 var (
 	resourceFields = fieldSet("apiVersion", "kind", "metadata", "spec", "status", "action", "pluginConfig", "dependsOn")
 	typeFields     = fieldSet("apiVersion", "kind", "metadata", "spec", "status")
-	metadataFields = fieldSet("name", "labels", "annotations")
-	typeSpecFields = fieldSet("group", "description", "action", "driftInterval", "versions")
+	// metadataFields are name, labels and annotations, and the fields
+	// generators write (kubectl get -o yaml, controller-gen), which are
+	// accepted and ignored: see generatorFields.
+	metadataFields = fieldSet(append([]string{"name", "labels", "annotations"}, generatorFields...)...)
+	typeSpecFields = fieldSet("group", "description", "action", "driftInterval", "nameFormat", "versions")
 	versionFields  = fieldSet("name", "schema", "deprecated")
 	refFields      = fieldSet("kind", "name")
 )
+
+// generatorFields are the metadata fields a server sets and generators
+// write out (kubectl get -o yaml, controller-gen): they mean nothing in a
+// manifest, so they are accepted, ignored (never part of a resource's
+// identity or spec) and warned of once per file.
+var generatorFields = []string{"creationTimestamp", "uid", "resourceVersion", "generation", "managedFields"}
+
+// generatorWarning returns the one warning of a file whose documents carry
+// generator fields, at the first of them, or nil. A null says nothing
+// (controller-gen writes creationTimestamp: null in every CRD) and is not
+// warned of.
+func generatorWarning(docs []*Document) []Problem {
+	var (
+		first  *Document
+		at     string
+		fields []string
+		count  int
+	)
+	for _, d := range docs {
+		meta, _ := d.Object["metadata"].(map[string]any)
+		found := false
+		for _, f := range generatorFields {
+			if v, present := meta[f]; !present || v == nil {
+				continue
+			}
+			found = true
+			if first == nil {
+				first, at = d, "/metadata/"+f
+			}
+			if !slices.Contains(fields, f) {
+				fields = append(fields, f)
+			}
+		}
+		if found {
+			count++
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	for i, f := range fields {
+		fields[i] = "metadata." + f
+	}
+	in := ""
+	if count > 1 {
+		in = fmt.Sprintf(" (in %d documents)", count)
+	}
+	return []Problem{{File: first.File, Line: first.LineOf(at), Document: first.Index, Pointer: at,
+		Message: fmt.Sprintf("%s ignored%s: a server sets them, and a manifest need not carry them", strings.Join(fields, ", "), in)}}
+}
 
 func fieldSet(names ...string) map[string]bool {
 	m := make(map[string]bool, len(names))
@@ -174,6 +227,7 @@ func parseType(d *Document) (*ResourceType, []Problem) {
 		return nil, errs
 	}
 	unknownFields(d, "/spec", spec, typeSpecFields, &errs)
+	t.NameFormat, t.Annotations = readNameFormat(d, spec, h.annotations, &errs)
 	if g, present := spec["group"]; present {
 		s, _ := g.(string)
 		if s == "" || len(s) > 253 || !groupRE.MatchString(s) {
@@ -247,6 +301,61 @@ func parseType(d *Document) (*ResourceType, []Problem) {
 	return t, nil
 }
 
+// nameProblems reports what is wrong with a resource's name under format f.
+func nameProblems(d *Document, f NameFormat, name string, errs *problems) {
+	for _, msg := range NameProblems(f, name) {
+		errs.add(d.Problem("/metadata/name", "%s", msg))
+	}
+}
+
+// readNameFormat reads the name format a type document asks for: the
+// annotation no8s.io/name-format, or for a ResourceType (spec not nil) its
+// spec.nameFormat, which must agree with the annotation when both are
+// written. It returns the format and the type's annotations, which record
+// a label format, so that the store keeps it with the type; the annotations
+// given are not changed (they may be shared).
+func readNameFormat(d *Document, spec map[string]any, annotations map[string]string, errs *problems) (NameFormat, map[string]string) {
+	valid := func(s string) bool { return s == string(NameLabel) || s == string(NameSubdomain) }
+	format := NameSubdomain
+	annotated, hasAnnotation := annotations[AnnotationNameFormat]
+	if hasAnnotation {
+		if !valid(annotated) {
+			errs.add(d.Problem("/metadata/annotations/"+escapePointer(AnnotationNameFormat), "must be %q or %q, not %q", NameLabel, NameSubdomain, annotated))
+			return format, annotations
+		}
+		format = NameFormat(annotated)
+	}
+	if raw, present := spec["nameFormat"]; present {
+		s, _ := raw.(string)
+		switch {
+		case !valid(s):
+			errs.add(d.Problem("/spec/nameFormat", "must be %q (DNS-1123 label: no dots, at most 63 characters) or %q (DNS-1123 subdomain, the default), not %s",
+				NameLabel, NameSubdomain, describeValue(raw)))
+			return format, annotations
+		case hasAnnotation && s != annotated:
+			errs.add(d.Problem("/spec/nameFormat", "%q, but the annotation %s says %q: write one of them", s, AnnotationNameFormat, annotated))
+			return format, annotations
+		}
+		format = NameFormat(s)
+	}
+	if format == NameLabel && !hasAnnotation {
+		own := make(map[string]string, len(annotations)+1)
+		maps.Copy(own, annotations)
+		own[AnnotationNameFormat] = string(NameLabel)
+		annotations = sharedMaps.share(own)
+	}
+	return format, annotations
+}
+
+// describeValue shows a value in a message: a string quoted, anything else
+// by its type.
+func describeValue(v any) string {
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
+	}
+	return describe(v)
+}
+
 func optionalString(d *Document, at string, v any, errs *problems) string {
 	if v == nil {
 		return ""
@@ -267,9 +376,9 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error))
 	if !ok {
 		return nil, errs
 	}
-	if !ValidName(h.name) {
-		errs.add(d.Problem("/metadata/name", "invalid name %q: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters", h.name))
-	}
+	// The broadest rule first, which every type's names follow; a type
+	// that asks for labels narrows it once the kind is known.
+	nameProblems(d, NameSubdomain, h.name, &errs)
 	r := &Resource{Kind: h.kind, Name: h.name, Labels: h.labels, Annotations: h.annotations, Origin: d.Origin()}
 	r.Action = optionalString(d, "/action", d.Object["action"], &errs)
 	if r.Action != "" && !actionNameRE.MatchString(r.Action) {
@@ -285,6 +394,9 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error))
 	if err != nil {
 		errs.add(d.Problem("/kind", "%v", err))
 		return nil, errs
+	}
+	if t.NameFormat == NameLabel && ValidName(h.name) {
+		nameProblems(d, NameLabel, h.name, &errs)
 	}
 	group, version, _ := strings.Cut(h.apiVersion, "/")
 	if group != t.Group || version == "" {
@@ -385,8 +497,14 @@ func parseDependsOn(d *Document, self ObjectRef, errs *problems) []ObjectRef {
 			errs.add(d.Problem(at+"/kind", "invalid kind %v", m["kind"]))
 			continue
 		}
-		if !ValidName(name) {
-			errs.add(d.Problem(at+"/name", "invalid name %v", m["name"]))
+		if name == "" {
+			errs.add(d.Problem(at+"/name", "%s", missingOr(m, "name", "a string")))
+			continue
+		}
+		if msgs := NameProblems(NameSubdomain, name); len(msgs) > 0 {
+			for _, msg := range msgs {
+				errs.add(d.Problem(at+"/name", "%s", msg))
+			}
 			continue
 		}
 		ref := ObjectRef{Kind: kind, Name: name}

@@ -15,7 +15,8 @@ import (
 // manifests cost more than the reads. The file is opened without following
 // a symlink, so that a file replaced by a link since the walk cannot lead
 // anywhere. ok is false when the file must be read the usual way.
-func readIn(dir *os.File, name string, limit int64) (data []byte, msg string, ok bool) {
+func readIn(dir *os.File, name string, l sizeLimit) (data []byte, msg string, ok bool) {
+	limit := l.max
 	// SyscallConn, not Fd: Fd would put the folder in blocking mode and
 	// give up the runtime's hold on the descriptor.
 	rc, err := dir.SyscallConn()
@@ -49,7 +50,7 @@ func readIn(dir *os.File, name string, limit int64) (data []byte, msg string, ok
 		return nil, "cannot read: not a regular file", true
 	}
 	if st.Size > limit {
-		return nil, fmt.Sprintf("file is %d bytes, over the limit of %d bytes", st.Size, limit), true
+		return nil, l.refuse(st.Size), true
 	}
 	// The size it says is what is read: a file written to while the tree is
 	// read is a race whichever bytes come back, and the read that would see
@@ -75,5 +76,5 @@ func readIn(dir *os.File, name string, limit int64) (data []byte, msg string, ok
 		}
 		buf = buf[:len(buf)+n]
 	}
-	return nil, fmt.Sprintf("file is over the limit of %d bytes", limit), true
+	return nil, l.refuse(-1), true
 }

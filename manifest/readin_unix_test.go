@@ -47,7 +47,7 @@ func TestReadIn(t *testing.T) {
 	}{
 		{"a file", "ok.yaml", "a: 1\n", ""},
 		{"an empty file", "empty.yaml", "", ""},
-		{"over the limit", "big.yaml", "", "file is 100 bytes, over the limit of 50 bytes"},
+		{"over the limit", "big.yaml", "", "file is 100 bytes, over the limit of 50 bytes (maxFileSize)"},
 		{"a file that became a link", "link.yaml", "", "cannot read: it became a symlink while the tree was read"},
 		{"a fifo does not block", "fifo.yaml", "", "cannot read: not a regular file"},
 		{"a folder", "sub.yaml", "", "cannot read: not a regular file"},
@@ -56,7 +56,7 @@ func TestReadIn(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			data, msg, ok := readIn(d, tc.file, 50)
+			data, msg, ok := readIn(d, tc.file, sizeLimit{50, DefaultSizeSetting})
 			if !ok || string(data) != tc.data || msg != tc.msg {
 				t.Errorf("readIn(%s) = %q, %q, %v; want %q, %q", tc.file, data, msg, ok, tc.data, tc.msg)
 			}

@@ -272,7 +272,7 @@ func validationIssues(err error) []schemaIssue {
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
 			// jsonschema prints a null in an enum the Go way.
-			is := schemaIssue{e.InstanceLocation, strings.ReplaceAll(e.Message, "<nil>", "null")}
+			is := schemaIssue{e.InstanceLocation, quotePatternOnce(strings.ReplaceAll(e.Message, "<nil>", "null"))}
 			if !seen[is] {
 				seen[is] = true
 				out = append(out, is)
@@ -286,6 +286,56 @@ func validationIssues(err error) []schemaIssue {
 	walk(ve)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].pointer < out[j].pointer })
 	return out
+}
+
+// patternPrefix starts jsonschema's message for a string that does not
+// match its pattern.
+const patternPrefix = "does not match pattern "
+
+// quotePatternOnce rewrites jsonschema's message for a pattern mismatch so
+// that the pattern reads as written in the schema, in single quotes, as an
+// API server shows it: jsonschema escapes it as a Go string first, which
+// doubles every backslash ('^(\\*\\.)?' for ^(\*\.)?).
+func quotePatternOnce(msg string) string {
+	quoted, ok := strings.CutPrefix(msg, patternPrefix)
+	if !ok {
+		return msg
+	}
+	pattern, ok := unquoteJSONSchema(quoted)
+	if !ok {
+		return msg
+	}
+	return patternPrefix + "'" + pattern + "'"
+}
+
+// unquoteJSONSchema undoes jsonschema's quote: the text of a Go string
+// literal, with \" written " and ' written \', between single quotes.
+func unquoteJSONSchema(s string) (string, bool) {
+	if len(s) < 2 || s[0] != '\'' || s[len(s)-1] != '\'' {
+		return "", false
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	inner := s[1 : len(s)-1]
+	for i := 0; i < len(inner); i++ {
+		switch c := inner[i]; {
+		case c == '\\' && i+1 < len(inner):
+			if inner[i+1] == '\'' {
+				b.WriteByte('\'')
+			} else {
+				b.WriteByte(c)
+				b.WriteByte(inner[i+1])
+			}
+			i++
+		case c == '"':
+			b.WriteString(`\"`)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	out, err := strconv.Unquote(b.String())
+	return out, err == nil
 }
 
 // compileIssues turns a compile error into issues with pointers into the schema.

@@ -20,6 +20,10 @@ type Set struct {
 	Types []*ResourceType
 	// Resources are sorted by kind, then name.
 	Resources []*Resource
+	// Warnings are about what the manifests hold that is ignored, such as
+	// the metadata fields a server sets: at most one per file, sorted as
+	// problems are. They refuse nothing.
+	Warnings []Problem
 
 	// reassembled is set when Resources were made from a previous set.
 	reassembled bool
@@ -41,6 +45,9 @@ func Validate(docs []*Document, known TypeResolver) (*Set, error) {
 		}
 		e := entries[len(entries)-1]
 		e.docs = append(e.docs, d)
+	}
+	for _, e := range entries {
+		e.warnings = generatorWarning(e.docs)
 	}
 	return validateEntries(entries, known, 0)
 }
@@ -89,6 +96,7 @@ type fileKey struct{ path, hash string }
 type fileEntry struct {
 	path, hash string
 	problems   []Problem // decoding problems; when set, the file has no documents
+	warnings   []Problem // what its documents hold that is ignored
 	// call is the last call of the Validator that used the entry, pos its
 	// place among that call's files.
 	call uint64
@@ -231,6 +239,7 @@ func (v *Validator) decode(e *fileEntry) {
 	if len(e.problems) > 0 {
 		e.docs = nil
 	}
+	e.warnings = generatorWarning(e.docs)
 }
 
 // validateEntries is Validate over files, reusing what entries already know.
@@ -445,6 +454,9 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 		*kinds = slices.Collect(maps.Keys(resolved))
 	}
 	sort.Slice(set.Types, func(i, j int) bool { return set.Types[i].Name < set.Types[j].Name })
+	for _, e := range entries {
+		set.Warnings = append(set.Warnings, e.warnings...)
+	}
 	if last != nil && len(errs) == 0 && !hasProblems(entries) {
 		if rs, ok := last.next(entries, call); ok {
 			set.Resources, set.reassembled = rs, true
@@ -656,13 +668,17 @@ func parallel(workers, n int, f func(i int)) {
 }
 
 // Fingerprint identifies everything about the type that affects its
-// resources: group, default action and each version's schema.
+// resources: group, default action, name format and each version's schema.
 func (t *ResourceType) Fingerprint() string {
 	if t.fingerprint != "" {
 		return t.fingerprint
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\x00%s\x00%s", t.Name, t.Group, t.Action)
+	if t.NameFormat == NameLabel {
+		// Only when not the default: the fingerprints of other types stay.
+		b.WriteString("\x00name:label")
+	}
 	for _, v := range t.Versions {
 		fmt.Fprintf(&b, "\x00%s\x00%s\x00%t", v.Name, v.Schema, v.Deprecated)
 	}

@@ -62,7 +62,7 @@ func (s *Syncer) planChecked(ctx context.Context, st store.Store, t Target, snap
 			return p, err
 		}
 	}
-	if err := s.checkTransitions(ctx, st, t, set, p.Updates); err != nil {
+	if err := s.checkTransitions(ctx, st, t, set, p.Updates, snap.Files); err != nil {
 		return p, err
 	}
 	p.Warnings = append(p.Warnings, rv.warnings...)
@@ -90,8 +90,10 @@ func find(set *manifest.Set, ref manifest.ObjectRef) *manifest.Resource {
 }
 
 // checkTransitions evaluates the CEL rules of the updated resources' types
-// with their stored specs, the last accepted generation, as oldSelf.
-func (s *Syncer) checkTransitions(ctx context.Context, st store.Store, t Target, set *manifest.Set, updates []Change) error {
+// with their stored specs, the last accepted generation, as oldSelf. files,
+// when given, are the files the resources were declared in: a broken rule
+// is reported at its field's line in them.
+func (s *Syncer) checkTransitions(ctx context.Context, st store.Store, t Target, set *manifest.Set, updates []Change, files []manifest.File) error {
 	if len(updates) == 0 {
 		return nil
 	}
@@ -146,6 +148,7 @@ func (s *Syncer) checkTransitions(ctx context.Context, st store.Store, t Target,
 		problems = append(problems, types[old.ID].CheckTransition(r, old.Version, old.Spec)...)
 	}
 	if len(problems) > 0 {
+		manifest.PlaceProblems(files, problems)
 		manifest.SortProblems(problems)
 		return &Error{Reason: ReasonValidationFailed, Problems: problems,
 			Message: fmt.Sprintf("%d change(s) break a transition rule; first: %s", len(problems), problems[0])}
@@ -307,7 +310,7 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 	}
 	// The validated set may be shared with the validator's cache: the
 	// patched resources go into a copy.
-	out := &manifest.Set{Types: set.Types, Resources: slices.Clone(set.Resources)}
+	out := &manifest.Set{Types: set.Types, Resources: slices.Clone(set.Resources), Warnings: set.Warnings}
 	for i, r := range patched {
 		out.Resources[i] = r
 	}

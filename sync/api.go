@@ -83,7 +83,7 @@ func (s *Syncer) ApplyDocument(ctx context.Context, build DocumentFunc) (*Writte
 			if err != nil {
 				return err
 			}
-			p := &Plan{Source: apiTarget.Name, Revision: rev}
+			p := &Plan{Source: apiTarget.Name, Revision: rev, Warnings: manifestWarnings(set)}
 			switch {
 			case len(set.Types) == 1:
 				if err := s.writeType(ctx, tx, set.Types[0], rev, p, out); err != nil {
@@ -106,7 +106,7 @@ func (s *Syncer) ApplyDocument(ctx context.Context, build DocumentFunc) (*Writte
 				}
 				if old, err := tx.GetResourceByName(ctx, r.Kind, r.Name); err == nil && old.Source.Name == apiTarget.Name {
 					written := &manifest.Set{Types: set.Types, Resources: []*manifest.Resource{r}}
-					if err := s.checkTransitions(ctx, tx, apiTarget, written, []Change{{Kind: r.Kind, Name: r.Name, ID: old.ID}}); err != nil {
+					if err := s.checkTransitions(ctx, tx, apiTarget, written, []Change{{Kind: r.Kind, Name: r.Name, ID: old.ID}}, nil); err != nil {
 						return err
 					}
 				} else if err != nil && !errors.Is(err, store.ErrNotFound) {

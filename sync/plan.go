@@ -105,7 +105,8 @@ type Plan struct {
 	keepsDeleting bool
 
 	// Warnings are about what the revision uses that it should not for
-	// long: deprecated type versions.
+	// long (deprecated type versions) and what its files hold that is
+	// ignored (the metadata fields a server sets).
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -125,6 +126,16 @@ func (p *Plan) Summary() string {
 		s += "; warning: " + w
 	}
 	return s
+}
+
+// manifestWarnings returns the set's warnings (what its files hold that is
+// ignored), each as "file:line: message", the way problems are shown.
+func manifestWarnings(set *manifest.Set) []string {
+	var out []string
+	for _, w := range set.Warnings {
+		out = append(out, w.String())
+	}
+	return out
 }
 
 // deprecations returns a warning for each deprecated type version the
@@ -194,7 +205,7 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 	if err != nil {
 		return nil, err
 	}
-	p.Warnings = warnings
+	p.Warnings = append(manifestWarnings(set), warnings...)
 	if owned == nil {
 		if owned, err = st.ListResourceDigests(ctx, t.Name); err != nil {
 			return nil, fmt.Errorf("list resources of %s: %w", t.Name, err)

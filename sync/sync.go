@@ -122,6 +122,10 @@ type Target struct {
 	URL   string
 	Path  string
 	Prune Prune
+	// MaxFileSize is the largest file the source reads, and so what a
+	// document of it may expand to through YAML aliases; zero means
+	// manifest.DefaultMaxFileSize.
+	MaxFileSize int64
 }
 
 // Result is what one Sync did.
@@ -300,7 +304,7 @@ func (s *Syncer) SyncJudged(ctx context.Context, t Target, snap *source.Snapshot
 			case rv == nil || rv.basis != plan.stateBasis():
 				return errPlanMoved
 			}
-			if err := s.checkTransitions(ctx, tx, t, declared, plan.Updates); err != nil {
+			if err := s.checkTransitions(ctx, tx, t, declared, plan.Updates, snap.Files); err != nil {
 				return err
 			}
 			plan.Warnings = append(plan.Warnings, rv.warnings...)
@@ -670,8 +674,8 @@ func (s *Syncer) validate(ctx context.Context, t Target, snap *source.Snapshot) 
 	}
 	s.mu.Lock()
 	v := s.validators[t.Name]
-	if v == nil {
-		v = &manifest.Validator{}
+	if v == nil || v.Decode.MaxExpandedSize != t.MaxFileSize {
+		v = &manifest.Validator{Decode: manifest.DecodeOptions{MaxExpandedSize: t.MaxFileSize}}
 		s.validators[t.Name] = v
 	}
 	s.mu.Unlock()
@@ -711,7 +715,8 @@ func (s *Syncer) otherTypes(ctx context.Context, st store.Store, self string) (m
 			return nil
 		}
 		t := &manifest.ResourceType{Name: name, Group: versions[0].Group, Action: versions[0].Action,
-			Description: versions[0].Description, DriftInterval: versions[0].DriftInterval}
+			Description: versions[0].Description, DriftInterval: versions[0].DriftInterval,
+			Annotations: versions[0].Annotations, NameFormat: manifest.NameFormatOf(versions[0].Annotations)}
 		for _, v := range versions {
 			t.Versions = append(t.Versions, manifest.TypeVersion{Name: v.Version, Schema: v.Schema})
 		}

@@ -270,13 +270,20 @@ func (r *runner) stopped(ctx, runCtx context.Context, run *github.WorkflowRun, e
 }
 
 // correlationID is unique per dispatch: the resource, the generation, the
-// operation and random bits, in a form that fits a run name.
+// operation and random bits, in a form that fits a run name. The random
+// bits make it unique; the name is there for people, and only its first
+// manifest.MaxLabelLength characters are, so that a name of up to 253
+// characters (a DNS subdomain) gives an id no longer than a label did.
 func correlationID(req *action.Request, op action.Operation) (string, error) {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s-%s-g%d-%s-%s", strings.ToLower(req.Resource.Kind), req.Resource.Name,
+	name := req.Resource.Name
+	if len(name) > manifest.MaxLabelLength {
+		name = strings.TrimRight(name[:manifest.MaxLabelLength], ".-")
+	}
+	return fmt.Sprintf("%s-%s-g%d-%s-%s", strings.ToLower(req.Resource.Kind), name,
 		req.Resource.Generation, op, hex.EncodeToString(b[:])), nil
 }
 

@@ -80,7 +80,8 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 
 // target turns a configured source into what sync records and guards.
 func target(s config.Source, src source.Source) sync.Target {
-	t := sync.Target{Name: s.Name, Kind: store.SourceKind(src.Kind()), Path: src.Path(), Prune: pruneRules(s.Prune)}
+	t := sync.Target{Name: s.Name, Kind: store.SourceKind(src.Kind()), Path: src.Path(), Prune: pruneRules(s.Prune),
+		MaxFileSize: s.FileSizeLimit()}
 	if src.Kind() == source.KindGit {
 		t.URL = src.Location()
 	} else {
@@ -105,7 +106,7 @@ func pruneRules(p config.Prune) sync.Prune {
 // cacheDir/<name>.
 func newSource(s config.Source, cacheDir string, applied appliedFunc, log *slog.Logger) (source.Source, error) {
 	if s.Git == nil {
-		return dir.New(dir.Config{Name: s.Name, Path: s.Dir, Logger: log})
+		return dir.New(dir.Config{Name: s.Name, Path: s.Dir, Logger: log, Load: loadOptions(s)})
 	}
 	g := s.Git
 	verify, err := gitVerify(s.Name, g.Verify, applied)
@@ -119,7 +120,13 @@ func newSource(s config.Source, cacheDir string, applied appliedFunc, log *slog.
 		Auth: git.Auth{Username: g.Auth.Username(), Password: g.Auth.Password(), Token: g.Auth.Token(),
 			SSHKeyFile: g.Auth.SSHKeyFile, KnownHostsFile: g.Auth.KnownHostsFile, SSHKeyPassphrase: g.Auth.SSHKeyPassphrase()},
 		Verify: verify,
+		Load:   loadOptions(s),
 	})
+}
+
+// loadOptions are how a source's files are read: up to its maxFileSize.
+func loadOptions(s config.Source) manifest.LoadOptions {
+	return manifest.LoadOptions{MaxFileSize: s.FileSizeLimit()}
 }
 
 // appliedFunc returns the revision last applied from a source.

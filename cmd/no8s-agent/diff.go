@@ -60,7 +60,7 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer st.Close()
 
-	snap, err := folderSnapshot(path)
+	snap, err := folderSnapshot(path, diffTarget(cfg, *name, path).MaxFileSize)
 	if err != nil {
 		return fail(stderr, "diff", err)
 	}
@@ -110,7 +110,7 @@ func baseStore(ctx context.Context, sf storeFlags, name, base string) (*config.C
 		return nil, nil, err
 	}
 	cleanup := &removeOnClose{agentStore: st, dir: dir}
-	snap, err := folderSnapshot(base)
+	snap, err := folderSnapshot(base, diffTarget(cfg, name, base).MaxFileSize)
 	if err != nil {
 		cleanup.Close()
 		return nil, nil, fmt.Errorf("--base: %w", err)
@@ -133,33 +133,35 @@ func (r *removeOnClose) Close() {
 	os.RemoveAll(r.dir)
 }
 
-// folderSnapshot reads the manifests under path.
-func folderSnapshot(path string) (*source.Snapshot, error) {
+// folderSnapshot reads the manifests under path, files of up to
+// maxFileSize bytes (zero: the default).
+func folderSnapshot(path string, maxFileSize int64) (*source.Snapshot, error) {
 	root, err := os.OpenRoot(path)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
-	files, problems, err := source.ReadTree(manifest.RootFS(root), manifest.LoadOptions{})
+	files, problems, err := source.ReadTree(manifest.RootFS(root), manifest.LoadOptions{MaxFileSize: maxFileSize})
 	if err != nil {
 		return nil, err
 	}
 	return &source.Snapshot{Revision: source.DigestRevision(files, problems), Files: files, Problems: problems}, nil
 }
 
-// diffTarget is the configured source of that name, with its prune rules,
-// or a folder source with the defaults.
+// diffTarget is the configured source of that name, with its prune rules
+// and file size limit, or a folder source with the defaults (the agent's
+// maxFileSize).
 func diffTarget(cfg *config.Config, name, path string) sync.Target {
 	for _, s := range cfg.Sources {
 		if s.Name == name {
-			t := sync.Target{Name: name, Kind: store.SourceDir, Path: path, Prune: pruneRules(s.Prune)}
+			t := sync.Target{Name: name, Kind: store.SourceDir, Path: path, Prune: pruneRules(s.Prune), MaxFileSize: s.FileSizeLimit()}
 			if s.Git != nil {
 				t.Kind, t.URL, t.Path = store.SourceGit, s.Git.URL, s.Git.Path
 			}
 			return t
 		}
 	}
-	return sync.Target{Name: name, Kind: store.SourceDir, Path: path, Prune: sync.Prune{Enabled: true}}
+	return sync.Target{Name: name, Kind: store.SourceDir, Path: path, Prune: sync.Prune{Enabled: true}, MaxFileSize: cfg.FileSizeLimit()}
 }
 
 func writePlan(w io.Writer, format string, plan *sync.Plan, planErr error) error {

@@ -60,6 +60,7 @@ func previewSources(cfg *config.Config, jobs []sync.Job, cacheDir string, applie
 					Auth: git.Auth{Username: g.Auth.Username(), Password: g.Auth.Password(), Token: g.Auth.Token(),
 						SSHKeyFile: g.Auth.SSHKeyFile, KnownHostsFile: g.Auth.KnownHostsFile, SSHKeyPassphrase: g.Auth.SSHKeyPassphrase()},
 					Verify: verify,
+					Load:   loadOptions(s),
 				})
 				if err != nil {
 					return nil, err

@@ -42,22 +42,30 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		// peak about 30 MB higher. GOGC, when set, is left to decide.
 		defer debug.SetGCPercent(debug.SetGCPercent(400))
 	}
-	set, problems, err := validatePath(path, manifest.LoadOptions{MaxFileSize: *maxSize})
+	opts := manifest.LoadOptions{MaxFileSize: *maxSize, SizeSetting: "--max-file-size"}
+	checked, err := validatePath(path, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "validate: %v\n", err)
 		return exitError
 	}
+	set, problems := checked.set, checked.problems
 	if *base != "" && len(problems) == 0 {
-		old, baseProblems, err := validatePath(*base, manifest.LoadOptions{MaxFileSize: *maxSize})
+		old, err := validatePath(*base, opts)
 		switch {
 		case err != nil:
 			fmt.Fprintf(stderr, "validate: --base: %v\n", err)
 			return exitError
-		case len(baseProblems) > 0:
-			fmt.Fprintf(stderr, "validate: --base %s is not valid itself; first: %s\n", *base, baseProblems[0])
+		case len(old.problems) > 0:
+			fmt.Fprintf(stderr, "validate: --base %s is not valid itself; first: %s\n", *base, old.problems[0])
 			return exitError
 		}
-		problems = transitionProblems(set, old, path)
+		problems = transitionProblems(checked, old.set)
+	}
+	if set != nil {
+		// Warnings refuse nothing: on stderr, apart from the problems.
+		for _, w := range set.Warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
 	}
 	if *output == "json" {
 		if problems == nil {
@@ -86,13 +94,23 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	return exitOK
 }
 
+// checkedPath is what validatePath found: the set (nil when invalid), the
+// problems and warnings, which name files as the user wrote PATH, and the
+// files read, whose paths are relative to dir.
+type checkedPath struct {
+	set      *manifest.Set
+	problems []manifest.Problem
+	files    []manifest.File
+	dir      string
+}
+
 // validatePath reads and validates a folder or a single file, with the same
 // rules a source applies (.no8signore included). Problems name files as the
 // user wrote PATH, so that "file:line" opens in an editor.
-func validatePath(path string, opts manifest.LoadOptions) (*manifest.Set, []manifest.Problem, error) {
+func validatePath(path string, opts manifest.LoadOptions) (*checkedPath, error) {
 	info, err := os.Stat(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	dir := path
 	if !info.IsDir() {
@@ -107,34 +125,50 @@ func validatePath(path string, opts manifest.LoadOptions) (*manifest.Set, []mani
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer root.Close()
 	files, problems, err := source.ReadTree(manifest.RootFS(root), opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	v := manifest.Validator{Decode: opts.Decode}
+	decode := opts.Decode
+	if decode.MaxExpandedSize <= 0 {
+		// A document may expand to what a file may hold, as in a source.
+		decode.MaxExpandedSize = opts.MaxFileSize
+	}
+	v := manifest.Validator{Decode: decode}
 	set, err := v.ValidateFiles(files, nil)
 	var verr *manifest.ValidationError
 	if errors.As(err, &verr) {
 		problems = append(problems, verr.Problems...)
 	} else if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	manifest.SortProblems(problems)
+	fromDir(dir, problems)
+	if set != nil {
+		fromDir(dir, set.Warnings)
+	}
+	return &checkedPath{set: set, problems: problems, files: files, dir: dir}, nil
+}
+
+// fromDir names the files of problems found under dir as the user wrote
+// dir.
+func fromDir(dir string, problems []manifest.Problem) {
 	for i := range problems {
 		if problems[i].File != "" {
 			problems[i].File = filepath.ToSlash(filepath.Join(dir, problems[i].File))
 		}
 	}
-	return set, problems, nil
 }
 
-// transitionProblems checks the transition rules of each resource of set
-// against the resource of the same kind and name in base, as a sync checks
-// them against the store. Problems name files as validatePath does.
-func transitionProblems(set, base *manifest.Set, path string) []manifest.Problem {
+// transitionProblems checks the transition rules of each resource of the
+// checked set against the resource of the same kind and name in base, as a
+// sync checks them against the store. Problems are at the field's line and
+// name files as validatePath does.
+func transitionProblems(checked *checkedPath, base *manifest.Set) []manifest.Problem {
+	set := checked.set
 	types := make(map[string]*manifest.ResourceType, len(set.Types))
 	for _, t := range set.Types {
 		types[t.Name] = t
@@ -143,21 +177,16 @@ func transitionProblems(set, base *manifest.Set, path string) []manifest.Problem
 	for _, r := range base.Resources {
 		before[r.Ref()] = r
 	}
-	dir := path
-	if info, err := os.Stat(path); err == nil && !info.IsDir() {
-		dir = filepath.Dir(path)
-	}
 	var problems []manifest.Problem
 	for _, r := range set.Resources {
 		old, t := before[r.Ref()], types[r.Kind]
 		if old == nil || t == nil {
 			continue
 		}
-		for _, p := range t.CheckTransition(r, old.Version, old.Spec) {
-			p.File = filepath.ToSlash(filepath.Join(dir, p.File))
-			problems = append(problems, p)
-		}
+		problems = append(problems, t.CheckTransition(r, old.Version, old.Spec)...)
 	}
+	manifest.PlaceProblems(checked.files, problems)
 	manifest.SortProblems(problems)
+	fromDir(checked.dir, problems)
 	return problems
 }

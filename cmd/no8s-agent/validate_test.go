@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -194,11 +196,93 @@ func TestTransitionRulesOffline(t *testing.T) {
 		t.Errorf("without a base the change is valid: exit %d\n%s", code, out)
 	}
 	code, out, _ := runCLI(t, "validate", "--base", base, changed)
-	if want := filepath.ToSlash(filepath.Join(changed, "gc.yaml")) + ":1: spec.controllerName: Value is immutable"; code != 1 || !strings.Contains(out, want) {
+	// At the field's line, not the document's.
+	if want := filepath.ToSlash(filepath.Join(changed, "gc.yaml")) + ":5: spec.controllerName: Value is immutable"; code != 1 || !strings.Contains(out, want) {
 		t.Errorf("validate --base: exit %d, want %q in\n%s", code, want, out)
 	}
 	code, out, errOut := runCLI(t, "diff", changed, "--source", "local", "--base", base)
-	if code != 1 || !strings.Contains(out, "gc.yaml:1: spec.controllerName: Value is immutable") {
+	if code != 1 || !strings.Contains(out, "gc.yaml:5: spec.controllerName: Value is immutable") {
 		t.Errorf("diff --base: exit %d\n%s\n%s", code, errOut, out)
+	}
+}
+
+// TestValidateFileSizes: validate reads files up to --max-file-size, by
+// default the agent's 1.5 MiB, which Kyverno's ClusterPolicy CRD (1.42 MB)
+// is within; a larger file is named with its size and the flag.
+func TestValidateFileSizes(t *testing.T) {
+	t.Parallel()
+	f, err := os.Open("../../manifest/testdata/crds/kyverno-clusterpolicies.yaml.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "kyverno.yaml"), crd, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.ToSlash(filepath.Join(dir, "kyverno.yaml"))
+	tests := []struct {
+		name        string
+		args        []string
+		code        int
+		out, stderr string
+	}{
+		{"default", nil, 0, "", "valid: 1 resource type(s), 0 resource(s)"},
+		{"the file's size", []string{"--max-file-size", "1423961"}, 0, "", "valid: 1 resource type(s)"},
+		{"a byte less", []string{"--max-file-size", "1423960"}, 1, file + ": file is 1423961 bytes, over the limit of 1423960 bytes (--max-file-size)\n", "1 problem(s) found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := runCLI(t, append(append([]string{"validate"}, tt.args...), dir)...)
+			if code != tt.code || out != tt.out || !strings.Contains(errOut, tt.stderr) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d, %q, %q", code, out, errOut, tt.code, tt.out, tt.stderr)
+			}
+		})
+	}
+}
+
+// TestValidateWarnsOfGeneratorMetadata: the metadata a server sets is
+// ignored, with one warning per file on stderr; the files are valid.
+func TestValidateWarnsOfGeneratorMetadata(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	data, err := os.ReadFile("../../examples/repo/resources/network.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	types, err := os.ReadDir("../../examples/repo/types")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range types {
+		b, err := os.ReadFile(filepath.Join("../../examples/repo/types", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "type-"+e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	generated := strings.Replace(string(data), "metadata:\n", "metadata:\n  uid: 0f1e2d3c\n  resourceVersion: \"12\"\n", 1)
+	if generated == string(data) {
+		t.Fatal("no metadata in the example")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "network.yaml"), []byte(generated), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "validate", dir)
+	want := "warning: " + filepath.ToSlash(filepath.Join(dir, "network.yaml")) + ":"
+	if code != 0 || out != "" || strings.Count(errOut, "warning: ") != 1 || !strings.Contains(errOut, want) ||
+		!strings.Contains(errOut, "metadata.uid, metadata.resourceVersion ignored") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -447,5 +448,50 @@ func BenchmarkFetch(b *testing.B) {
 		if err != nil || len(snap.Files) != 100 {
 			b.Fatalf("Fetch: %d files, %v", len(snap.Files), err)
 		}
+	}
+}
+
+// TestFetchFileSizeLimit: a folder source reads files up to its maxFileSize,
+// 1.5 MiB unless set; a larger file is a problem naming its size and the
+// setting, the other files are read.
+func TestFetchFileSizeLimit(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	write(t, filepath.Join(root, "db.yaml"), fmt.Sprintf(doc, "a", 1))
+	big := fmt.Sprintf(doc, "big", 1) + "#" + strings.Repeat("x", 1_600_000-len(fmt.Sprintf(doc, "big", 1))-2) + "\n"
+	write(t, filepath.Join(root, "big.yaml"), big)
+	tests := []struct {
+		name  string
+		load  manifest.LoadOptions
+		files []string
+		want  string
+	}{
+		{"default", manifest.LoadOptions{}, []string{"db.yaml"}, "file is 1600000 bytes, over the limit of 1572864 bytes (maxFileSize)"},
+		{"raised", manifest.LoadOptions{MaxFileSize: 2 << 20}, []string{"big.yaml", "db.yaml"}, ""},
+		{"lowered", manifest.LoadOptions{MaxFileSize: 1 << 10}, []string{"db.yaml"}, "file is 1600000 bytes, over the limit of 1024 bytes (maxFileSize)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := New(Config{Name: "local", Path: root, Load: tt.load, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap := fetch(t, s)
+			if got := paths(snap); !slices.Equal(got, tt.files) {
+				t.Errorf("files %v, want %v", got, tt.files)
+			}
+			var got string
+			for _, p := range snap.Problems {
+				got += p.String()
+			}
+			want := ""
+			if tt.want != "" {
+				want = "big.yaml: " + tt.want
+			}
+			if got != want {
+				t.Errorf("problems %q, want %q", got, want)
+			}
+		})
 	}
 }

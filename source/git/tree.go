@@ -107,6 +107,9 @@ func readTree(st storer.EncodedObjectStorer, root *object.Tree, opts manifest.Lo
 	if opts.MaxFileSize <= 0 {
 		opts.MaxFileSize = manifest.DefaultMaxFileSize
 	}
+	if opts.SizeSetting == "" {
+		opts.SizeSetting = manifest.DefaultSizeSetting
+	}
 	r := &treeReader{
 		st:    st,
 		opts:  opts,
@@ -149,7 +152,7 @@ func (r *treeReader) loadIgnore() error {
 		return fmt.Errorf("read %s: %w", source.IgnoreFile, err)
 	}
 	if data == nil {
-		return fmt.Errorf("read %s: over the limit of %d bytes", source.IgnoreFile, r.opts.MaxFileSize)
+		return fmt.Errorf("read %s: over the limit of %d bytes (%s)", source.IgnoreFile, r.opts.MaxFileSize, r.opts.SizeSetting)
 	}
 	match, err := source.LoadIgnore(oneFile(data))
 	if err != nil {
@@ -285,7 +288,7 @@ func (r *treeReader) file(p string, h plumbing.Hash) error {
 		return fmt.Errorf("read %s: %w", p, err)
 	}
 	if data == nil {
-		r.problem(p, fmt.Sprintf("file is %d bytes, over the limit of %d bytes", size, r.opts.MaxFileSize))
+		r.problem(p, manifest.FileTooLarge(size, r.opts.MaxFileSize, r.opts.SizeSetting))
 		return nil
 	}
 	r.files = append(r.files, indexed{file: manifest.File{Path: p, Data: data, Hash: manifest.HashJSON(data)}, blob: h})
