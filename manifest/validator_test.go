@@ -150,7 +150,12 @@ func TestValidatorAssemblesAsAFreshOne(t *testing.T) {
 			// build on the last valid set; some repeat a name.
 			name := func() string { return fmt.Sprintf("db-%03d", rng.IntN(800)) }
 			doc := func() string {
-				return dbResource(name(), fmt.Sprintf("  engine: postgres\n  storage_gb: %d\n", 10+rng.IntN(50)))
+				d := dbResource(name(), fmt.Sprintf("  engine: postgres\n  storage_gb: %d\n", 10+rng.IntN(50)))
+				if rng.IntN(5) == 0 {
+					// Generator metadata: ignored, with a warning.
+					d = strings.Replace(d, "metadata:\n", "metadata:\n  uid: 1234\n", 1)
+				}
+				return d
 			}
 			for i := range 40 {
 				tree[fmt.Sprintf("r/%03d.yaml", i)] = dbResource(fmt.Sprintf("db-%03d", 800+i), "  engine: mysql\n  storage_gb: 20\n")
@@ -221,6 +226,9 @@ func TestValidatorAssemblesAsAFreshOne(t *testing.T) {
 				}
 				if wantErr != nil {
 					continue
+				}
+				if fmt.Sprint(got.Warnings) != fmt.Sprint(want.Warnings) {
+					t.Fatalf("step %d: warnings %v, a fresh validator's %v", step, got.Warnings, want.Warnings)
 				}
 				if len(got.Resources) != len(want.Resources) {
 					t.Fatalf("step %d: %d resources, a fresh validator %d", step, len(got.Resources), len(want.Resources))
