@@ -20,6 +20,10 @@ type Set struct {
 	Types []*ResourceType
 	// Resources are sorted by kind, then name.
 	Resources []*Resource
+	// Warnings are about what was accepted anyway: the fields schemas do
+	// not declare, kept or dropped (see UnknownFields), sorted like
+	// problems.
+	Warnings []Problem
 }
 
 // TypeResolver finds resource types that the documents themselves do not
@@ -29,12 +33,19 @@ type TypeResolver func(name string) *ResourceType
 // Validate checks a set of documents as a whole: types first (declared in the
 // documents, then from known), then every resource against its type.
 // Duplicate types or resources are reported at every repeat, naming the first.
+// Fields a spec's schema does not declare are refused (UnknownFieldsStrict).
 // It returns a *ValidationError listing every problem, or the Set.
 func Validate(docs []*Document, known TypeResolver) (*Set, error) {
+	return ValidateWith(docs, known, UnknownFieldsStrict)
+}
+
+// ValidateWith is Validate with unknown saying what to do with the fields
+// of a spec that its schema does not declare.
+func ValidateWith(docs []*Document, known TypeResolver, unknown UnknownFields) (*Set, error) {
 	var entries []*fileEntry
 	for _, d := range docs {
 		if len(entries) == 0 || entries[len(entries)-1].path != d.File {
-			entries = append(entries, &fileEntry{path: d.File})
+			entries = append(entries, &fileEntry{path: d.File, unknown: unknown.orStrict()})
 		}
 		e := entries[len(entries)-1]
 		e.docs = append(e.docs, d)
@@ -52,6 +63,9 @@ func Validate(docs []*Document, known TypeResolver) (*Set, error) {
 type Validator struct {
 	// Decode bounds the decoding of each file.
 	Decode DecodeOptions
+	// UnknownFields says what to do with the fields of a spec that its
+	// schema does not declare; zero is UnknownFieldsStrict.
+	UnknownFields UnknownFields
 
 	mu    gosync.Mutex
 	cache map[fileKey]*fileEntry
@@ -83,12 +97,15 @@ type fileEntry struct {
 	typesParsed bool
 	types       []parsedType
 
-	// resources, resProblems and used are the file's resources as
-	// validated against the types whose identities used records.
+	// resources, resProblems, resWarnings and used are the file's
+	// resources as validated, with unknown fields treated as unknown says,
+	// against the types whose identities used records.
 	resValid    bool
 	resources   []*Resource
 	resProblems []Problem
+	resWarnings []Problem
 	used        []typeUse
+	unknown     UnknownFields
 }
 
 // typeUse records which type a kind resolved to when a file's resources were
@@ -122,6 +139,9 @@ func (v *Validator) ValidateFiles(files []File, known TypeResolver) (*Set, error
 		if e == nil {
 			e = &fileEntry{path: f.Path}
 			fresh = append(fresh, e)
+		}
+		if mode := v.UnknownFields.orStrict(); e.unknown != mode {
+			e.unknown, e.resValid = mode, false
 		}
 		e.data = f.Data
 		next[k] = e
@@ -373,6 +393,7 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 	for _, e := range entries {
 		errs = append(errs, e.problems...)
 		errs = append(errs, e.resProblems...)
+		set.Warnings = append(set.Warnings, e.resWarnings...)
 		for _, r := range e.resources {
 			if first, dup := seen[r.Ref()]; dup {
 				errs.add(problemAt(r.Origin, lineOf(e, r.Origin, "/metadata/name"), "/metadata/name", fmt.Sprintf("duplicate resource %s (first declared in %s)", r.Ref(), first.at())))
@@ -386,6 +407,7 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 		SortProblems(errs)
 		return nil, errs.err()
 	}
+	SortProblems(set.Warnings)
 	sort.Slice(set.Types, func(i, j int) bool { return set.Types[i].Name < set.Types[j].Name })
 	slices.SortFunc(set.Resources, func(a, b *Resource) int {
 		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
@@ -409,13 +431,14 @@ func slicesContainsKind(used []typeUse, kind string) bool {
 // lookup resolves. It touches nothing but e, so entries can be parsed in
 // parallel.
 func (e *fileEntry) parseResources(lookup func(kind string) (*ResourceType, error)) {
-	e.resources, e.resProblems = nil, nil
+	e.resources, e.resProblems, e.resWarnings = nil, nil, nil
 	for _, d := range e.docs {
 		if IsTypeDocument(d.Object) {
 			continue
 		}
-		r, ps := parseResource(d, lookup)
+		r, ps, ws := parseResource(d, lookup, e.unknown)
 		e.resProblems = append(e.resProblems, ps...)
+		e.resWarnings = append(e.resWarnings, ws...)
 		if r != nil {
 			e.resources = append(e.resources, r)
 		}

@@ -230,8 +230,11 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 				return err
 			}
 		}
-		mutated, ps := manifest.ParseResourceObject(res.Object, r.Origin, lookup)
+		mutated, ps, ws := manifest.ParseResourceObject(res.Object, r.Origin, lookup, t.UnknownFields)
 		denied = denied || len(ps) > 0
+		for _, w := range ws {
+			warnings = append(warnings, fmt.Sprintf("%s/%s as admission hooks patched it: %s", c.Kind, c.Name, w.Message))
+		}
 		for _, pr := range ps {
 			pr.Message = fmt.Sprintf("%s/%s as admission hooks patched it: %s", c.Kind, c.Name, pr.Message)
 			problems = append(problems, pr)

@@ -122,6 +122,9 @@ type Target struct {
 	URL   string
 	Path  string
 	Prune Prune
+	// UnknownFields says what a sync does with the fields of a spec that
+	// its schema does not declare; zero refuses them (strict).
+	UnknownFields manifest.UnknownFields
 }
 
 // Result is what one Sync did.
@@ -155,6 +158,9 @@ type Syncer struct {
 	compiled   map[string]*manifest.ResourceType
 	// admission reviews changes before they are accepted; nil admits all.
 	admission *admission.Chain
+	// apiUnknownFields is what the API's writes do with the fields of a
+	// spec that its schema does not declare.
+	apiUnknownFields manifest.UnknownFields
 	// refusals are the last refusal of each source, with what it was
 	// judged against, so that a refused revision is judged again only
 	// when something that could change the outcome changed.
@@ -670,8 +676,10 @@ func (s *Syncer) validate(ctx context.Context, t Target, snap *source.Snapshot) 
 	}
 	s.mu.Lock()
 	v := s.validators[t.Name]
-	if v == nil {
-		v = &manifest.Validator{}
+	if v == nil || v.UnknownFields != t.UnknownFields {
+		// A Validator's settings never change once it is in use: a
+		// preview may be validating with it meanwhile.
+		v = &manifest.Validator{UnknownFields: t.UnknownFields}
 		s.validators[t.Name] = v
 	}
 	s.mu.Unlock()

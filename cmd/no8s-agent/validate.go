@@ -19,6 +19,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	output := fs.String("o", "text", "output format: text or json")
 	maxSize := fs.Int64("max-file-size", manifest.DefaultMaxFileSize, "largest manifest file in bytes")
 	base := fs.String("base", "", "a folder with the manifests as they were: transition rules compare with them")
+	unknownFields := fs.String("unknown-fields", "strict", "fields a spec's schema does not declare: strict refuses them, warn keeps them, prune drops them (a source's unknownFields)")
 	rest, code := parseFlags(ctx, fs, args)
 	if code >= 0 {
 		return code
@@ -35,6 +36,11 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if len(rest) == 1 {
 		path = rest[0]
 	}
+	unknown, err := manifest.ParseUnknownFields(*unknownFields)
+	if err != nil {
+		fmt.Fprintf(stderr, "validate: --unknown-fields: %v\n", err)
+		return exitError
+	}
 
 	if os.Getenv("GOGC") == "" {
 		// A one-shot command whose live data is the tree it reads: collecting
@@ -42,13 +48,13 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		// peak about 30 MB higher. GOGC, when set, is left to decide.
 		defer debug.SetGCPercent(debug.SetGCPercent(400))
 	}
-	set, problems, err := validatePath(path, manifest.LoadOptions{MaxFileSize: *maxSize})
+	set, problems, err := validatePath(path, manifest.LoadOptions{MaxFileSize: *maxSize}, unknown)
 	if err != nil {
 		fmt.Fprintf(stderr, "validate: %v\n", err)
 		return exitError
 	}
 	if *base != "" && len(problems) == 0 {
-		old, baseProblems, err := validatePath(*base, manifest.LoadOptions{MaxFileSize: *maxSize})
+		old, baseProblems, err := validatePath(*base, manifest.LoadOptions{MaxFileSize: *maxSize}, unknown)
 		switch {
 		case err != nil:
 			fmt.Fprintf(stderr, "validate: --base: %v\n", err)
@@ -81,6 +87,9 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitError
 	}
 	if *output == "text" {
+		for _, w := range set.Warnings {
+			fmt.Fprintln(stderr, "warning: "+w.String())
+		}
 		fmt.Fprintf(stderr, "valid: %d resource type(s), %d resource(s)\n", len(set.Types), len(set.Resources))
 	}
 	return exitOK
@@ -89,7 +98,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 // validatePath reads and validates a folder or a single file, with the same
 // rules a source applies (.no8signore included). Problems name files as the
 // user wrote PATH, so that "file:line" opens in an editor.
-func validatePath(path string, opts manifest.LoadOptions) (*manifest.Set, []manifest.Problem, error) {
+func validatePath(path string, opts manifest.LoadOptions, unknown manifest.UnknownFields) (*manifest.Set, []manifest.Problem, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, nil, err
@@ -114,7 +123,7 @@ func validatePath(path string, opts manifest.LoadOptions) (*manifest.Set, []mani
 	if err != nil {
 		return nil, nil, err
 	}
-	v := manifest.Validator{Decode: opts.Decode}
+	v := manifest.Validator{Decode: opts.Decode, UnknownFields: unknown}
 	set, err := v.ValidateFiles(files, nil)
 	var verr *manifest.ValidationError
 	if errors.As(err, &verr) {
@@ -126,6 +135,11 @@ func validatePath(path string, opts manifest.LoadOptions) (*manifest.Set, []mani
 	for i := range problems {
 		if problems[i].File != "" {
 			problems[i].File = filepath.ToSlash(filepath.Join(dir, problems[i].File))
+		}
+	}
+	if set != nil {
+		for i := range set.Warnings {
+			set.Warnings[i].File = filepath.ToSlash(filepath.Join(dir, set.Warnings[i].File))
 		}
 	}
 	return set, problems, nil
