@@ -242,7 +242,7 @@ func (s *Syncer) SyncJudged(ctx context.Context, t Target, snap *source.Snapshot
 	} else {
 		against = s.judge(ctx, t.Name, cur)
 	}
-	against.withSnapshot(snap)
+	against.withSnapshot(t, snap)
 	if !force && s.mayHaveRefused(t.Name, snap.Revision, cur) {
 		a, err := against.wait(ctx)
 		if err != nil {
@@ -560,10 +560,12 @@ func (s *Syncer) judge(ctx context.Context, name string, cur *store.Source) *jud
 }
 
 // withSnapshot adds what the source found wrong with snap (an untrusted
-// commit signature, say: rotated keys may clear it) and its lineage to
-// what j judges.
-func (j *judgement) withSnapshot(snap *source.Snapshot) *judgement {
+// commit signature, say: rotated keys may clear it), its lineage, and
+// the source's setting for unknown fields (prune accepts what strict
+// refused) to what j judges.
+func (j *judgement) withSnapshot(t Target, snap *source.Snapshot) *judgement {
 	var b strings.Builder
+	b.WriteString("\nunknownFields " + string(t.UnknownFields))
 	for _, p := range snap.Problems {
 		b.WriteString("\nsnapshot " + p.String())
 	}
