@@ -278,36 +278,75 @@ type unknownField struct {
 	noFields bool
 }
 
-// undeclared finds the fields of v, found at pointer ptr, that n does
-// not declare, in no particular order; with drop it deletes them from v.
-func (n *fieldNode) undeclared(v any, ptr string, drop bool, out []unknownField) []unknownField {
+// fieldWalk walks a value with its field tree. Its path is the way from
+// the root to the value at hand, made into a JSON pointer only for what is
+// reported: most values have nothing to report, and a pointer per field
+// walked would cost more than the walk.
+type fieldWalk struct {
+	// root is the pointer of the value the walk starts from.
+	root string
+	path []pathStep
+	// drop deletes the unknown fields it finds.
+	drop    bool
+	unknown []unknownField
+	dups    []listIssue
+}
+
+// pathStep is an object's key, or a list's index when index >= 0.
+type pathStep struct {
+	key   string
+	index int
+}
+
+func (w *fieldWalk) pointer(last pathStep) string {
+	var b strings.Builder
+	b.WriteString(w.root)
+	for _, s := range append(w.path, last) {
+		b.WriteByte('/')
+		if s.index >= 0 {
+			b.WriteString(strconv.Itoa(s.index))
+		} else {
+			b.WriteString(escapePointer(s.key))
+		}
+	}
+	return b.String()
+}
+
+// undeclared finds the fields of v that n does not declare, in no
+// particular order, and with w.drop deletes them from v.
+func (w *fieldWalk) undeclared(n *fieldNode, v any) {
 	if n == nil || n.free {
-		return out
+		return
 	}
 	switch x := v.(type) {
 	case map[string]any:
 		if !n.object {
-			return out
+			return
 		}
 		for k, val := range x {
 			if n.embedded && metaFields[k] {
 				continue
 			}
 			if c, ok := n.child(k); ok {
-				out = c.undeclared(val, ptr+"/"+escapePointer(k), drop, out)
+				if !c.free {
+					w.path = append(w.path, pathStep{key: k, index: -1})
+					w.undeclared(c, val)
+					w.path = w.path[:len(w.path)-1]
+				}
 				continue
 			}
 			if n.preserve {
 				continue
 			}
-			out = append(out, unknownField{pointer: ptr + "/" + escapePointer(k), suggestion: suggest(k, n.names), noFields: len(n.names) == 0})
-			if drop {
+			w.unknown = append(w.unknown, unknownField{pointer: w.pointer(pathStep{key: k, index: -1}),
+				suggestion: suggest(k, n.names), noFields: len(n.names) == 0})
+			if w.drop {
 				delete(x, k)
 			}
 		}
 	case []any:
 		if !n.array {
-			return out
+			return
 		}
 		items := n.items
 		for _, b := range n.branches {
@@ -316,11 +355,15 @@ func (n *fieldNode) undeclared(v any, ptr string, drop bool, out []unknownField)
 			}
 			items = b.items
 		}
+		if items.free {
+			return
+		}
 		for i, e := range x {
-			out = items.undeclared(e, ptr+"/"+strconv.Itoa(i), drop, out)
+			w.path = append(w.path, pathStep{index: i})
+			w.undeclared(items, e)
+			w.path = w.path[:len(w.path)-1]
 		}
 	}
-	return out
 }
 
 // problem places the field in d: at its own line, with a message that
@@ -398,58 +441,62 @@ type listIssue struct {
 	msg     string
 }
 
-// duplicates checks the lists below v, found at ptr, that n declares as
+// duplicates checks the lists below v that n declares as
 // x-kubernetes-list-type map or set, as an API server does: a set may not
 // hold an item twice (equal as JSON values), a map may not hold two items
 // with the same values of its x-kubernetes-list-map-keys (absent keys
 // being equal to each other, after defaults). Each value repeated is
 // reported once, at its second item, as Kubernetes reports it.
-func (n *fieldNode) duplicates(v any, ptr string, out []listIssue) []listIssue {
+func (w *fieldWalk) duplicates(n *fieldNode, v any) {
 	if n == nil || n.free {
-		return out
+		return
 	}
 	switch x := v.(type) {
 	case map[string]any:
 		if !n.object || (len(n.props) == 0 && n.additional == nil && len(n.patterns) == 0 && len(n.branches) == 0) {
-			return out
+			return
 		}
 		for k, val := range x {
 			if n.embedded && metaFields[k] {
 				continue
 			}
-			if c, ok := n.child(k); ok {
-				out = c.duplicates(val, ptr+"/"+escapePointer(k), out)
+			if c, ok := n.child(k); ok && !c.free {
+				w.path = append(w.path, pathStep{key: k, index: -1})
+				w.duplicates(c, val)
+				w.path = w.path[:len(w.path)-1]
 			}
 		}
 	case []any:
 		if !n.array {
-			return out
+			return
 		}
 		switch n.listType {
 		case "set":
-			out = duplicateItems(x, ptr, func(i int) any { return x[i] }, out)
+			w.duplicateItems(x, func(i int) any { return x[i] })
 		case "map":
-			out = n.duplicateKeys(x, ptr, out)
+			w.duplicateKeys(n, x)
 		}
-		if n.items != freeNode {
+		if !n.items.free {
 			for i, e := range x {
-				out = n.items.duplicates(e, ptr+"/"+strconv.Itoa(i), out)
+				w.path = append(w.path, pathStep{index: i})
+				w.duplicates(n.items, e)
+				w.path = w.path[:len(w.path)-1]
 			}
 		}
 	}
-	return out
 }
 
 // duplicateKeys checks the items of a list-type map.
-func (n *fieldNode) duplicateKeys(x []any, ptr string, out []listIssue) []listIssue {
+func (w *fieldWalk) duplicateKeys(n *fieldNode, x []any) {
 	for i, e := range x {
 		if _, ok := e.(map[string]any); e != nil && !ok {
-			return append(out, listIssue{ptr + "/" + strconv.Itoa(i),
+			w.dups = append(w.dups, listIssue{w.pointer(pathStep{index: i}),
 				"Invalid value: " + duplicateValue(e) + ": must be an object for an array of list-type map"})
+			return
 		}
 	}
 	if len(x) <= 1 || len(n.mapKeys) == 0 {
-		return out
+		return
 	}
 	keys := make([]map[string]any, len(x))
 	for i, e := range x {
@@ -462,14 +509,14 @@ func (n *fieldNode) duplicateKeys(x []any, ptr string, out []listIssue) []listIs
 		}
 		keys[i] = key
 	}
-	return duplicateItems(x, ptr, func(i int) any { return keys[i] }, out)
+	w.duplicateItems(x, func(i int) any { return keys[i] })
 }
 
 // duplicateItems reports, at its second item, each value of key(0) ...
 // key(len(x)-1) that appears more than once.
-func duplicateItems(x []any, ptr string, key func(i int) any, out []listIssue) []listIssue {
+func (w *fieldWalk) duplicateItems(x []any, key func(i int) any) {
 	if len(x) <= 1 {
-		return out
+		return
 	}
 	seen := make(map[string]int, len(x))
 	for i := range x {
@@ -480,10 +527,9 @@ func duplicateItems(x []any, ptr string, key func(i int) any, out []listIssue) [
 		}
 		seen[string(c)]++
 		if seen[string(c)] == 2 {
-			out = append(out, listIssue{ptr + "/" + strconv.Itoa(i), "Duplicate value: " + duplicateValue(k)})
+			w.dups = append(w.dups, listIssue{w.pointer(pathStep{index: i}), "Duplicate value: " + duplicateValue(k)})
 		}
 	}
-	return out
 }
 
 // duplicateValue writes a value as Kubernetes' field errors do: strings
@@ -506,25 +552,27 @@ func duplicateValue(v any) string {
 
 // undeclaredFields finds the fields of a defaulted spec that the schema
 // does not declare, sorted by pointer (pointers into the document: they
-// start with /spec). In strict and prune modes they are
-// deleted from spec, so that what is validated next is what a server would
-// validate (strict refuses them anyway); in warn mode they stay.
+// start with /spec). In strict and prune modes they are deleted from spec,
+// so that what is validated next is what a server would validate (strict
+// refuses them anyway); in warn mode they stay.
 func (c *compiledSchema) undeclaredFields(spec map[string]any, mode UnknownFields) []unknownField {
 	if c == nil || c.fields == nil {
 		return nil
 	}
-	out := c.fields.undeclared(spec, "/spec", mode.orStrict() != UnknownFieldsWarn, nil)
-	sort.Slice(out, func(i, j int) bool { return out[i].pointer < out[j].pointer })
-	return out
+	w := fieldWalk{root: "/spec", drop: mode.orStrict() != UnknownFieldsWarn, path: make([]pathStep, 0, 8)}
+	w.undeclared(c.fields, spec)
+	sort.Slice(w.unknown, func(i, j int) bool { return w.unknown[i].pointer < w.unknown[j].pointer })
+	return w.unknown
 }
 
 // listDuplicates finds the repeated items of the spec's list-type maps
-// and sets, sorted by pointer.
+// and sets, sorted by pointer (relative to the spec).
 func (c *compiledSchema) listDuplicates(spec map[string]any) []listIssue {
 	if c == nil || c.fields == nil || !c.lists {
 		return nil
 	}
-	out := c.fields.duplicates(spec, "", nil)
-	sort.Slice(out, func(i, j int) bool { return out[i].pointer < out[j].pointer })
-	return out
+	var w fieldWalk
+	w.duplicates(c.fields, spec)
+	sort.Slice(w.dups, func(i, j int) bool { return w.dups[i].pointer < w.dups[j].pointer })
+	return w.dups
 }
