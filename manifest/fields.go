@@ -71,11 +71,13 @@ type fieldNode struct {
 	// additional is additionalProperties: a schema, or a free node for
 	// true; nil when absent or false.
 	additional *fieldNode
-	// branches are the nodes of allOf, anyOf and oneOf: a field one of
-	// them declares is declared (Kubernetes requires such fields in the
-	// node itself too; other schemas need not).
+	// branches are the nodes of allOf, anyOf and oneOf that say something
+	// of the value's shape: a field one of them declares is declared
+	// (Kubernetes requires such fields in the node itself too; other
+	// schemas need not).
 	branches []*fieldNode
-	items    *fieldNode
+	// items is never nil but in freeNode.
+	items *fieldNode
 	// listType and mapKeys are x-kubernetes-list-type and
 	// x-kubernetes-list-map-keys.
 	listType string
@@ -112,9 +114,10 @@ type fieldCompiler struct {
 	lists bool
 }
 
-// structuralKeywords are the keywords that say what shape a value has.
+// structuralKeywords are the keywords that say what shape a value has;
+// the branches of allOf, anyOf and oneOf may say it too.
 var structuralKeywords = []string{"type", "properties", "patternProperties", "additionalProperties", "items",
-	"allOf", "anyOf", "oneOf", "$ref", "x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource"}
+	"x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource"}
 
 func (c *fieldCompiler) node(s map[string]any) *fieldNode {
 	if ref, ok := s["$ref"].(string); ok {
@@ -138,10 +141,23 @@ func (c *fieldCompiler) node(s map[string]any) *fieldNode {
 			break
 		}
 	}
-	if !structural {
+	var branches []*fieldNode
+	for _, k := range []string{"allOf", "anyOf", "oneOf"} {
+		list, _ := s[k].([]any)
+		for _, sub := range list {
+			if m, ok := sub.(map[string]any); ok {
+				if b := c.node(m); !b.free {
+					branches = append(branches, b)
+				}
+			}
+		}
+	}
+	if !structural && len(branches) == 0 {
+		// Nothing here, nor in a branch (anyOf: [{required: [a]}, ...]),
+		// says what shape the value has.
 		return freeNode
 	}
-	n := &fieldNode{}
+	n := &fieldNode{branches: branches}
 	switch t := s["type"].(type) {
 	case nil:
 		n.object, n.array = true, true
@@ -190,16 +206,9 @@ func (c *fieldCompiler) node(s map[string]any) *fieldNode {
 		// or a list of schemas, one per position: not checked.
 		n.items = freeNode
 	}
-	for _, k := range []string{"allOf", "anyOf", "oneOf"} {
-		list, _ := s[k].([]any)
-		for _, sub := range list {
-			if m, ok := sub.(map[string]any); ok {
-				b := c.node(m)
-				n.branches = append(n.branches, b)
-				for _, name := range b.names {
-					names[name] = true
-				}
-			}
+	for _, b := range branches {
+		for _, name := range b.names {
+			names[name] = true
 		}
 	}
 	n.listType, _ = s["x-kubernetes-list-type"].(string)
@@ -350,7 +359,7 @@ func (w *fieldWalk) undeclared(n *fieldNode, v any) {
 		}
 		items := n.items
 		for _, b := range n.branches {
-			if items != freeNode {
+			if !items.free {
 				break
 			}
 			items = b.items

@@ -54,6 +54,15 @@ spec:
             anyOf:
               - properties: {left: {type: string}}
               - properties: {right: {type: string}}
+          oneOfTwo:
+            type: object
+            properties: {a: {type: string}, b: {type: string}}
+            anyOf: [{required: [a]}, {required: [b]}]
+          pairs:
+            type: array
+            items: {type: object, properties: {key: {type: string}}}
+            anyOf: [{maxItems: 3}, {minItems: 5}]
+          loose: {anyOf: [{minProperties: 1}, {maxProperties: 0}]}
 `
 
 // appResource is an App whose spec is given line by line: the first spec
@@ -88,7 +97,14 @@ func TestUnknownFieldsStrict(t *testing.T) {
 			"raw: {free: {form: [true]}}",
 			"empty: {}",
 			"either: {left: l, right: r}",
+			"oneOfTwo: {a: x}",
+			"pairs: [{key: k}]",
+			"loose: {any: thing}",
 		}, nil},
+		{"list whose schema has branches", []string{"pairs: [{key: k}, {kye: k}]"},
+			[]want{{5, `unknown field "spec.pairs[1].kye", did you mean "key"?`}}},
+		{"object whose branches only require", []string{"oneOfTwo: {a: x, c: y}"},
+			[]want{{5, `unknown field "spec.oneOfTwo.c"`}}},
 		{"misspelt top-level field", []string{"replicas: 2", "secretNmae: s"},
 			[]want{{6, `unknown field "spec.secretNmae", did you mean "secretName"? (unknownFields: strict refuses it; warn keeps it, prune drops it)`}}},
 		{"misspelt field of a list item", []string{"containers:", "- {name: web, image: nginx}", "- name: db", "  imgae: postgres"},
