@@ -266,7 +266,9 @@ func TestAttackSharedPagesMaskedEachTime(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done; hs.Close() })
-	e.must("POST", "/api/v1/resource-types", writeToken, widgetType, http.StatusCreated, nil)
+	// The spec's strings are fields of the type, as unknown ones are refused.
+	e.must("POST", "/api/v1/resource-types", writeToken, strings.Replace(widgetType, `"size": {"type": "integer"}`,
+		`"size": {"type": "integer"}, "note": {"type": "string"}, "again": {"type": "string"}`, 1), http.StatusCreated, nil)
 	spec, _ := json.Marshal(map[string]any{"size": 1, "note": secret, "again": "x" + secret + secret})
 	e.must("POST", "/api/v1/resources", writeToken, `{"name": "w1", "resource_type_name": "Widget", "spec": `+string(spec)+`}`, http.StatusCreated, nil)
 	v, err := e.store.Fence(t.Context())

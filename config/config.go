@@ -128,6 +128,11 @@ type Source struct {
 	// false: nothing it declares changes meanwhile. The API cannot resume
 	// a source suspended here.
 	Suspend bool `json:"suspend,omitempty"`
+	// UnknownFields says what a sync does with the fields of a spec that
+	// its schema does not declare: UnknownFieldsStrict (the default, also
+	// when empty) refuses the revision, UnknownFieldsWarn keeps them and
+	// warns, UnknownFieldsPrune drops them and says so.
+	UnknownFields string `json:"unknownFields,omitempty"`
 }
 
 // FileSizeLimit is the largest manifest file the agent reads from a
@@ -137,6 +142,21 @@ func (c *Config) FileSizeLimit() int64 { return int64(cmp.Or(c.MaxFileSize, Defa
 
 // FileSizeLimit is the largest manifest file read from the source.
 func (s Source) FileSizeLimit() int64 { return int64(cmp.Or(s.MaxFileSize, DefaultMaxFileSize)) }
+// What a sync or an API write does with the fields of a spec that its
+// schema does not declare (sources[].unknownFields, api.unknownFields).
+const (
+	// UnknownFieldsStrict refuses them, naming each with its line.
+	UnknownFieldsStrict = "strict"
+	// UnknownFieldsWarn keeps them in the stored spec, with a warning.
+	UnknownFieldsWarn = "warn"
+	// UnknownFieldsPrune drops them before the spec is stored, with a
+	// warning, as an API server asked for fieldValidation=Ignore does.
+	UnknownFieldsPrune = "prune"
+)
+
+// unknownFieldsModes are the values sources[].unknownFields and
+// api.unknownFields take; empty means strict.
+var unknownFieldsModes = []string{UnknownFieldsStrict, UnknownFieldsWarn, UnknownFieldsPrune}
 
 // Kind returns "git" or "dir", or "" when neither is set.
 func (s Source) Kind() string {
@@ -353,6 +373,11 @@ type API struct {
 	// clients that never back off take a bounded share from the work.
 	// Omitted or 0: 1,000; -1: reads are never paced.
 	ReadsWhileWorking int `json:"readsWhileWorking,omitempty"`
+	// UnknownFields is what resource writes through the API do with the
+	// fields of a spec that its schema does not declare, as a source's
+	// unknownFields: strict (the default, also when empty), warn (kept,
+	// with a Warning header) or prune (dropped, with a Warning header).
+	UnknownFields string `json:"unknownFields,omitempty"`
 
 	writeToken, readToken *secret
 }

@@ -15,6 +15,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/no8s/no8s-agent/manifest"
 	nosync "github.com/no8s/no8s-agent/sync"
 )
 
@@ -279,6 +280,8 @@ func TestParseProblems(t *testing.T) {
 		{"garbage maxDeletes", dir + "  prune: {maxDeletes: lots}\n", "sources[0].prune.maxDeletes", `invalid value "lots"`},
 		{"fractional maxDeletes", dir + "  prune: {maxDeletes: 2.5}\n", "sources[0].prune.maxDeletes", "invalid value"},
 		{"prune enabled not boolean", dir + "  prune: {enabled: sometimes}\n", "sources[0].prune.enabled", "must be true or false"},
+		{"unknown fields mode", dir + "  unknownFields: ignore\n", "sources[0].unknownFields", `must be strict, warn or prune, not "ignore"`},
+		{"api unknown fields mode", "api: {unknownFields: Strict}\n", "api.unknownFields", `must be strict, warn or prune, not "Strict"`},
 		{"zero workers", "reconcile: {workers: 0}\n", "reconcile.workers", "at least 1"},
 		{"negative workers", "reconcile: {workers: -2}\n", "reconcile.workers", "at least 1"},
 		{"workers not a number", "reconcile: {workers: eight}\n", "reconcile.workers", "whole number"},
@@ -723,6 +726,25 @@ func TestPostgresExampleMatches(t *testing.T) {
 	pg.Database = ""
 	if !reflect.DeepEqual(embedded, pg) {
 		t.Errorf("the examples differ beyond the database:\n%+v\n%+v", embedded, pg)
+	}
+}
+
+// TestUnknownFieldsModes: the modes the configuration takes are those the
+// validation knows, and a source or the API left without one is strict.
+func TestUnknownFieldsModes(t *testing.T) {
+	t.Parallel()
+	for _, m := range append([]string{""}, unknownFieldsModes...) {
+		got, err := manifest.ParseUnknownFields(m)
+		if err != nil || (m != "" && string(got) != m) || (m == "" && got != manifest.UnknownFieldsStrict) {
+			t.Errorf("mode %q reads as %q, %v", m, got, err)
+		}
+	}
+	c, err := Parse([]byte("sources:\n- {name: a, dir: ., unknownFields: prune}\n- {name: b, dir: .}\napi: {unknownFields: warn}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sources[0].UnknownFields != UnknownFieldsPrune || c.Sources[1].UnknownFields != "" || c.API.UnknownFields != UnknownFieldsWarn {
+		t.Errorf("sources %+v, api %+v", c.Sources, c.API)
 	}
 }
 

@@ -147,6 +147,9 @@ func (c *Config) validate(ps *problems) {
 			ps.add(fmt.Sprintf("api.allowedHosts[%d]", i), "%s", msg)
 		}
 	}
+	if m := c.API.UnknownFields; m != "" && !slices.Contains(unknownFieldsModes, m) {
+		ps.add("api.unknownFields", "must be strict, warn or prune, not %q", m)
+	}
 	if c.API.ReadsWhileWorking < -1 {
 		ps.add("api.readsWhileWorking", "must be a number of reads per second, 0 for the default, or -1 to never pace reads; not %d", c.API.ReadsWhileWorking)
 	}
@@ -183,6 +186,9 @@ func validateSource(key string, s *Source, ps *problems) {
 	}
 	atLeast(ps, key+".interval", s.Interval, MinInterval)
 	checkFileSize(ps, key+".maxFileSize", s.MaxFileSize)
+	if s.UnknownFields != "" && !slices.Contains(unknownFieldsModes, s.UnknownFields) {
+		ps.add(key+".unknownFields", "must be strict, warn or prune, not %q", s.UnknownFields)
+	}
 	if m := s.Prune.MaxDeletes; m.Count < 0 || m.Percent < 0 || m.Percent > 100 || (m.Count > 0 && m.Percent > 0) {
 		ps.add(key+".prune.maxDeletes", "invalid limit (count %d, percent %d)", m.Count, m.Percent)
 	}

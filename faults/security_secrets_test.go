@@ -31,7 +31,7 @@ spec:
   action: runner
   versions:
     - name: v1
-      schema: {type: object}
+      schema: {type: object, properties: {note: {type: string}}}
 `
 
 // securityLeakScript is an exec action that echoes the secret it is passed:

@@ -35,8 +35,10 @@ func (r *Resource) Object() (json.RawMessage, error) {
 // ParseResourceObject validates obj, a resource document as JSON, as if it
 // were declared at origin: a document that a program changed, such as a
 // mutating admission hook. Problems point at origin's document, whose
-// lines obj no longer matches. lookup resolves kinds.
-func ParseResourceObject(obj json.RawMessage, origin Origin, lookup func(kind string) (*ResourceType, error)) (*Resource, []Problem) {
+// lines obj no longer matches. lookup resolves kinds; unknown says what to
+// do with fields the spec's schema does not declare, and the warnings
+// returned say which were kept or dropped.
+func ParseResourceObject(obj json.RawMessage, origin Origin, lookup func(kind string) (*ResourceType, error), unknown UnknownFields) (*Resource, []Problem, []Problem) {
 	docs, ps := DecodeFile(origin.File, obj, DecodeOptions{})
 	if len(ps) == 0 && len(docs) != 1 {
 		ps = []Problem{{Message: fmt.Sprintf("one document expected, not %d", len(docs))}}
@@ -45,14 +47,14 @@ func ParseResourceObject(obj json.RawMessage, origin Origin, lookup func(kind st
 		for i := range ps {
 			ps[i].File, ps[i].Line, ps[i].Document = origin.File, origin.Line, origin.Document
 		}
-		return nil, ps
+		return nil, ps, nil
 	}
 	d := docs[0]
 	d.File, d.Index, d.Line, d.root, d.lazy = origin.File, origin.Document, origin.Line, nil, nil
 	if IsTypeDocument(d.Object) {
-		return nil, []Problem{d.Problem("/kind", "a resource cannot become a type")}
+		return nil, []Problem{d.Problem("/kind", "a resource cannot become a type")}, nil
 	}
-	return parseResource(d, lookup)
+	return parseResource(d, lookup, unknown)
 }
 
 // HasRules reports whether the type's version carries CEL rules

@@ -368,13 +368,15 @@ func optionalString(d *Document, at string, v any, errs *problems) string {
 }
 
 // parseResource reads a resource document and validates its spec against its
-// type, applying defaults. lookup resolves kinds.
-func parseResource(d *Document, lookup func(kind string) (*ResourceType, error)) (*Resource, []Problem) {
+// type, applying defaults. lookup resolves kinds; unknown says what to do
+// with fields the spec's schema does not declare. The warnings are about
+// what was accepted anyway: the unknown fields kept or dropped.
+func parseResource(d *Document, lookup func(kind string) (*ResourceType, error), unknown UnknownFields) (*Resource, []Problem, []Problem) {
 	var errs problems
 	h, ok := readHeader(d, &errs)
 	unknownFields(d, "", d.Object, resourceFields, &errs)
 	if !ok {
-		return nil, errs
+		return nil, errs, nil
 	}
 	// The broadest rule first, which every type's names follow; a type
 	// that asks for labels narrows it once the kind is known.
@@ -393,7 +395,7 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error))
 	t, err := lookup(h.kind)
 	if err != nil {
 		errs.add(d.Problem("/kind", "%v", err))
-		return nil, errs
+		return nil, errs, nil
 	}
 	if t.NameFormat == NameLabel && ValidName(h.name) {
 		nameProblems(d, NameLabel, h.name, &errs)
@@ -401,7 +403,7 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error))
 	group, version, _ := strings.Cut(h.apiVersion, "/")
 	if group != t.Group || version == "" {
 		errs.add(d.Problem("/apiVersion", "%q does not match the group of ResourceType %s: use %s/<version>", h.apiVersion, t.Name, t.Group))
-		return nil, errs
+		return nil, errs, nil
 	}
 	tv := t.Version(version)
 	if tv == nil {
@@ -410,7 +412,7 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error))
 			known[i] = v.Name
 		}
 		errs.add(d.Problem("/apiVersion", "ResourceType %s has no version %q (known: %s)", t.Name, version, strings.Join(known, ", ")))
-		return nil, errs
+		return nil, errs, nil
 	}
 	r.Group, r.Version = t.Group, tv.Name // the type's strings, shared by its resources
 	if r.Action == "" {
@@ -424,33 +426,42 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error))
 	spec, isMap := rawSpec.(map[string]any)
 	if !isMap {
 		errs.add(d.Problem("/spec", "must be an object, not %s", describe(rawSpec)))
-		return nil, errs
+		return nil, errs, nil
 	}
 	spec = applyDefaults(tv.compiled.sourceOrEmpty(), deepCopy(spec)).(map[string]any)
+	undeclared := tv.compiled.undeclaredFields(spec, unknown)
+	if unknown.orStrict() == UnknownFieldsStrict {
+		for _, u := range undeclared {
+			errs.add(u.problem(d, "", " (unknownFields: strict refuses it; warn keeps it, prune drops it)"))
+		}
+	}
 	for _, is := range tv.compiled.validate(spec) {
 		errs.add(d.Problem("/spec"+is.pointer, "%s", is.msg))
 	}
+	for _, is := range tv.compiled.listDuplicates(spec) {
+		errs.add(d.Problem("/spec"+is.pointer, "%s", is.msg))
+	}
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, errs, nil
 	}
 	// CEL rules run on a spec the schema accepts, as Kubernetes runs them.
 	for _, is := range tv.compiled.checkRules(spec, nil) {
 		errs.add(d.Problem("/spec"+is.pointer, "%s", is.msg))
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, errs, nil
 	}
 	canonical, err := CanonicalJSON(spec)
 	if err != nil {
 		errs.add(d.Problem("/spec", "%v", err))
-		return nil, errs
+		return nil, errs, nil
 	}
 	r.Spec = canonical
 	r.SpecHash = HashJSON(canonical)
 	if len(pluginConfig) > 0 {
 		if r.PluginConfig, err = CanonicalJSON(pluginConfig); err != nil {
 			errs.add(d.Problem("/pluginConfig", "%v", err))
-			return nil, errs
+			return nil, errs, nil
 		}
 		// The action acts on both, so a change of either is a new generation.
 		r.SpecHash = HashJSON(slices.Concat(canonical, []byte{0}, r.PluginConfig))
@@ -461,7 +472,17 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error))
 	for i, ref := range r.DependsOn {
 		r.DependsOn[i] = ObjectRef{Kind: strings.Clone(ref.Kind), Name: strings.Clone(ref.Name)}
 	}
-	return r, nil
+	var warnings []Problem
+	if len(undeclared) > 0 {
+		done := "kept"
+		if unknown == UnknownFieldsPrune {
+			done = "dropped"
+		}
+		for _, u := range undeclared {
+			warnings = append(warnings, u.problem(d, done, ""))
+		}
+	}
+	return r, nil, warnings
 }
 
 func (c *compiledSchema) sourceOrEmpty() map[string]any {

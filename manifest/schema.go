@@ -32,6 +32,10 @@ type compiledSchema struct {
 	// rules are the schema's x-kubernetes-validations, compiled; nil when
 	// it has none.
 	rules *celrules.Rules
+	// fields are the fields the schema declares, and its list types;
+	// lists is true when any list is a list-type map or set.
+	fields *fieldNode
+	lists  bool
 }
 
 // schemaIssue is one problem with a schema or with a value against it; the
@@ -95,7 +99,8 @@ func compileSchema(raw any) (*compiledSchema, []schemaIssue) {
 	if rules.Len() == 0 {
 		rules = nil
 	}
-	return &compiledSchema{source: src, validator: validator, rules: rules}, nil
+	fields, lists := compileFields(src)
+	return &compiledSchema{source: src, validator: validator, rules: rules, fields: fields, lists: lists}, nil
 }
 
 // checkRules evaluates the schema's CEL rules on spec, and with old (the

@@ -24,6 +24,10 @@ type Set struct {
 	// the metadata fields a server sets: at most one per file, sorted as
 	// problems are. They refuse nothing.
 	Warnings []Problem
+	// UnknownFields are the fields of specs that their schemas do not
+	// declare, accepted anyway: kept or dropped (see UnknownFields),
+	// sorted like problems.
+	UnknownFields []Problem
 
 	// reassembled is set when Resources were made from a previous set.
 	reassembled bool
@@ -36,12 +40,19 @@ type TypeResolver func(name string) *ResourceType
 // Validate checks a set of documents as a whole: types first (declared in the
 // documents, then from known), then every resource against its type.
 // Duplicate types or resources are reported at every repeat, naming the first.
+// Fields a spec's schema does not declare are refused (UnknownFieldsStrict).
 // It returns a *ValidationError listing every problem, or the Set.
 func Validate(docs []*Document, known TypeResolver) (*Set, error) {
+	return ValidateWith(docs, known, UnknownFieldsStrict)
+}
+
+// ValidateWith is Validate with unknown saying what to do with the fields
+// of a spec that its schema does not declare.
+func ValidateWith(docs []*Document, known TypeResolver, unknown UnknownFields) (*Set, error) {
 	var entries []*fileEntry
 	for _, d := range docs {
 		if len(entries) == 0 || entries[len(entries)-1].path != d.File {
-			entries = append(entries, &fileEntry{path: d.File})
+			entries = append(entries, &fileEntry{path: d.File, unknown: unknown.orStrict()})
 		}
 		e := entries[len(entries)-1]
 		e.docs = append(e.docs, d)
@@ -62,6 +73,9 @@ func Validate(docs []*Document, known TypeResolver) (*Set, error) {
 type Validator struct {
 	// Decode bounds the decoding of each file.
 	Decode DecodeOptions
+	// UnknownFields says what to do with the fields of a spec that its
+	// schema does not declare; zero is UnknownFieldsStrict.
+	UnknownFields UnknownFields
 
 	mu    gosync.Mutex
 	cache map[fileKey]*fileEntry
@@ -112,12 +126,15 @@ type fileEntry struct {
 	typesParsed bool
 	types       []parsedType
 
-	// resources, resProblems and used are the file's resources as
-	// validated against the types whose identities used records.
+	// resources, resProblems, resWarnings and used are the file's
+	// resources as validated, with unknown fields treated as unknown says,
+	// against the types whose identities used records.
 	resValid    bool
 	resources   []*Resource
 	resProblems []Problem
+	resWarnings []Problem
 	used        []typeUse
+	unknown     UnknownFields
 }
 
 // typeUse records which type a kind resolved to when a file's resources were
@@ -176,6 +193,9 @@ func (v *Validator) ValidateFiles(files []File, known TypeResolver) (*Set, error
 			kept++
 		}
 		e.call, e.pos = v.calls, i
+		if mode := v.UnknownFields.orStrict(); e.unknown != mode {
+			e.unknown, e.resValid = mode, false
+		}
 		e.data = f.Data
 		entries[i] = e
 	}
@@ -456,7 +476,10 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 	sort.Slice(set.Types, func(i, j int) bool { return set.Types[i].Name < set.Types[j].Name })
 	for _, e := range entries {
 		set.Warnings = append(set.Warnings, e.warnings...)
+		set.UnknownFields = append(set.UnknownFields, e.resWarnings...)
 	}
+	SortProblems(set.Warnings)
+	SortProblems(set.UnknownFields)
 	if last != nil && len(errs) == 0 && !hasProblems(entries) {
 		if rs, ok := last.next(entries, call); ok {
 			set.Resources, set.reassembled = rs, true
@@ -616,13 +639,14 @@ func slicesContainsKind(used []typeUse, kind string) bool {
 // lookup resolves. It touches nothing but e, so entries can be parsed in
 // parallel.
 func (e *fileEntry) parseResources(lookup func(kind string) (*ResourceType, error)) {
-	e.resources, e.resProblems = nil, nil
+	e.resources, e.resProblems, e.resWarnings = nil, nil, nil
 	for _, d := range e.docs {
 		if IsTypeDocument(d.Object) {
 			continue
 		}
-		r, ps := parseResource(d, lookup)
+		r, ps, ws := parseResource(d, lookup, e.unknown)
 		e.resProblems = append(e.resProblems, ps...)
+		e.resWarnings = append(e.resWarnings, ws...)
 		if r != nil {
 			e.resources = append(e.resources, r)
 		}

@@ -454,6 +454,7 @@ func TestInvalidExamples(t *testing.T) {
 		"self-dependency.yaml":        {"7: dependsOn[0]: a resource cannot depend on itself"},
 		"symlink-outside.yaml":        {"symlink points outside the source root"},
 		"unknown-field.yaml":          {"6: dependOn: unknown field"},
+		"unknown-spec-field.yaml":     {`8: unknown field "spec.replcias", did you mean "replicas"?`},
 		"unknown-kind.yaml":           {`2: kind: unknown kind "MessageQueue"`},
 		"unknown-version.yaml":        {`1: apiVersion: ResourceType DatabaseCluster has no version "v2"`},
 		"wrong-type.yaml":             {"7: spec.storage_gb: expected integer, but got string"},

@@ -227,8 +227,8 @@ func TestValidatorAssemblesAsAFreshOne(t *testing.T) {
 				if wantErr != nil {
 					continue
 				}
-				if fmt.Sprint(got.Warnings) != fmt.Sprint(want.Warnings) {
-					t.Fatalf("step %d: warnings %v, a fresh validator's %v", step, got.Warnings, want.Warnings)
+				if fmt.Sprint(got.Warnings, got.UnknownFields) != fmt.Sprint(want.Warnings, want.UnknownFields) {
+					t.Fatalf("step %d: warnings %v %v, a fresh validator's %v %v", step, got.Warnings, got.UnknownFields, want.Warnings, want.UnknownFields)
 				}
 				if len(got.Resources) != len(want.Resources) {
 					t.Fatalf("step %d: %d resources, a fresh validator %d", step, len(got.Resources), len(want.Resources))

@@ -41,6 +41,7 @@ spec:
         required: [storage_gb]
         properties:
           storage_gb: {type: integer, minimum: 10}
+          note: {type: string}
 `
 
 func db(name string, gb int) string {

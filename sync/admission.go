@@ -249,8 +249,11 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 				return err
 			}
 		}
-		mutated, ps := manifest.ParseResourceObject(res.Object, r.Origin, lookup)
+		mutated, ps, ws := manifest.ParseResourceObject(res.Object, r.Origin, lookup, t.UnknownFields)
 		denied = denied || len(ps) > 0
+		for _, w := range ws {
+			warnings = append(warnings, fmt.Sprintf("%s/%s as admission hooks patched it: %s", c.Kind, c.Name, w.Message))
+		}
 		for _, pr := range ps {
 			pr.Message = fmt.Sprintf("%s/%s as admission hooks patched it: %s", c.Kind, c.Name, pr.Message)
 			problems = append(problems, pr)
@@ -310,7 +313,8 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 	}
 	// The validated set may be shared with the validator's cache: the
 	// patched resources go into a copy.
-	out := &manifest.Set{Types: set.Types, Resources: slices.Clone(set.Resources), Warnings: set.Warnings}
+	out := &manifest.Set{Types: set.Types, Resources: slices.Clone(set.Resources), Warnings: set.Warnings,
+		UnknownFields: set.UnknownFields}
 	for i, r := range patched {
 		out.Resources[i] = r
 	}

@@ -18,6 +18,24 @@ import (
 // writes stays until the API deletes it.
 var apiTarget = Target{Name: store.APISource, Kind: store.SourceAPI}
 
+// UseAPIUnknownFields sets what the API's writes do with the fields of a
+// spec that its schema does not declare; the default, zero, refuses them
+// (strict), as a Git source does. Call it before the first write.
+func (s *Syncer) UseAPIUnknownFields(mode manifest.UnknownFields) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.apiUnknownFields = mode
+}
+
+// apiWrites is apiTarget with what the API's writes do with unknown fields.
+func (s *Syncer) apiWrites() Target {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := apiTarget
+	t.UnknownFields = s.apiUnknownFields
+	return t
+}
+
 // Written is what ApplyDocument did.
 type Written struct {
 	// Type is set when the document was a ResourceType: the version written.
@@ -28,7 +46,8 @@ type Written struct {
 	Outcome store.ApplyOutcome
 	// Revision is the pseudo-revision the write is recorded under.
 	Revision manifest.Revision
-	// Warnings are about what the write uses: a deprecated type version.
+	// Warnings are about what the write uses: a deprecated type version,
+	// fields the schema does not declare (kept or dropped).
 	Warnings []string
 }
 
@@ -120,6 +139,9 @@ func (s *Syncer) ApplyDocument(ctx context.Context, build DocumentFunc) (*Writte
 					return err
 				}
 				p.Warnings = append(deprecated, p.Warnings...)
+				for _, w := range set.UnknownFields {
+					p.Warnings = append(p.Warnings, w.Message)
+				}
 				out.Warnings = p.Warnings
 			default:
 				return fmt.Errorf("api write: %w: the document declares nothing", store.ErrInvalid)
@@ -158,7 +180,7 @@ func (s *Syncer) buildDocument(ctx context.Context, st store.Store, build Docume
 	if err != nil {
 		return nil, rev, err
 	}
-	set, err := manifest.Validate(docs, known)
+	set, err := manifest.ValidateWith(docs, known, s.apiWrites().UnknownFields)
 	var verr *manifest.ValidationError
 	switch {
 	case errors.As(err, &verr):
@@ -182,7 +204,7 @@ func (s *Syncer) reviewDocument(ctx context.Context, chain *admission.Chain, bui
 	if err != nil || len(p.Creates)+len(p.Updates) == 0 {
 		return nil, err
 	}
-	return s.admit(ctx, s.store, chain, apiTarget, apiSnapshot(ctx, rev), set, p, false)
+	return s.admit(ctx, s.store, chain, s.apiWrites(), apiSnapshot(ctx, rev), set, p, false)
 }
 
 // writeType writes the versions a ResourceType document declares. A type

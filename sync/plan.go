@@ -105,8 +105,9 @@ type Plan struct {
 	keepsDeleting bool
 
 	// Warnings are about what the revision uses that it should not for
-	// long (deprecated type versions) and what its files hold that is
-	// ignored (the metadata fields a server sets).
+	// long (deprecated type versions), what its files hold that is
+	// ignored (the metadata fields a server sets) and fields the schemas do
+	// not declare (kept or dropped, as the source's unknownFields says).
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -195,6 +196,28 @@ func deprecations(ctx context.Context, st store.Store, set *manifest.Set) ([]str
 	return out, nil
 }
 
+// unknownFieldsWarning sums up, in one warning, the fields that schemas do
+// not declare and that a sync under mode keeps or drops: each is named with
+// its file and line, up to a few.
+func unknownFieldsWarning(mode manifest.UnknownFields, fields []manifest.Problem) []string {
+	if len(fields) == 0 {
+		return nil
+	}
+	const shown = 5
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d field(s) the schemas do not declare (unknownFields: %s): ", len(fields), mode)
+	for i, f := range fields[:min(shown, len(fields))] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(f.String())
+	}
+	if len(fields) > shown {
+		fmt.Fprintf(&b, "; and %d more", len(fields)-shown)
+	}
+	return []string{b.String()}
+}
+
 // makePlan diffs the validated set against the store's state for the source,
 // and applies the guards: ownership, types still in use, prune limits.
 // owned, when not nil, are the digests of the source's resources as the
@@ -206,6 +229,7 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 		return nil, err
 	}
 	p.Warnings = append(manifestWarnings(set), warnings...)
+	p.Warnings = append(p.Warnings, unknownFieldsWarning(t.UnknownFields, set.UnknownFields)...)
 	if owned == nil {
 		if owned, err = st.ListResourceDigests(ctx, t.Name); err != nil {
 			return nil, fmt.Errorf("list resources of %s: %w", t.Name, err)

@@ -126,6 +126,9 @@ type Target struct {
 	// document of it may expand to through YAML aliases; zero means
 	// manifest.DefaultMaxFileSize.
 	MaxFileSize int64
+	// UnknownFields says what a sync does with the fields of a spec that
+	// its schema does not declare; zero refuses them (strict).
+	UnknownFields manifest.UnknownFields
 }
 
 // Result is what one Sync did.
@@ -159,6 +162,9 @@ type Syncer struct {
 	compiled   map[string]*manifest.ResourceType
 	// admission reviews changes before they are accepted; nil admits all.
 	admission *admission.Chain
+	// apiUnknownFields is what the API's writes do with the fields of a
+	// spec that its schema does not declare.
+	apiUnknownFields manifest.UnknownFields
 	// refusals are the last refusal of each source, with what it was
 	// judged against, so that a refused revision is judged again only
 	// when something that could change the outcome changed.
@@ -240,7 +246,7 @@ func (s *Syncer) SyncJudged(ctx context.Context, t Target, snap *source.Snapshot
 	} else {
 		against = s.judge(ctx, t.Name, cur)
 	}
-	against.withSnapshot(snap)
+	against.withSnapshot(t, snap)
 	if !force && s.mayHaveRefused(t.Name, snap.Revision, cur) {
 		a, err := against.wait(ctx)
 		if err != nil {
@@ -558,10 +564,12 @@ func (s *Syncer) judge(ctx context.Context, name string, cur *store.Source) *jud
 }
 
 // withSnapshot adds what the source found wrong with snap (an untrusted
-// commit signature, say: rotated keys may clear it) and its lineage to
-// what j judges.
-func (j *judgement) withSnapshot(snap *source.Snapshot) *judgement {
+// commit signature, say: rotated keys may clear it), its lineage, and
+// the source's setting for unknown fields (prune accepts what strict
+// refused) to what j judges.
+func (j *judgement) withSnapshot(t Target, snap *source.Snapshot) *judgement {
 	var b strings.Builder
+	b.WriteString("\nunknownFields " + string(t.UnknownFields))
 	for _, p := range snap.Problems {
 		b.WriteString("\nsnapshot " + p.String())
 	}
@@ -674,8 +682,10 @@ func (s *Syncer) validate(ctx context.Context, t Target, snap *source.Snapshot) 
 	}
 	s.mu.Lock()
 	v := s.validators[t.Name]
-	if v == nil || v.Decode.MaxExpandedSize != t.MaxFileSize {
-		v = &manifest.Validator{Decode: manifest.DecodeOptions{MaxExpandedSize: t.MaxFileSize}}
+	if v == nil || v.Decode.MaxExpandedSize != t.MaxFileSize || v.UnknownFields != t.UnknownFields {
+		// A Validator's settings never change once it is in use: a
+		// preview may be validating with it meanwhile.
+		v = &manifest.Validator{Decode: manifest.DecodeOptions{MaxExpandedSize: t.MaxFileSize}, UnknownFields: t.UnknownFields}
 		s.validators[t.Name] = v
 	}
 	s.mu.Unlock()

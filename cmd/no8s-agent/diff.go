@@ -154,7 +154,8 @@ func folderSnapshot(path string, maxFileSize int64) (*source.Snapshot, error) {
 func diffTarget(cfg *config.Config, name, path string) sync.Target {
 	for _, s := range cfg.Sources {
 		if s.Name == name {
-			t := sync.Target{Name: name, Kind: store.SourceDir, Path: path, Prune: pruneRules(s.Prune), MaxFileSize: s.FileSizeLimit()}
+			t := sync.Target{Name: name, Kind: store.SourceDir, Path: path, Prune: pruneRules(s.Prune), MaxFileSize: s.FileSizeLimit(),
+				UnknownFields: manifest.UnknownFields(s.UnknownFields)}
 			if s.Git != nil {
 				t.Kind, t.URL, t.Path = store.SourceGit, s.Git.URL, s.Git.Path
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/no8s/no8s-agent/admission"
 	"github.com/no8s/no8s-agent/cmd/no8s-agent/internal/memprofile"
 	"github.com/no8s/no8s-agent/config"
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/metrics"
 	"github.com/no8s/no8s-agent/preview"
 	"github.com/no8s/no8s-agent/priority"
@@ -122,6 +123,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	})
 	syncer := sync.New(st, log)
 	syncer.CountWork(work)
+	syncer.UseAPIUnknownFields(manifest.UnknownFields(cfg.API.UnknownFields))
 	hooks, err := admission.New(cfg.Admission, os.LookupEnv, log, nil)
 	if err != nil {
 		return fail(stderr, "run", err)

@@ -29,7 +29,7 @@ spec:
   action: runner
   versions:
     - name: v1
-      schema: {type: object}
+      schema: {type: object, properties: {note: {type: string}}}
 `
 
 func task(name string) string {

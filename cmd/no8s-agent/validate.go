@@ -19,6 +19,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	output := fs.String("o", "text", "output format: text or json")
 	maxSize := fs.Int64("max-file-size", manifest.DefaultMaxFileSize, "largest manifest file in bytes")
 	base := fs.String("base", "", "a folder with the manifests as they were: transition rules compare with them")
+	unknownFields := fs.String("unknown-fields", "strict", "fields a spec's schema does not declare: strict refuses them, warn keeps them, prune drops them (a source's unknownFields)")
 	rest, code := parseFlags(ctx, fs, args)
 	if code >= 0 {
 		return code
@@ -35,6 +36,11 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if len(rest) == 1 {
 		path = rest[0]
 	}
+	unknown, err := manifest.ParseUnknownFields(*unknownFields)
+	if err != nil {
+		fmt.Fprintf(stderr, "validate: --unknown-fields: %v\n", err)
+		return exitError
+	}
 
 	if os.Getenv("GOGC") == "" {
 		// A one-shot command whose live data is the tree it reads: collecting
@@ -43,14 +49,14 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		defer debug.SetGCPercent(debug.SetGCPercent(400))
 	}
 	opts := manifest.LoadOptions{MaxFileSize: *maxSize, SizeSetting: "--max-file-size"}
-	checked, err := validatePath(path, opts)
+	checked, err := validatePath(path, opts, unknown)
 	if err != nil {
 		fmt.Fprintf(stderr, "validate: %v\n", err)
 		return exitError
 	}
 	set, problems := checked.set, checked.problems
 	if *base != "" && len(problems) == 0 {
-		old, err := validatePath(*base, opts)
+		old, err := validatePath(*base, opts, unknown)
 		switch {
 		case err != nil:
 			fmt.Fprintf(stderr, "validate: --base: %v\n", err)
@@ -63,7 +69,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if set != nil {
 		// Warnings refuse nothing: on stderr, apart from the problems.
-		for _, w := range set.Warnings {
+		for _, w := range append(set.Warnings, set.UnknownFields...) {
 			fmt.Fprintf(stderr, "warning: %s\n", w)
 		}
 	}
@@ -107,7 +113,8 @@ type checkedPath struct {
 // validatePath reads and validates a folder or a single file, with the same
 // rules a source applies (.no8signore included). Problems name files as the
 // user wrote PATH, so that "file:line" opens in an editor.
-func validatePath(path string, opts manifest.LoadOptions) (*checkedPath, error) {
+// unknown says what to do with the fields a spec's schema does not declare.
+func validatePath(path string, opts manifest.LoadOptions, unknown manifest.UnknownFields) (*checkedPath, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -137,7 +144,7 @@ func validatePath(path string, opts manifest.LoadOptions) (*checkedPath, error) 
 		// A document may expand to what a file may hold, as in a source.
 		decode.MaxExpandedSize = opts.MaxFileSize
 	}
-	v := manifest.Validator{Decode: decode}
+	v := manifest.Validator{Decode: decode, UnknownFields: unknown}
 	set, err := v.ValidateFiles(files, nil)
 	var verr *manifest.ValidationError
 	if errors.As(err, &verr) {
@@ -149,6 +156,7 @@ func validatePath(path string, opts manifest.LoadOptions) (*checkedPath, error) 
 	fromDir(dir, problems)
 	if set != nil {
 		fromDir(dir, set.Warnings)
+		fromDir(dir, set.UnknownFields)
 	}
 	return &checkedPath{set: set, problems: problems, files: files, dir: dir}, nil
 }

@@ -95,6 +95,39 @@ func TestValidateJSONOutput(t *testing.T) {
 	}
 }
 
+// TestValidateUnknownFields: a misspelt spec field is refused with its
+// line and a suggestion; --unknown-fields warn or prune, as a source's
+// unknownFields, accept it and say what was done with it.
+func TestValidateUnknownFields(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, name := range []string{"types.yaml", "unknown-spec-field.yaml"} {
+		data, err := os.ReadFile(filepath.Join("../../examples/invalid", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := filepath.ToSlash(filepath.Join(dir, "unknown-spec-field.yaml")) + ":8: "
+	tests := []struct {
+		args         []string
+		code         int
+		stdout, warn string
+	}{
+		{nil, 1, at + `unknown field "spec.replcias", did you mean "replicas"? (unknownFields: strict refuses it; warn keeps it, prune drops it)`, ""},
+		{[]string{"--unknown-fields", "warn"}, 0, "", "warning: " + at + `unknown field "spec.replcias" kept, did you mean "replicas"?`},
+		{[]string{"--unknown-fields", "prune"}, 0, "", "warning: " + at + `unknown field "spec.replcias" dropped, did you mean "replicas"?`},
+	}
+	for _, tt := range tests {
+		code, out, errOut := runCLI(t, append(append([]string{"validate"}, tt.args...), dir)...)
+		if code != tt.code || strings.TrimSpace(out) != tt.stdout || !strings.Contains(errOut, tt.warn) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want %d, %q, %q", tt.args, code, out, errOut, tt.code, tt.stdout, tt.warn)
+		}
+	}
+}
+
 func TestValidateUsageErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -106,6 +139,7 @@ func TestValidateUsageErrors(t *testing.T) {
 		{"bad output", []string{"validate", "-o", "xml", "."}, "-o must be text or json"},
 		{"two paths", []string{"validate", "a", "b"}, "one PATH at most"},
 		{"unknown flag", []string{"validate", "--frobnicate"}, "flag provided but not defined"},
+		{"unknown fields mode", []string{"validate", "--unknown-fields", "ignore", "."}, `unknown fields mode "ignore": use strict, warn or prune`},
 		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
 	}
 	for _, tt := range tests {
