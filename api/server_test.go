@@ -229,7 +229,8 @@ const dbType = `{"name": "DatabaseCluster", "version": "v1", "description": "Man
   "schema": {"type": "object", "required": ["engine", "storage_gb"],
     "properties": {"engine": {"type": "string", "enum": ["postgres", "mysql"]},
       "storage_gb": {"type": "integer", "minimum": 10},
-      "replicas": {"type": "integer", "default": 0}}}}`
+      "replicas": {"type": "integer", "default": 0},
+      "pad": {"type": "string"}}}}`
 
 const dbResource = `{"name": "production-pg", "resource_type_name": "DatabaseCluster", "resource_type_version": "v1",
   "action_plugin": "provision-db", "spec": {"engine": "postgres", "storage_gb": 500}}`
