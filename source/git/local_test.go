@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source/git/gittest"
 )
 
@@ -161,4 +162,92 @@ func gitIn(dir string, args ...string) (string, error) {
 	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// replaceLoose makes the loose object file of h in r hold the object
+// other, as a remote's folder tampered with would, and returns what it held.
+func replaceLoose(t *testing.T, r *gittest.Repo, h, other string) []byte {
+	t.Helper()
+	file := func(h string) string { return filepath.Join(r.Dir, ".git", "objects", h[:2], h[2:]) }
+	orig, err := os.ReadFile(file(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped, err := os.ReadFile(file(other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeLoose(t, r, h, swapped)
+	return orig
+}
+
+// writeLoose writes data as the loose object file of h in r.
+func writeLoose(t *testing.T, r *gittest.Repo, h string, data []byte) {
+	t.Helper()
+	p := filepath.Join(r.Dir, ".git", "objects", h[:2], h[2:])
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data, 0o444); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTamperedObjectsNeverServedAndHealed swaps the blob, or the tree, of a
+// signed commit in the remote's object store for other content: the
+// fetch fails rather than serve it, and once the remote's object is put
+// back, the same head is fetched and verified, with every engine.
+func TestTamperedObjectsNeverServedAndHealed(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines {
+		for _, what := range []string{"blob", "tree"} {
+			t.Run(e.String()+"/"+what, func(t *testing.T) {
+				t.Parallel()
+				l := newSignedLab(t)
+				r := l.repo
+				l.signed(map[string]string{"a.yaml": "a: 1\n"}, "one", l.trusted)
+				s := newEngineSource(t, r.URL(), e, func(c *Config) {
+					c.Verify = &Verify{Mode: VerifyHead, Verifier: l.verifier}
+				})
+				fetch(t, s)
+				two := l.signed(map[string]string{"a.yaml": "a: 2\n"}, "two", l.trusted)
+
+				// The other content is a blob, and a tree holding it under
+				// the same name, in the remote's own store.
+				evil := filepath.Join(t.TempDir(), "evil")
+				if err := os.WriteFile(evil, []byte("evil: 1\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				evilBlob := r.Git("hash-object", "-w", evil)
+				h, other := r.Git("rev-parse", "HEAD:a.yaml"), evilBlob
+				if what == "tree" {
+					cmd := exec.Command("git", "-C", r.Dir, "mktree")
+					cmd.Stdin = strings.NewReader("100644 blob " + evilBlob + "\ta.yaml\n")
+					out, err := cmd.Output()
+					if err != nil {
+						t.Fatal(err)
+					}
+					h, other = r.Git("rev-parse", "HEAD^{tree}"), strings.TrimSpace(string(out))
+				}
+				orig := replaceLoose(t, r, h, other)
+
+				for i := range 2 {
+					snap, err := s.Fetch(context.Background())
+					if err == nil {
+						t.Fatalf("fetch %d of the tampered remote: %s %v, want an error", i, snap.Revision, contents(snap))
+					}
+				}
+
+				writeLoose(t, r, h, orig)
+				snap, err := s.Fetch(context.Background())
+				if err != nil {
+					t.Fatalf("the remote was repaired, yet: %v", err)
+				}
+				if snap.Revision != manifest.Revision("main@sha1:"+two) || len(snap.Problems) != 0 {
+					t.Fatalf("after the repair: %s %v", snap.Revision, snap.Problems)
+				}
+				assertContents(t, snap, map[string]string{"a.yaml": "a: 2\n"})
+			})
+		}
+	}
 }
