@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source/git/gittest"
@@ -95,6 +97,17 @@ func TestLocalFetchCopiesWhatCommitsBring(t *testing.T) {
 	r.Commit("after a repack")
 	step("after the remote was repacked", "local")
 
+	// Objects in a pack, as a push leaves them: a folder's tree larger
+	// than what go-git reads whole from a pack is read from the pack file
+	// again, by its name.
+	for i := range 600 {
+		files[fmt.Sprintf("big/resource-%04d.yaml", i)] = fmt.Sprintf("kind: R\nname: r%d\n", i)
+	}
+	r.Write(files)
+	r.Commit("a large folder")
+	r.Git("repack", "-q", "-d")
+	step("a large folder, packed", "local")
+
 	for i := range 3 {
 		files[fmt.Sprintf("many/%d.yaml", i)] = fmt.Sprintf("kind: M\nname: m%d\n", i)
 		r.Write(files)
@@ -116,7 +129,7 @@ func TestLocalFetchCopiesWhatCommitsBring(t *testing.T) {
 	// the usual way.
 	r.Git("checkout", "-q", "--orphan", "other")
 	r.Git("rm", "-rq", "--cached", ".")
-	for _, f := range []string{"a", "b", "top.yaml", "many"} {
+	for _, f := range []string{"a", "b", "top.yaml", "many", "big"} {
 		if err := os.RemoveAll(filepath.Join(r.Dir, f)); err != nil {
 			t.Fatal(err)
 		}
@@ -247,6 +260,161 @@ func TestTamperedObjectsNeverServedAndHealed(t *testing.T) {
 					t.Fatalf("after the repair: %s %v", snap.Revision, snap.Problems)
 				}
 				assertContents(t, snap, map[string]string{"a.yaml": "a: 2\n"})
+			})
+		}
+	}
+}
+
+// TestLocalRemoteSpecialFilesDoNotHoldFetch puts a FIFO where the remote
+// keeps the branch, its packed refs, the new commit or a pack index: a
+// read of it in the agent's process would block past every deadline with
+// the source's lock held, for good. The fetch ends by its deadline, as the
+// upload-pack process that reads such a remote otherwise is stopped then,
+// and once the file is put back the head is fetched.
+func TestLocalRemoteSpecialFilesDoNotHoldFetch(t *testing.T) {
+	t.Parallel()
+	for _, where := range []string{"branch", "packed-refs", "commit", "pack index"} {
+		t.Run(where, func(t *testing.T) {
+			t.Parallel()
+			r := gittest.NewRepo(t)
+			r.Write(map[string]string{"a.yaml": "a: 1\n"})
+			r.Commit("one")
+			s := newSource(t, r.URL(), func(c *Config) { c.Timeout = 2 * time.Second })
+			fetch(t, s)
+			r.Write(map[string]string{"a.yaml": "a: 2\n"})
+			two := r.Commit("two")
+
+			gitDir := filepath.Join(r.Dir, ".git")
+			var p string
+			switch where {
+			case "branch":
+				p = filepath.Join(gitDir, "refs", "heads", "main")
+			case "packed-refs":
+				r.Git("pack-refs", "--all")
+				p = filepath.Join(gitDir, "packed-refs")
+			case "commit":
+				p = filepath.Join(gitDir, "objects", two[:2], two[2:])
+			case "pack index":
+				r.Git("repack", "-q", "-d")
+				idx, _ := filepath.Glob(filepath.Join(gitDir, "objects", "pack", "*.idx"))
+				if len(idx) != 1 {
+					t.Fatalf("pack indexes %v", idx)
+				}
+				p = idx[0]
+			}
+			orig, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// Whatever waits on the FIFO, in this process or in git's,
+			// sees it end before it goes.
+			release := func() {
+				if f, err := os.OpenFile(p, os.O_RDWR|syscall.O_NONBLOCK, 0); err == nil {
+					f.Close()
+				}
+			}
+			t.Cleanup(release)
+
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.Fetch(context.Background())
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatal("a remote with a FIFO for its " + where + " was fetched")
+				}
+			case <-time.After(s.cfg.Timeout + 10*time.Second):
+				release()
+				<-done
+				t.Fatalf("the fetch was still reading the FIFO %s after its deadline", where)
+			}
+
+			release()
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, orig, 0o444); err != nil {
+				t.Fatal(err)
+			}
+			snap := fetch(t, s)
+			if snap.Revision != manifest.Revision("main@sha1:"+two) {
+				t.Fatalf("after the repair: %s", snap.Revision)
+			}
+			assertContents(t, snap, map[string]string{"a.yaml": "a: 2\n"})
+		})
+	}
+}
+
+// TestLocalRemoteBranchReadAsGitDoes writes the remote's branch in ways git
+// reads, or refuses, and checks that reading it from the refs folder agrees
+// with the listing upload-pack makes, with go-git's engine as the witness:
+// what git refuses is refused, not read as some other hash, and a link to
+// a file outside the remote is read as git reads it.
+func TestLocalRemoteBranchReadAsGitDoes(t *testing.T) {
+	t.Parallel()
+	content := func(f func(head string) string) func(*testing.T, *gittest.Repo, string, string) {
+		return func(t *testing.T, _ *gittest.Repo, ref, head string) {
+			if err := os.WriteFile(ref, []byte(f(head)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tests := []struct {
+		name  string
+		write func(t *testing.T, r *gittest.Repo, ref, head string)
+		ok    bool
+	}{
+		{"plain", content(func(h string) string { return h + "\n" }), true},
+		{"no line end", content(func(h string) string { return h }), true},
+		{"followed by a space and more", content(func(h string) string { return h + " more\n" }), true},
+		{"symbolic", content(func(string) string { return "ref: refs/heads/other\n" }), true},
+		{"one hex digit too many", content(func(h string) string { return h + "0\n" }), false},
+		{"one hex digit short", content(func(h string) string { return h[:39] + "\n" }), false},
+		{"empty", content(func(string) string { return "" }), false},
+		{"in packed-refs only", func(t *testing.T, r *gittest.Repo, _, _ string) {
+			r.Git("pack-refs", "--all")
+		}, true},
+		{"a link to a file outside the remote", func(t *testing.T, _ *gittest.Repo, ref, head string) {
+			outside := filepath.Join(t.TempDir(), "main")
+			if err := os.WriteFile(outside, []byte(head+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(ref); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, ref); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	}
+	for _, tc := range tests {
+		for _, e := range []engine{engineAuto, engineGoGit} {
+			t.Run(tc.name+"/"+e.String(), func(t *testing.T) {
+				t.Parallel()
+				r := gittest.NewRepo(t)
+				r.Write(map[string]string{"a.yaml": "a: 1\n"})
+				head := r.Commit("one")
+				r.Git("branch", "other")
+				s := newEngineSource(t, r.URL(), e, nil)
+				fetch(t, s)
+				tc.write(t, r, filepath.Join(r.Dir, ".git", "refs", "heads", "main"), head)
+				snap, err := s.Fetch(context.Background())
+				switch {
+				case tc.ok && err != nil:
+					t.Fatalf("Fetch: %v", err)
+				case tc.ok && snap.Revision != manifest.Revision("main@sha1:"+head):
+					t.Fatalf("revision %s, want %s", snap.Revision, head)
+				case !tc.ok && err == nil:
+					t.Fatalf("a branch git refuses was read as %s", snap.Revision)
+				}
 			})
 		}
 	}
