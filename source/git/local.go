@@ -51,7 +51,8 @@ type localRemote struct {
 
 // localGitDir returns the git folder of a file:// remote: the repository
 // itself when bare, else its .git folder. It returns "" when the remote is
-// not one such folder (a .git file pointing elsewhere, say).
+// not one such folder (a .git file pointing elsewhere, say), or one git
+// reads with others.
 func (s *Source) localGitDir() string {
 	if s.protocol != "file" {
 		return ""
@@ -69,6 +70,14 @@ func (s *Source) localGitDir() string {
 	}
 	for _, name := range []string{"objects", "refs"} {
 		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || !fi.IsDir() {
+			return ""
+		}
+	}
+	// git reads the branches and objects of the folder commondir names,
+	// and objects of those alternates names, which go-git's storage reads
+	// from elsewhere or not at all.
+	for _, name := range []string{"commondir", filepath.Join("objects", "info", "alternates")} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
 			return ""
 		}
 	}
@@ -314,8 +323,8 @@ func (s *Source) localFetch(ctx context.Context, st *filesystem.Storage, repo *g
 			return false, err
 		}
 		if err != nil || !ok {
-			// What go-git's fetch makes of it is the answer: objects
-			// behind alternates, say, or a remote that lacks them.
+			// What go-git's fetch makes of it is the answer: a remote
+			// that lacks objects, say, or a file that is not a regular one.
 			s.log.Debug("cannot copy from the local remote: fetching it the usual way", "error", err)
 			return false, nil
 		}

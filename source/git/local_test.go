@@ -419,3 +419,88 @@ func TestLocalRemoteBranchReadAsGitDoes(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalRemoteReadElsewhereAsGitDoes gives the remote's folder a file
+// that makes git read objects or refs from another folder: alternates, or
+// commondir. Reading the folder itself would answer otherwise than git:
+// the source answers as the usual fetch does, with go-git's engine as the
+// witness.
+func TestLocalRemoteReadElsewhereAsGitDoes(t *testing.T) {
+	t.Parallel()
+	type outcome struct {
+		revision manifest.Revision
+		files    map[string]string
+		failed   bool
+	}
+	tests := map[string]func(t *testing.T, r *gittest.Repo){
+		// git reads a relative alternate from the objects folder; go-git
+		// from the git folder, where this one holds the new blob.
+		"alternates": func(t *testing.T, r *gittest.Repo) {
+			r.Write(map[string]string{"a.yaml": "a: 2\n"})
+			r.Commit("two")
+			blob := r.Git("rev-parse", "HEAD:a.yaml")
+			gitDir := filepath.Join(r.Dir, ".git")
+			shadow := filepath.Join(gitDir, "shadow", "objects", blob[:2])
+			if err := os.MkdirAll(shadow, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(filepath.Join(gitDir, "objects", blob[:2], blob[2:]), filepath.Join(shadow, blob[2:])); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(gitDir, "objects", "info", "alternates"), []byte("shadow/objects\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		},
+		// git follows links out of the remote's folder; os.Root does not.
+		"objects linked from elsewhere": func(t *testing.T, r *gittest.Repo) {
+			r.Write(map[string]string{"a.yaml": "a: 2\n"})
+			r.Commit("two")
+			objects := filepath.Join(r.Dir, ".git", "objects")
+			elsewhere := filepath.Join(t.TempDir(), "objects")
+			if err := os.Rename(objects, elsewhere); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(elsewhere, objects); err != nil {
+				t.Fatal(err)
+			}
+		},
+		// git reads the branches and objects of the folder commondir names.
+		"commondir": func(t *testing.T, r *gittest.Repo) {
+			other := gittest.NewRepo(t)
+			other.Write(map[string]string{"b.yaml": "b: 1\n"})
+			other.Commit("other")
+			r.Write(map[string]string{"a.yaml": "a: 2\n"})
+			r.Commit("two")
+			if err := os.WriteFile(filepath.Join(r.Dir, ".git", "commondir"), []byte(filepath.Join(other.Dir, ".git")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	for name, change := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := gittest.NewRepo(t)
+			r.Write(map[string]string{"a.yaml": "a: 1\n"})
+			r.Commit("one")
+			var sources []*Source
+			for _, e := range []engine{engineGoGit, engineAuto} {
+				s := newEngineSource(t, r.URL(), e, nil)
+				fetch(t, s)
+				sources = append(sources, s)
+			}
+			change(t, r)
+			var got []outcome
+			for _, s := range sources {
+				snap, err := s.Fetch(context.Background())
+				if err != nil {
+					got = append(got, outcome{failed: true})
+					continue
+				}
+				got = append(got, outcome{revision: snap.Revision, files: contents(snap)})
+			}
+			if fmt.Sprint(got[0]) != fmt.Sprint(got[1]) {
+				t.Fatalf("go-git's fetch: %+v; the source's: %+v", got[0], got[1])
+			}
+		})
+	}
+}
