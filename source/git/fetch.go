@@ -477,12 +477,17 @@ func (s *Source) packFiles() ([]string, error) {
 // would cost more than reading them. objects holds what is decoded (delta
 // bases mostly) while it is in use.
 func (s *Source) storage(objects cache.Object) *filesystem.Storage {
-	limit := s.cfg.Load.MaxFileSize
-	if limit <= 0 {
-		limit = manifest.DefaultMaxFileSize
-	}
 	return filesystem.NewStorageWithOptions(osfs.New(s.cfg.CacheDir), objects,
-		filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: limit})
+		filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: s.largeObject()})
+}
+
+// largeObject is the size beyond which an object is streamed from its
+// file rather than read whole into memory: no manifest is larger.
+func (s *Source) largeObject() int64 {
+	if limit := s.cfg.Load.MaxFileSize; limit > 0 {
+		return limit
+	}
+	return manifest.DefaultMaxFileSize
 }
 
 // remoteKey is the hash that, with the remote reference, determines the

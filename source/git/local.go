@@ -107,7 +107,7 @@ func (s *Source) openLocal() (*localRemote, error) {
 	}
 	s.dropLocal()
 	st := filesystem.NewStorageWithOptions(files, cache.NewObjectLRU(objectCacheSize),
-		filesystem.Options{KeepDescriptors: true})
+		filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: s.largeObject()})
 	s.local = &localRemote{dir: dir, files: files, st: st, packs: packs}
 	return s.local, nil
 }

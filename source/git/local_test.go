@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -502,5 +503,45 @@ func TestLocalRemoteReadElsewhereAsGitDoes(t *testing.T) {
 				t.Fatalf("go-git's fetch: %+v; the source's: %+v", got[0], got[1])
 			}
 		})
+	}
+}
+
+// TestLocalFetchStreamsLargeObjects copies a commit that brings a large
+// file from the remote: what the copy allocates stays within a few times
+// its size (once, and buffers the race detector does not pool), rather
+// than seven for reading it whole, growing buffers, into memory. Not
+// parallel: the figures are the process's.
+func TestLocalFetchStreamsLargeObjects(t *testing.T) {
+	const size = 64 << 20
+	alloc := map[engine]uint64{}
+	for _, e := range []engine{engineAuto, engineGoGit} {
+		r := gittest.NewRepo(t)
+		r.Write(map[string]string{"a.yaml": "a: 1\n"})
+		r.Commit("one")
+		s, logs := newLoggedSource(t, r.URL(), nil)
+		s.engine = e
+		fetch(t, s)
+		f, err := os.Create(filepath.Join(r.Dir, "large.bin"))
+		if err == nil {
+			err = f.Truncate(size)
+			f.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Commit("large")
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		with := fetchedWith(t, s, logs, map[string]string{"a.yaml": "a: 1\n"})
+		runtime.ReadMemStats(&after)
+		if e == engineAuto && with != "local" {
+			t.Fatalf("fetched with %s, want local", with)
+		}
+		alloc[e] = after.TotalAlloc - before.TotalAlloc
+	}
+	t.Logf("allocated for a %d MiB file: local copy %d MiB, go-git %d MiB", size>>20, alloc[engineAuto]>>20, alloc[engineGoGit]>>20)
+	if alloc[engineAuto] > 3*size {
+		t.Errorf("the local copy of a %d MiB file allocated %d MiB (go-git's fetch: %d MiB)", size>>20, alloc[engineAuto]>>20, alloc[engineGoGit]>>20)
 	}
 }
