@@ -545,3 +545,111 @@ func TestLocalFetchStreamsLargeObjects(t *testing.T) {
 		t.Errorf("the local copy of a %d MiB file allocated %d MiB (go-git's fetch: %d MiB)", size>>20, alloc[engineAuto]>>20, alloc[engineGoGit]>>20)
 	}
 }
+
+// TestLocalFetchBelowShallowBoundary moves the branch of a remote the clone
+// holds at depth 1 to a new commit on the parent of the clone's only
+// commit, which the clone lacks: the copy walks past the boundary and the
+// clone stays whole.
+func TestLocalFetchBelowShallowBoundary(t *testing.T) {
+	t.Parallel()
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"a.yaml": "a: 0\n"})
+	r.Commit("zero")
+	r.Write(map[string]string{"a.yaml": "a: 1\n"})
+	one := r.Commit("one")
+	r.Write(map[string]string{"a.yaml": "a: 2\n"})
+	r.Commit("two")
+	s, logs := newLoggedSource(t, r.URL(), nil)
+	fetchedWith(t, s, logs, map[string]string{"a.yaml": "a: 2\n"})
+	if shallow, err := os.ReadFile(filepath.Join(s.cfg.CacheDir, "shallow")); err != nil || len(shallow) == 0 {
+		t.Fatalf("the first clone is not shallow: %q %v", shallow, err)
+	}
+
+	r.Git("reset", "-q", "--hard", one)
+	files := map[string]string{"a.yaml": "a: 1\n", "b.yaml": "b: 1\n"}
+	r.Write(files)
+	r.Commit("on one")
+	if with := fetchedWith(t, s, logs, files); with != "local" {
+		t.Errorf("fetched with %q, want local\n%s", with, logs)
+	}
+	if out, err := gitIn(s.cfg.CacheDir, "fsck", "--connectivity-only", "--no-dangling"); err != nil {
+		t.Fatalf("git fsck of the clone: %v\n%s", err, out)
+	}
+}
+
+// TestLocalFetchConcurrent fetches a local remote from several goroutines
+// at each of its new commits: each gets the head, and the race detector
+// sees the local remote's state shared under the source's lock only.
+func TestLocalFetchConcurrent(t *testing.T) {
+	t.Parallel()
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"a.yaml": "a: 0\n"})
+	r.Commit("zero")
+	s := newSource(t, r.URL(), nil)
+	fetch(t, s)
+	for i := 1; i <= 4; i++ {
+		r.Write(map[string]string{"a.yaml": fmt.Sprintf("a: %d\n", i)})
+		head := r.Commit(fmt.Sprintf("commit %d", i))
+		errs := make(chan error, 4)
+		for range 4 {
+			go func() {
+				snap, err := s.Fetch(context.Background())
+				if err == nil && snap.Revision != manifest.Revision("main@sha1:"+head) {
+					err = fmt.Errorf("revision %s, want %s", snap.Revision, head)
+				}
+				errs <- err
+			}()
+		}
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestLocalFetchLinksAndSubmodules copies commits that bring a symlink to a
+// manifest and a submodule, whose commit is not in the repository: the
+// snapshot is the one go-git's fetch gives.
+func TestLocalFetchLinksAndSubmodules(t *testing.T) {
+	t.Parallel()
+	r := gittest.NewRepo(t)
+	r.Write(map[string]string{"a.yaml": "a: 1\n"})
+	r.Commit("one")
+	type logged struct {
+		s    *Source
+		logs *bytes.Buffer
+	}
+	var sources []logged
+	for _, e := range []engine{engineGoGit, engineAuto} {
+		s, logs := newLoggedSource(t, r.URL(), nil)
+		s.engine = e
+		fetchedWith(t, s, logs, map[string]string{"a.yaml": "a: 1\n"})
+		sources = append(sources, logged{s, logs})
+	}
+	if err := os.Symlink("a.yaml", filepath.Join(r.Dir, "link.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	r.Git("update-index", "--add", "--cacheinfo", "160000,"+strings.Repeat("7", 40)+",sub")
+	r.Git("commit", "-q", "-m", "link and submodule")
+	r.Write(map[string]string{"out.yaml": "o: 1\n"})
+	if err := os.Symlink("../outside.yaml", filepath.Join(r.Dir, "escape.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	r.Commit("a link out")
+	want := map[string]string{"a.yaml": "a: 1\n", "link.yaml": "a: 1\n", "out.yaml": "o: 1\n"}
+	var got []string
+	for _, l := range sources {
+		with := fetchedWith(t, l.s, l.logs, want)
+		if l.s.engine == engineAuto && with != "local" {
+			t.Fatalf("fetched with %q, want local", with)
+		}
+		got = append(got, fmt.Sprint(l.s.last.revision, l.s.last.problems))
+	}
+	if !strings.Contains(got[1], "symlink points outside") {
+		t.Fatalf("no problem for the link out: %s", got[1])
+	}
+	if got[0] != got[1] {
+		t.Fatalf("go-git's fetch read %s; the local copy %s", got[0], got[1])
+	}
+}
