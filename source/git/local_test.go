@@ -174,6 +174,7 @@ func TestLocalFetchRefusesWhatTheRemoteLacks(t *testing.T) {
 // gitIn runs git in dir and returns its output.
 func gitIn(dir string, args ...string) (string, error) {
 	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = gittest.Env()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -236,6 +237,7 @@ func TestTamperedObjectsNeverServedAndHealed(t *testing.T) {
 				h, other := r.Git("rev-parse", "HEAD:a.yaml"), evilBlob
 				if what == "tree" {
 					cmd := exec.Command("git", "-C", r.Dir, "mktree")
+					cmd.Env = gittest.Env()
 					cmd.Stdin = strings.NewReader("100644 blob " + evilBlob + "\ta.yaml\n")
 					out, err := cmd.Output()
 					if err != nil {
