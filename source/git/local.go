@@ -39,6 +39,15 @@ import (
 // usual way.
 const defaultLocalMaxCommits = 1000
 
+// defaultLocalMaxEntries bounds the tree entries one local fetch reads, in
+// the new trees and in the clone's they are compared with. Each commit's
+// folders are read whole, in this process, at some microseconds an entry:
+// many commits to a large folder cost several times what go-git's fetch of
+// them costs, for which git's upload-pack does the walk, and would eat the
+// deadline of every fetch of that head. Past the bound they are fetched
+// the usual way.
+const defaultLocalMaxEntries = 1 << 18
+
 // localRemote is a file:// remote's object store, kept open between fetches
 // so that its pack indexes are decoded once.
 type localRemote struct {
@@ -315,7 +324,7 @@ func (s *Source) localFetch(ctx context.Context, st *filesystem.Storage, repo *g
 		if c, err := s.refCommit(repo, t.localRef); err == nil {
 			base = c.TreeHash
 		}
-		missing, ok, err := missingObjects(ctx, r.st, st, t.remoteHash, base, s.localMaxCommits)
+		missing, ok, err := missingObjects(ctx, r.st, st, t.remoteHash, base, s.localMaxCommits, s.localMaxEntries)
 		if err == nil && ok {
 			err = copyObjects(r.st, st, missing)
 		}
@@ -335,6 +344,9 @@ func (s *Source) localFetch(ctx context.Context, st *filesystem.Storage, repo *g
 	// The clone's store indexed the pack as it was written.
 	return true, s.packsChanged(true)
 }
+
+// errTooManyEntries ends a walk past its bound on the tree entries read.
+var errTooManyEntries = errors.New("too many tree entries")
 
 // copyObjects writes the objects named from from's store into a pack of
 // to's. No deltas: searching for them would cost more than the few objects
@@ -358,13 +370,15 @@ func copyObjects(from, to *filesystem.Storage, hashes []plumbing.Hash) error {
 // commits down to those it has, with the trees and blobs they bring. Each
 // commit's tree is compared with base, a tree have holds whole (that of the
 // clone's head): what is the same there is not looked up one by one. ok is
-// false when more than maxCommits commits are missing.
-func missingObjects(ctx context.Context, from, have *filesystem.Storage, head, base plumbing.Hash, maxCommits int) (_ []plumbing.Hash, ok bool, _ error) {
+// false when more than maxCommits commits are missing, or when more than
+// maxEntries tree entries would be read.
+func missingObjects(ctx context.Context, from, have *filesystem.Storage, head, base plumbing.Hash, maxCommits, maxEntries int) (_ []plumbing.Hash, ok bool, _ error) {
 	var (
 		out     []plumbing.Hash
 		seen    = map[plumbing.Hash]bool{}
 		commits = []plumbing.Hash{head}
 		n       int
+		entries int
 	)
 	lacks := func(h plumbing.Hash) bool {
 		if seen[h] {
@@ -385,14 +399,19 @@ func missingObjects(ctx context.Context, from, have *filesystem.Storage, head, b
 			return fmt.Errorf("read tree %s: %w", h, err)
 		}
 		out = append(out, h)
+		entries += len(tree.Entries)
 		var had map[string]object.TreeEntry
 		if !old.IsZero() {
 			if t, err := object.GetTree(have, old); err == nil {
+				entries += len(t.Entries)
 				had = make(map[string]object.TreeEntry, len(t.Entries))
 				for _, e := range t.Entries {
 					had[e.Name] = e
 				}
 			}
+		}
+		if entries > maxEntries {
+			return errTooManyEntries
 		}
 		for _, e := range tree.Entries {
 			before, ok := had[e.Name]
@@ -434,7 +453,11 @@ func missingObjects(ctx context.Context, from, have *filesystem.Storage, head, b
 			return nil, false, fmt.Errorf("read commit %s: %w", h, err)
 		}
 		out = append(out, h)
-		if err := walk(c.TreeHash, base); err != nil {
+		err = walk(c.TreeHash, base)
+		if errors.Is(err, errTooManyEntries) {
+			return nil, false, nil
+		}
+		if err != nil {
 			return nil, false, err
 		}
 		commits = append(commits, c.ParentHashes...)
