@@ -397,7 +397,9 @@ func TestTreeMatchesCheckout(t *testing.T) {
 func compareWithCheckout(t *testing.T, r *gittest.Repo, snap *source.Snapshot, opts manifest.LoadOptions) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "checkout")
-	out, err := exec.Command("git", "clone", "-q", r.Dir, dir).CombinedOutput()
+	clone := exec.Command("git", "clone", "-q", r.Dir, dir)
+	clone.Env = gittest.Env()
+	out, err := clone.CombinedOutput()
 	if err != nil {
 		t.Fatalf("git clone: %v\n%s", err, out)
 	}
@@ -446,7 +448,9 @@ func TestWorktreeCacheReplaced(t *testing.T) {
 	r.Write(map[string]string{"m/a.yaml": "a: 1\n"})
 	head := r.Commit("first")
 	cache := filepath.Join(t.TempDir(), "cache")
-	if out, err := exec.Command("git", "clone", "-q", r.Dir, cache).CombinedOutput(); err != nil {
+	clone := exec.Command("git", "clone", "-q", r.Dir, cache)
+	clone.Env = gittest.Env()
+	if out, err := clone.CombinedOutput(); err != nil {
 		t.Fatalf("git clone: %v\n%s", err, out)
 	}
 	s := newSource(t, r.URL(), func(c *Config) { c.CacheDir = cache; c.Path = "m" })

@@ -107,51 +107,67 @@ func (s *Source) Fetch(ctx context.Context) (*source.Snapshot, error) {
 		return nil, err
 	}
 	defer s.release()
+	startOver := false
 	if commit, ok := s.fromCache(repo, t); ok && s.deepEnough(st) {
 		// Errors here, such as a missing path, are the answer for this
-		// commit: fetching it again would not change them.
+		// commit: fetching it again would not change them. An object
+		// missing from the clone is not one: the clone starts over.
 		snap, err := s.read(st, commit, t, t.key(s.remoteKey(t)))
-		if err != nil {
+		if err == nil {
+			s.log.Debug("unchanged since a previous run", "revision", snap.Revision)
+			return snap, s.verify(ctx, st, repo, commit, snap)
+		}
+		if !errors.Is(err, plumbing.ErrObjectNotFound) {
 			return nil, err
 		}
-		s.log.Debug("unchanged since a previous run", "revision", snap.Revision)
-		return snap, s.verify(ctx, st, repo, commit, snap)
+		s.log.Info("the clone lacks part of the head: starting the clone over", "dir", s.cfg.CacheDir, "error", err)
+		startOver = true
 	}
 
-	var how string
-	if st, repo, how, err = s.fetchTarget(ctx, t, st, repo, false); err != nil {
-		return nil, err
-	}
-	commit, err := s.localCommit(repo, t)
-	if errors.Is(err, plumbing.ErrObjectNotFound) {
+	st, repo, how, commit, snap, err := s.fetchAndRead(ctx, t, st, repo, startOver)
+	if errors.Is(err, plumbing.ErrObjectNotFound) && !startOver {
 		// A head moved back to an ancestor of the clone's (a force-push to
 		// older history) is one go-git believes the clone has, as it has
-		// what came after; a shallow clone does not. Start over, once.
-		s.log.Info("the fetched head is missing from the clone: starting the clone over", "dir", s.cfg.CacheDir, "error", err)
-		if st, repo, how, err = s.fetchTarget(ctx, t, st, repo, true); err != nil {
-			return nil, err
-		}
-		commit, err = s.localCommit(repo, t)
+		// what came after; a shallow clone does not. And a fetch may have
+		// moved the ref to a head whose objects did not all arrive (a
+		// remote whose objects do not match their names, say): the ref
+		// would make the clone believe it holds the head for good, after
+		// the remote is repaired too. Start over, once.
+		s.log.Info("the fetched head is not whole in the clone: starting the clone over", "dir", s.cfg.CacheDir, "error", err)
+		st, repo, how, commit, snap, err = s.fetchAndRead(ctx, t, st, repo, true)
 	}
-	if err != nil {
-		return nil, err
-	}
-	// Key on what was fetched: the remote may have moved since it was listed.
-	refHash := s.commit
-	if t.localRef != "" {
-		ref, err := repo.Reference(t.localRef, false)
-		if err != nil {
-			return nil, fmt.Errorf("read fetched %s: %w", t.localRef, err)
-		}
-		refHash = ref.Hash()
-	}
-	snap, err := s.read(st, commit, t, t.key(refHash))
 	if err != nil {
 		return nil, err
 	}
 	s.log.Info("fetched", "url", s.location, "revision", snap.Revision, "with", how,
 		"files", len(snap.Files), "duration", time.Since(start).Round(time.Millisecond))
 	return snap, s.verify(ctx, st, repo, commit, snap)
+}
+
+// fetchAndRead fetches the target (see fetchTarget) and reads the snapshot
+// of the commit it stands for.
+func (s *Source) fetchAndRead(ctx context.Context, t *target, st *filesystem.Storage, repo *gogit.Repository, startOver bool) (
+	*filesystem.Storage, *gogit.Repository, string, *object.Commit, *source.Snapshot, error,
+) {
+	st, repo, how, err := s.fetchTarget(ctx, t, st, repo, startOver)
+	if err != nil {
+		return st, repo, how, nil, nil, err
+	}
+	commit, err := s.localCommit(repo, t)
+	if err != nil {
+		return st, repo, how, nil, nil, err
+	}
+	// Key on what was fetched: the remote may have moved since it was listed.
+	refHash := s.commit
+	if t.localRef != "" {
+		ref, err := repo.Reference(t.localRef, false)
+		if err != nil {
+			return st, repo, how, nil, nil, fmt.Errorf("read fetched %s: %w", t.localRef, err)
+		}
+		refHash = ref.Hash()
+	}
+	snap, err := s.read(st, commit, t, t.key(refHash))
+	return st, repo, how, commit, snap, err
 }
 
 // deepEnough reports whether the clone holds the history the source needs:
@@ -461,12 +477,17 @@ func (s *Source) packFiles() ([]string, error) {
 // would cost more than reading them. objects holds what is decoded (delta
 // bases mostly) while it is in use.
 func (s *Source) storage(objects cache.Object) *filesystem.Storage {
-	limit := s.cfg.Load.MaxFileSize
-	if limit <= 0 {
-		limit = manifest.DefaultMaxFileSize
-	}
 	return filesystem.NewStorageWithOptions(osfs.New(s.cfg.CacheDir), objects,
-		filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: limit})
+		filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: s.largeObject()})
+}
+
+// largeObject is the size beyond which an object is streamed from its
+// file rather than read whole into memory: no manifest is larger.
+func (s *Source) largeObject() int64 {
+	if limit := s.cfg.Load.MaxFileSize; limit > 0 {
+		return limit
+	}
+	return manifest.DefaultMaxFileSize
 }
 
 // remoteKey is the hash that, with the remote reference, determines the
@@ -635,9 +656,11 @@ func (s *Source) countPacks() int {
 	return len(packs)
 }
 
-// emptyCache removes everything in CacheDir.
+// emptyCache removes everything in CacheDir, and forgets what was read of
+// a local remote: starting over is how a bad state heals.
 func (s *Source) emptyCache() error {
 	s.dropClone()
+	s.dropLocal()
 	entries, err := os.ReadDir(s.cfg.CacheDir)
 	if err != nil {
 		return fmt.Errorf("reset cache folder: %w", err)

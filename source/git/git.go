@@ -158,9 +158,11 @@ type Source struct {
 	// clone is the cache kept open between fetches (see openCache).
 	clone *clone
 	// local is a file:// remote's object store (see localFetch), and
-	// localMaxCommits the most commits one local fetch copies.
+	// localMaxCommits and localMaxEntries the most commits one local fetch
+	// copies and tree entries it reads.
 	local           *localRemote
 	localMaxCommits int
+	localMaxEntries int
 }
 
 // fullHistory reports whether the clone must hold the whole history: to
@@ -181,7 +183,7 @@ func New(cfg Config) (*Source, error) {
 		return nil, errors.New("git source: name is required")
 	}
 	s := &Source{cfg: cfg, log: cfg.Logger, maxPacks: defaultMaxPacks, maxRetained: defaultMaxRetained,
-		localMaxCommits: defaultLocalMaxCommits}
+		localMaxCommits: defaultLocalMaxCommits, localMaxEntries: defaultLocalMaxEntries}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
+	"unicode"
 
+	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -17,7 +22,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
@@ -35,18 +39,29 @@ import (
 // usual way.
 const defaultLocalMaxCommits = 1000
 
+// defaultLocalMaxEntries bounds the tree entries one local fetch reads, in
+// the new trees and in the clone's they are compared with. Each commit's
+// folders are read whole, in this process, at some microseconds an entry:
+// many commits to a large folder cost several times what go-git's fetch of
+// them costs, for which git's upload-pack does the walk, and would eat the
+// deadline of every fetch of that head. Past the bound they are fetched
+// the usual way.
+const defaultLocalMaxEntries = 1 << 18
+
 // localRemote is a file:// remote's object store, kept open between fetches
 // so that its pack indexes are decoded once.
 type localRemote struct {
-	dir string
-	st  *filesystem.Storage
+	dir   string
+	files *remoteFiles
+	st    *filesystem.Storage
 	// packs are the remote's pack files st has indexed, sorted.
 	packs []string
 }
 
 // localGitDir returns the git folder of a file:// remote: the repository
 // itself when bare, else its .git folder. It returns "" when the remote is
-// not one such folder (a .git file pointing elsewhere, say).
+// not one such folder (a .git file pointing elsewhere, say), or one git
+// reads with others.
 func (s *Source) localGitDir() string {
 	if s.protocol != "file" {
 		return ""
@@ -67,6 +82,14 @@ func (s *Source) localGitDir() string {
 			return ""
 		}
 	}
+	// git reads the branches and objects of the folder commondir names,
+	// and objects of those alternates names, which go-git's storage reads
+	// from elsewhere or not at all.
+	for _, name := range []string{"commondir", filepath.Join("objects", "info", "alternates")} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			return ""
+		}
+	}
 	return dir
 }
 
@@ -79,7 +102,8 @@ func (s *Source) openLocal() (*localRemote, error) {
 		s.dropLocal()
 		return nil, nil
 	}
-	packs, err := packFilesIn(filepath.Join(dir, "objects", "pack"))
+	files := &remoteFiles{Filesystem: osfs.New(dir), dir: dir}
+	packs, err := packFilesIn(files, filepath.Join("objects", "pack"))
 	if err != nil {
 		return nil, err
 	}
@@ -91,9 +115,9 @@ func (s *Source) openLocal() (*localRemote, error) {
 		return r, nil
 	}
 	s.dropLocal()
-	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRU(objectCacheSize),
-		filesystem.Options{KeepDescriptors: true})
-	s.local = &localRemote{dir: dir, st: st, packs: packs}
+	st := filesystem.NewStorageWithOptions(files, cache.NewObjectLRU(objectCacheSize),
+		filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: s.largeObject()})
+	s.local = &localRemote{dir: dir, files: files, st: st, packs: packs}
 	return s.local, nil
 }
 
@@ -105,9 +129,9 @@ func (s *Source) dropLocal() {
 	}
 }
 
-// packFilesIn lists the pack files of a pack folder, sorted.
-func packFilesIn(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
+// packFilesIn lists the pack files of the remote's pack folder dir, sorted.
+func packFilesIn(files *remoteFiles, dir string) ([]string, error) {
+	entries, err := files.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -120,7 +144,138 @@ func packFilesIn(dir string) ([]string, error) {
 			packs = append(packs, e.Name())
 		}
 	}
+	slices.Sort(packs)
 	return packs, nil
+}
+
+// remoteFiles is a local remote's git folder as this process reads it:
+// regular files and folders only, opened without blocking, through an
+// os.Root so that no link leads out of it. A FIFO or a device where git
+// keeps a ref or an object would hold an open or a read past any deadline,
+// with the source's lock: the upload-pack that reads such a remote
+// otherwise is a process of its own, stopped at the deadline.
+type remoteFiles struct {
+	// Filesystem answers what opens nothing: Stat, Join and the like.
+	billy.Filesystem
+	dir string
+}
+
+// errNotRegular is the error for a file of the remote that is neither a
+// regular file nor a folder.
+var errNotRegular = errors.New("not a regular file")
+
+// open opens name, a path under the remote's folder, for reading without
+// blocking, when it is a regular file (a folder when dir is set).
+func (f *remoteFiles) open(name string, dir bool) (*os.File, error) {
+	root, err := os.OpenRoot(f.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	file, err := root.OpenFile(strings.TrimLeft(filepath.ToSlash(name), "/"), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := file.Stat()
+	if err == nil && (dir && !fi.IsDir() || !dir && !fi.Mode().IsRegular()) {
+		err = &fs.PathError{Op: "open", Path: name, Err: errNotRegular}
+	}
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
+	return file, nil
+}
+
+// Open opens a regular file of the remote for reading.
+func (f *remoteFiles) Open(name string) (billy.File, error) {
+	return f.OpenFile(name, os.O_RDONLY, 0)
+}
+
+// OpenFile opens a regular file of the remote for reading: the remote is
+// never written to.
+func (f *remoteFiles) OpenFile(name string, flag int, _ os.FileMode) (billy.File, error) {
+	if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) != 0 {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: errors.ErrUnsupported}
+	}
+	file, err := f.open(name, false)
+	if err != nil {
+		return nil, err
+	}
+	return remoteFile{File: file, name: name}, nil
+}
+
+// ReadDir lists a folder of the remote.
+func (f *remoteFiles) ReadDir(name string) ([]fs.FileInfo, error) {
+	file, err := f.open(name, true)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	return file.Readdir(-1)
+}
+
+// remoteFile is a file of the remote as go-git reads it: named as it was
+// opened, as go-git opens a pack again by its file's name, and locked by
+// nothing, as upload-pack does not lock it.
+type remoteFile struct {
+	*os.File
+	name string
+}
+
+func (f remoteFile) Name() string { return f.name }
+func (remoteFile) Lock() error    { return nil }
+func (remoteFile) Unlock() error  { return nil }
+
+// maxLooseRef and maxPackedRefs bound what is read of the branch's file
+// and of packed-refs: a hash and a line end, or a file of many refs.
+const (
+	maxLooseRef   = 256
+	maxPackedRefs = 64 << 20
+)
+
+// readFile reads a regular file of the remote, when it holds at most max
+// bytes.
+func (f *remoteFiles) readFile(name string, max int64) ([]byte, error) {
+	file, err := f.open(name, false)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	data, err := io.ReadAll(io.LimitReader(file, max+1))
+	if err == nil && int64(len(data)) > max {
+		err = fmt.Errorf("read %s: over %d bytes", name, max)
+	}
+	return data, err
+}
+
+// readBranch reads the hash of the branch name from the remote's refs
+// folder, or from packed-refs when it has no file of its own, as git does.
+// ok is false for anything but a plain hash there (a symbolic or malformed
+// ref, a file that is not a regular one, a huge one): the usual listing
+// says then what git makes of it.
+func (f *remoteFiles) readBranch(name plumbing.ReferenceName) (_ plumbing.Hash, ok bool) {
+	data, err := f.readFile(name.String(), maxLooseRef)
+	if err == nil {
+		// git reads a hash followed by the end or by a space.
+		if len(data) < 40 || !hexSHA1.Match(data[:40]) || len(data) > 40 && !unicode.IsSpace(rune(data[40])) {
+			return plumbing.ZeroHash, false
+		}
+		return plumbing.NewHash(string(data[:40])), true
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return plumbing.ZeroHash, false
+	}
+	if data, err = f.readFile("packed-refs", maxPackedRefs); err != nil {
+		return plumbing.ZeroHash, false
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		h, ref, found := strings.Cut(strings.TrimSuffix(line, "\r"), " ")
+		if found && ref == name.String() && hexSHA1.MatchString(h) {
+			return plumbing.NewHash(h), true
+		}
+	}
+	return plumbing.ZeroHash, false
 }
 
 // localRefs reads the followed branch of a local remote from its refs
@@ -137,13 +292,13 @@ func (s *Source) localRefs() (_ []*plumbing.Reference, ok bool) {
 		return nil, false
 	}
 	name := plumbing.NewBranchReferenceName(s.cfg.Ref.Branch)
-	ref, err := storer.ResolveReference(r.st, name)
-	if err != nil || ref.Type() != plumbing.HashReference {
+	h, ok := r.files.readBranch(name)
+	if !ok {
 		// No such branch, say: the listing tells why (an empty
 		// repository, a deleted branch).
 		return nil, false
 	}
-	return []*plumbing.Reference{plumbing.NewHashReference(name, ref.Hash())}, true
+	return []*plumbing.Reference{plumbing.NewHashReference(name, h)}, true
 }
 
 // localFetch brings the target's head from a local remote into the clone
@@ -151,8 +306,14 @@ func (s *Source) localRefs() (_ []*plumbing.Reference, ok bool) {
 // when the head is better fetched the usual way.
 func (s *Source) localFetch(ctx context.Context, st *filesystem.Storage, repo *gogit.Repository, t *target) (bool, error) {
 	r, err := s.openLocal()
-	if r == nil || err != nil {
-		return false, err
+	if err != nil {
+		// Its pack folder cannot be read as a plain folder (a link out of
+		// the remote, say): go-git's fetch reads it as git does.
+		s.log.Debug("cannot read the local remote: fetching it the usual way", "error", err)
+		return false, nil
+	}
+	if r == nil {
+		return false, nil
 	}
 	// The pack files stay open only while they are read.
 	defer r.st.Close()
@@ -163,7 +324,7 @@ func (s *Source) localFetch(ctx context.Context, st *filesystem.Storage, repo *g
 		if c, err := s.refCommit(repo, t.localRef); err == nil {
 			base = c.TreeHash
 		}
-		missing, ok, err := missingObjects(ctx, r.st, st, t.remoteHash, base, s.localMaxCommits)
+		missing, ok, err := missingObjects(ctx, r.st, st, t.remoteHash, base, s.localMaxCommits, s.localMaxEntries)
 		if err == nil && ok {
 			err = copyObjects(r.st, st, missing)
 		}
@@ -171,8 +332,8 @@ func (s *Source) localFetch(ctx context.Context, st *filesystem.Storage, repo *g
 			return false, err
 		}
 		if err != nil || !ok {
-			// What go-git's fetch makes of it is the answer: objects
-			// behind alternates, say, or a remote that lacks them.
+			// What go-git's fetch makes of it is the answer: a remote
+			// that lacks objects, say, or a file that is not a regular one.
 			s.log.Debug("cannot copy from the local remote: fetching it the usual way", "error", err)
 			return false, nil
 		}
@@ -183,6 +344,9 @@ func (s *Source) localFetch(ctx context.Context, st *filesystem.Storage, repo *g
 	// The clone's store indexed the pack as it was written.
 	return true, s.packsChanged(true)
 }
+
+// errTooManyEntries ends a walk past its bound on the tree entries read.
+var errTooManyEntries = errors.New("too many tree entries")
 
 // copyObjects writes the objects named from from's store into a pack of
 // to's. No deltas: searching for them would cost more than the few objects
@@ -206,13 +370,15 @@ func copyObjects(from, to *filesystem.Storage, hashes []plumbing.Hash) error {
 // commits down to those it has, with the trees and blobs they bring. Each
 // commit's tree is compared with base, a tree have holds whole (that of the
 // clone's head): what is the same there is not looked up one by one. ok is
-// false when more than maxCommits commits are missing.
-func missingObjects(ctx context.Context, from, have *filesystem.Storage, head, base plumbing.Hash, maxCommits int) (_ []plumbing.Hash, ok bool, _ error) {
+// false when more than maxCommits commits are missing, or when more than
+// maxEntries tree entries would be read.
+func missingObjects(ctx context.Context, from, have *filesystem.Storage, head, base plumbing.Hash, maxCommits, maxEntries int) (_ []plumbing.Hash, ok bool, _ error) {
 	var (
 		out     []plumbing.Hash
 		seen    = map[plumbing.Hash]bool{}
 		commits = []plumbing.Hash{head}
 		n       int
+		entries int
 	)
 	lacks := func(h plumbing.Hash) bool {
 		if seen[h] {
@@ -233,14 +399,19 @@ func missingObjects(ctx context.Context, from, have *filesystem.Storage, head, b
 			return fmt.Errorf("read tree %s: %w", h, err)
 		}
 		out = append(out, h)
+		entries += len(tree.Entries)
 		var had map[string]object.TreeEntry
 		if !old.IsZero() {
 			if t, err := object.GetTree(have, old); err == nil {
+				entries += len(t.Entries)
 				had = make(map[string]object.TreeEntry, len(t.Entries))
 				for _, e := range t.Entries {
 					had[e.Name] = e
 				}
 			}
+		}
+		if entries > maxEntries {
+			return errTooManyEntries
 		}
 		for _, e := range tree.Entries {
 			before, ok := had[e.Name]
@@ -282,7 +453,11 @@ func missingObjects(ctx context.Context, from, have *filesystem.Storage, head, b
 			return nil, false, fmt.Errorf("read commit %s: %w", h, err)
 		}
 		out = append(out, h)
-		if err := walk(c.TreeHash, base); err != nil {
+		err = walk(c.TreeHash, base)
+		if errors.Is(err, errTooManyEntries) {
+			return nil, false, nil
+		}
+		if err != nil {
 			return nil, false, err
 		}
 		commits = append(commits, c.ParentHashes...)

@@ -9,6 +9,7 @@ import (
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source/git/commitsig"
 	"github.com/no8s/no8s-agent/source/git/commitsig/sigtest"
+	"github.com/no8s/no8s-agent/source/git/gittest"
 )
 
 // reencoded writes a copy of commit c whose signature is the same but
@@ -33,6 +34,7 @@ func reencoded(t *testing.T, l *signedLab, c string) string {
 	}
 	cmd := exec.Command("git", "hash-object", "-t", "commit", "-w", "--stdin")
 	cmd.Dir = l.repo.Dir
+	cmd.Env = gittest.Env()
 	cmd.Stdin = strings.NewReader(copied)
 	out, err := cmd.Output()
 	if err != nil {

@@ -51,13 +51,26 @@ func (r *Repo) GitEnv(env []string, args ...string) string {
 		"-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"}, args...)
 	cmd := exec.Command("git", full...)
 	cmd.Dir = r.Dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+r.Dir, "GIT_TERMINAL_PROMPT=0")
-	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = Env(append([]string{"HOME=" + r.Dir}, env...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// Env is the environment for git in tests: this process's without its GIT_
+// variables, which a git that started the tests (a hook, rebase --exec)
+// sets to its own repository, where git would then work instead of the
+// test's; no system configuration, no prompts; then extra.
+func Env(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") {
+			env = append(env, kv)
+		}
+	}
+	return append(append(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0"), extra...)
 }
 
 // Write sets files (relative path -> content); an empty content removes the file.
