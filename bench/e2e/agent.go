@@ -216,6 +216,9 @@ type Resource struct {
 	Status             string `json:"status"`
 	Generation         int64  `json:"generation"`
 	ObservedGeneration int64  `json:"observed_generation"`
+	// UpdatedAt is when the store last changed the resource: for one
+	// reconciled at its generation, when its reconcile was recorded.
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Reconciled reports whether r is ready at its generation gen.

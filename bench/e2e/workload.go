@@ -448,6 +448,10 @@ func Generate(ctx context.Context, dir string, n int, shape Shape) (*Workload, e
 	return w, nil
 }
 
+// Generation is the generation resource i has in the agent once the
+// commits so far are synced: one per change, from 1 as generated.
+func (w *Workload) Generation(i int) int { return w.revs[i] + 1 }
+
 // Touch moves each resource in idx to its next revision, changing its spec.
 func (w *Workload) Touch(idx []int) error {
 	for _, i := range idx {
