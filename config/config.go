@@ -142,6 +142,7 @@ func (c *Config) FileSizeLimit() int64 { return int64(cmp.Or(c.MaxFileSize, Defa
 
 // FileSizeLimit is the largest manifest file read from the source.
 func (s Source) FileSizeLimit() int64 { return int64(cmp.Or(s.MaxFileSize, DefaultMaxFileSize)) }
+
 // What a sync or an API write does with the fields of a spec that its
 // schema does not declare (sources[].unknownFields, api.unknownFields).
 const (

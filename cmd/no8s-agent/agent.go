@@ -81,7 +81,7 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 // target turns a configured source into what sync records and guards.
 func target(s config.Source, src source.Source) sync.Target {
 	t := sync.Target{Name: s.Name, Kind: store.SourceKind(src.Kind()), Path: src.Path(), Prune: pruneRules(s.Prune),
-		MaxFileSize: s.FileSizeLimit(),
+		MaxFileSize:   s.FileSizeLimit(),
 		UnknownFields: manifest.UnknownFields(s.UnknownFields)}
 	if src.Kind() == source.KindGit {
 		t.URL = src.Location()
