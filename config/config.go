@@ -372,7 +372,7 @@ type API struct {
 	// while the agent syncs or reconciles: that many reads by id per
 	// second (a page of resources counts a tenth of its limit), so that
 	// clients that never back off take a bounded share from the work.
-	// Omitted or 0: 1,000; -1: reads are never paced.
+	// Omitted or 0: 500; -1: reads are never paced.
 	ReadsWhileWorking int `json:"readsWhileWorking,omitempty"`
 	// UnknownFields is what resource writes through the API do with the
 	// fields of a spec that its schema does not declare, as a source's
