@@ -423,7 +423,7 @@ func (s *scenario) idleMemory() {
 	s.sleep(5 * time.Second)
 	target := "<= 64 MB"
 	if s.n > 10_000 {
-		target = "< 256 MB"
+		target = "<= 300 MB"
 	}
 	mem, err := s.a.Memory()
 	if err != nil {
