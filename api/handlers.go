@@ -482,7 +482,7 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 		} else {
 			d.kind, d.name = *req.ResourceTypeName, *req.Name
 			// A POST of a resource that exists updates it.
-			switch cur, err := tx.GetResourceByName(ctx, d.kind, d.name); {
+			switch cur, err := tx.GetResourceByName(ctx, manifest.ObjectRef{Kind: d.kind, Name: d.name}); {
 			case errors.Is(err, store.ErrNotFound):
 				verb = VerbCreate
 			case err != nil:

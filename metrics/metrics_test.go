@@ -54,7 +54,7 @@ func TestStoreGauges(t *testing.T) {
 					Waiting: true, WaitForReady: []manifest.ObjectRef{{Kind: "Widget", Name: "zz"}},
 					Requeue: true, RequeueAfter: time.Hour})
 				// e is to be deleted and due; f stays due (pending).
-				e, err := st.GetResourceByName(t.Context(), "Widget", "e")
+				e, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Widget", Name: "e"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -567,7 +567,7 @@ func TestResourceSeries(t *testing.T) {
 	complete(t, st, cs[0], readyCompletion(cs[0]))
 	complete(t, st, cs[1], readyCompletion(cs[1]))
 	complete(t, st, cs[2], failedCompletion(cs[2]))
-	d, err := st.GetResourceByName(t.Context(), "Widget", "d")
+	d, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Widget", Name: "d"})
 	if err != nil {
 		t.Fatal(err)
 	}

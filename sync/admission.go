@@ -206,7 +206,7 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 			if c.ID != 0 {
 				old, err = st.GetResource(ctx, c.ID)
 			} else {
-				old, err = st.GetResourceByName(ctx, c.Kind, c.Name)
+				old, err = st.GetResourceByName(ctx, c.Ref())
 			}
 			if errors.Is(err, store.ErrNotFound) {
 				// Gone since the plan was made: plan again.
@@ -249,7 +249,7 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 				return err
 			}
 		}
-		mutated, ps, ws := manifest.ParseResourceObject(res.Object, r.Origin, lookup, t.UnknownFields)
+		mutated, ps, ws := manifest.ParseResourceObject(res.Object, r.Origin, lookup, t.UnknownFields, s.DefaultNamespace())
 		denied = denied || len(ps) > 0
 		for _, w := range ws {
 			warnings = append(warnings, fmt.Sprintf("%s/%s as admission hooks patched it: %s", c.Kind, c.Name, w.Message))
@@ -361,8 +361,8 @@ func writePlan(ctx context.Context, st store.Store, set *manifest.Set, rev manif
 	}
 	sum := sha256.Sum256(obj)
 	p.basis = hex.EncodeToString(sum[:])
-	c := Change{Kind: r.Kind, Name: r.Name, File: r.Origin.File, Line: r.Origin.Line}
-	old, err := st.GetResourceByName(ctx, r.Kind, r.Name)
+	c := Change{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, File: r.Origin.File, Line: r.Origin.Line}
+	old, err := st.GetResourceByName(ctx, r.Ref())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		c.Action = Create

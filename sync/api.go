@@ -123,9 +123,9 @@ func (s *Syncer) ApplyDocument(ctx context.Context, build DocumentFunc) (*Writte
 					r = rv.set.Resources[0]
 					p.Warnings = append(p.Warnings, rv.warnings...)
 				}
-				if old, err := tx.GetResourceByName(ctx, r.Kind, r.Name); err == nil && old.Source.Name == apiTarget.Name {
+				if old, err := tx.GetResourceByName(ctx, r.Ref()); err == nil && old.Source.Name == apiTarget.Name {
 					written := &manifest.Set{Types: set.Types, Resources: []*manifest.Resource{r}}
-					if err := s.checkTransitions(ctx, tx, apiTarget, written, []Change{{Kind: r.Kind, Name: r.Name, ID: old.ID}}, nil); err != nil {
+					if err := s.checkTransitions(ctx, tx, apiTarget, written, []Change{{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, ID: old.ID}}, nil); err != nil {
 						return err
 					}
 				} else if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -180,7 +180,7 @@ func (s *Syncer) buildDocument(ctx context.Context, st store.Store, build Docume
 	if err != nil {
 		return nil, rev, err
 	}
-	set, err := manifest.ValidateWith(docs, known, s.apiWrites().UnknownFields)
+	set, err := manifest.ValidateWith(docs, known, s.apiWrites().UnknownFields, s.DefaultNamespace())
 	var verr *manifest.ValidationError
 	switch {
 	case errors.As(err, &verr):

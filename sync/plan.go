@@ -33,15 +33,16 @@ const (
 
 // Change is one planned change to a resource.
 type Change struct {
-	Action Action            `json:"action"`
-	Kind   string            `json:"kind"`
-	Name   string            `json:"name"`
-	File   string            `json:"file,omitempty"`
-	Line   int               `json:"line,omitempty"`
-	ID     int64             `json:"id,omitempty"`
-	Before json.RawMessage   `json:"before,omitempty"`
-	After  json.RawMessage   `json:"after,omitempty"`
-	Labels map[string]string `json:"labels,omitempty"`
+	Action    Action            `json:"action"`
+	Kind      string            `json:"kind"`
+	Namespace string            `json:"namespace,omitempty"`
+	Name      string            `json:"name"`
+	File      string            `json:"file,omitempty"`
+	Line      int               `json:"line,omitempty"`
+	ID        int64             `json:"id,omitempty"`
+	Before    json.RawMessage   `json:"before,omitempty"`
+	After     json.RawMessage   `json:"after,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
 	// Generation is the generation after the change (creates and updates).
 	Generation int64 `json:"generation,omitempty"`
 	// Instance is the action instance the resource is bound to (creates
@@ -52,7 +53,9 @@ type Change struct {
 }
 
 // Ref returns the resource the change is about.
-func (c Change) Ref() manifest.ObjectRef { return manifest.ObjectRef{Kind: c.Kind, Name: c.Name} }
+func (c Change) Ref() manifest.ObjectRef {
+	return manifest.ObjectRef{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name}
+}
 
 // TypeChange is one planned change to a resource type version.
 type TypeChange struct {

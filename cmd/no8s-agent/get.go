@@ -335,7 +335,7 @@ func getReconcileHistory(ctx context.Context, st store.Store, m *redact.Masker, 
 	if !ok || kind == "" || name == "" {
 		return 0, fmt.Errorf("--resource %q: want KIND/NAME", ref)
 	}
-	r, err := st.GetResourceByName(ctx, kind, name)
+	r, err := st.GetResourceByName(ctx, manifest.ObjectRef{Kind: kind, Name: name})
 	if err != nil {
 		return 0, err
 	}

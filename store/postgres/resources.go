@@ -245,12 +245,12 @@ func (s *Store) GetResource(ctx context.Context, id int64) (*store.Resource, err
 	return r, nil
 }
 
-// GetResourceByName returns the resource kind/name, or ErrNotFound.
-func (s *Store) GetResourceByName(ctx context.Context, kind, name string) (*store.Resource, error) {
+// GetResourceByName returns the resource ref names, or ErrNotFound.
+func (s *Store) GetResourceByName(ctx context.Context, ref manifest.ObjectRef) (*store.Resource, error) {
 	r, err := scanResource(s.q.QueryRow(ctx,
-		`SELECT `+resourceCols+` FROM resources WHERE kind = $1 AND name = $2`, kind, name))
+		`SELECT `+resourceCols+` FROM resources WHERE kind = $1 AND name = $2`, ref.Kind, ref.Name))
 	if err != nil {
-		return nil, mapErr(err, resourceWhat(kind, name))
+		return nil, mapErr(err, resourceWhat(ref.Kind, ref.Name))
 	}
 	return r, nil
 }
