@@ -75,6 +75,13 @@ type Config struct {
 	// source that does not set its own; the API's request-body limit
 	// follows it. Zero or left out: DefaultMaxFileSize.
 	MaxFileSize ByteSize `json:"maxFileSize,omitempty"`
+	// DefaultNamespace is the namespace of resources of namespaced kinds
+	// declared without metadata.namespace, from every source and the API.
+	// Empty or left out: "default", as Kubernetes, so that manifests
+	// copied from a cluster land where kubectl would put them, and so that
+	// a store made before namespaces, whose resources were all moved to
+	// "default", keeps them where they are.
+	DefaultNamespace string `json:"defaultNamespace,omitempty"`
 	// Actions are the action instances, by name; resource types refer to them.
 	Actions map[string]Action `json:"actions,omitempty"`
 	// Reconcile tunes the reconcilers.
@@ -134,6 +141,10 @@ type Source struct {
 	// warns, UnknownFieldsPrune drops them and says so.
 	UnknownFields string `json:"unknownFields,omitempty"`
 }
+
+// Namespace returns the default namespace: DefaultNamespace, or
+// manifest.DefaultNamespace when it is not set.
+func (c *Config) Namespace() string { return cmp.Or(c.DefaultNamespace, manifest.DefaultNamespace) }
 
 // FileSizeLimit is the largest manifest file the agent reads from a
 // source that does not set its own, and what the API's request-body limit
