@@ -415,16 +415,24 @@ func (t APIToken) Value() string { return t.value.get() }
 
 // APIGrant allows verbs on the kinds and in the sources it names; none
 // named means all. Actions narrows it to writes to resources whose action
-// instance is one of those named.
+// instance is one of those named. Namespaces narrows it to resources in
+// those namespaces: such a grant covers no cluster-scoped resource, no
+// source and no write of a resource type, and lists and event streams
+// that name no namespace show only those.
 type APIGrant struct {
-	Verbs   []string `json:"verbs"`
-	Kinds   []string `json:"kinds,omitempty"`
-	Sources []string `json:"sources,omitempty"`
-	Actions []string `json:"actions,omitempty"`
+	Verbs      []string `json:"verbs"`
+	Kinds      []string `json:"kinds,omitempty"`
+	Sources    []string `json:"sources,omitempty"`
+	Namespaces []string `json:"namespaces,omitempty"`
+	Actions    []string `json:"actions,omitempty"`
 }
 
 // APIVerbs are the verbs a grant may name.
 var APIVerbs = []string{"get", "list", "create", "update", "delete", "reconcile", "sync", "approve", "suspend"}
+
+// APISourceVerbs are the verbs only sources take, which a grant limited to
+// namespaces never covers.
+var APISourceVerbs = []string{"sync", "approve"}
 
 // APIActionVerbs are the verbs of a grant that names actions: the writes
 // to one resource, which run its action.
