@@ -78,6 +78,10 @@ func appendResource(b []byte, r *store.Resource) []byte {
 		}
 		b = append(b, `{"kind":`...)
 		b = appendJSONString(b, d.Kind)
+		if d.Namespace != "" {
+			b = append(b, `,"namespace":`...)
+			b = appendJSONString(b, d.Namespace)
+		}
 		b = append(b, `,"name":`...)
 		b = appendJSONString(b, d.Name)
 		b = append(b, '}')

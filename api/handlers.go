@@ -482,7 +482,11 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 		} else {
 			d.kind, d.name = *req.ResourceTypeName, *req.Name
 			// A POST of a resource that exists updates it.
-			switch cur, err := tx.GetResourceByName(ctx, manifest.ObjectRef{Kind: d.kind, Name: d.name}); {
+			ref, err := s.defaultRef(ctx, tx, d.kind, d.name)
+			if err != nil {
+				return nil, err
+			}
+			switch cur, err := tx.GetResourceByName(ctx, ref); {
 			case errors.Is(err, store.ErrNotFound):
 				verb = VerbCreate
 			case err != nil:
@@ -912,4 +916,19 @@ func wellFormedRevision(rev string) bool {
 		}
 	}
 	return true
+}
+
+// defaultRef names the resource kind/name as a write that gives no
+// namespace does: in the default namespace, or in none when the kind is
+// cluster-scoped.
+func (s *Server) defaultRef(ctx context.Context, st store.Store, kind, name string) (manifest.ObjectRef, error) {
+	ref := manifest.ObjectRef{Kind: kind, Namespace: s.syncer.DefaultNamespace(), Name: name}
+	types, err := st.ListResourceTypes(ctx, store.TypeFilter{Name: kind})
+	if err != nil {
+		return ref, err
+	}
+	if len(types) > 0 && types[0].ScopeOf() == manifest.ScopeCluster {
+		ref.Namespace = ""
+	}
+	return ref, nil
 }
