@@ -33,7 +33,7 @@ func TestAppendResourceMatchesEncodingJSON(t *testing.T) {
 				Annotations: map[string]string{"no8s.io/prune": "disabled", "note": "<b>&amp;</b>"},
 				Spec:        json.RawMessage(`{"engine": "postgres", "storage_gb": 500, "tags": {"x": "<y>&z"}, "n": 18446744073709551616, "l": "\u2028"}`),
 				SpecHash:    "sha256:abc", Action: "provision-db",
-				DependsOn: []manifest.ObjectRef{{Kind: "Network", Name: "vpc"}, {Kind: "Dns", Namespace: "team-<b>", Name: "a&b"}}},
+				DependsOn: []manifest.ObjectRef{{Kind: "Network", Namespace: "ops", Name: "vpc"}, {Kind: "Dns", Namespace: "team-<b>", Name: "a&b"}, {Kind: "Zone", Name: "z"}}},
 			Source:     store.SourceRef{Name: "infra", Path: "db/pg.yaml", Revision: "main@sha1:0123"},
 			Generation: 7, ObservedGeneration: 6, Phase: manifest.PhaseReady,
 			StatusMessage: "line one\nline \"two\"\t\x01 <tag> é ✓ \u2029 \xff",

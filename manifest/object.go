@@ -10,6 +10,9 @@ import (
 // stored (defaults applied): what admission hooks are shown.
 func (r *Resource) Object() (json.RawMessage, error) {
 	meta := map[string]any{"name": r.Name}
+	if r.Namespace != "" {
+		meta["namespace"] = r.Namespace
+	}
 	if len(r.Labels) > 0 {
 		meta["labels"] = r.Labels
 	}

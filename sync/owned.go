@@ -114,6 +114,6 @@ func ownedAfter(p *Plan) []ownedEntry {
 // digestOf is the digest of r as ApplyResources writes it, in the row id
 // at generation gen: its deletion, if one was requested, is called off.
 func digestOf(r *manifest.Resource, id, gen int64) store.ResourceDigest {
-	return store.ResourceDigest{ID: id, Kind: r.Kind, Name: r.Name, SpecHash: r.SpecHash, Action: r.Action,
+	return store.ResourceDigest{ID: id, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, SpecHash: r.SpecHash, Action: r.Action,
 		MetaHash: r.MetaHash(), Generation: gen, PruneDisabled: r.PruneDisabled(), Path: r.Origin.File}
 }

@@ -238,6 +238,9 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 			return nil, fmt.Errorf("list resources of %s: %w", t.Name, err)
 		}
 	}
+	if owned, err = adoptScopes(ctx, st, set, owned); err != nil {
+		return nil, err
+	}
 	p.Owned = len(owned)
 	p.owned = owned
 	p.kept = make([]keptResource, 0, len(set.Resources))
@@ -271,12 +274,12 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 				conflicts = append(conflicts, conflictProblem(r, owner, hint))
 				continue
 			}
-			p.Creates = append(p.Creates, Change{Action: Create, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
+			p.Creates = append(p.Creates, Change{Action: Create, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, File: r.Origin.File,
 				Line: r.Origin.Line, After: r.Spec, Labels: r.Labels, Generation: 1, Instance: r.Action, PluginConfig: r.PluginConfig})
 			p.kept = append(p.kept, keptResource{r: r, write: len(p.writes)})
 			p.writes = append(p.writes, r)
 		case o.SpecHash != r.SpecHash || o.Action != r.Action || o.Deleting:
-			p.Updates = append(p.Updates, Change{Action: Update, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
+			p.Updates = append(p.Updates, Change{Action: Update, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, File: r.Origin.File,
 				Line: r.Origin.Line, ID: o.ID, After: r.Spec, Labels: r.Labels, Generation: o.Generation + 1, Instance: r.Action,
 				PluginConfig: r.PluginConfig})
 			p.kept = append(p.kept, keptResource{r: r, write: len(p.writes)})
@@ -301,7 +304,7 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 			p.keepsDeleting = true
 			continue
 		}
-		c := Change{Kind: o.Kind, Name: o.Name, File: o.Path, ID: o.ID}
+		c := Change{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, File: o.Path, ID: o.ID}
 		if !t.Prune.Enabled || o.PruneDisabled {
 			c.Action = Forget
 			p.Forgets = append(p.Forgets, c)
@@ -340,19 +343,53 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 	return p, pruneGuard(t, snap, set, cur, p)
 }
 
+// adoptScopes returns owned as the plan's apply leaves it when the set
+// declares cluster-scoped a type stored before types had a scope: writing
+// the type takes the namespace away from its resources (see
+// store.Store.PutResourceType), so they are matched without one, and
+// neither destroyed nor created again. owned is not changed (it may be
+// cached); a copy is returned when anything differs.
+func adoptScopes(ctx context.Context, st store.Store, set *manifest.Set, owned []store.ResourceDigest) ([]store.ResourceDigest, error) {
+	var cluster []string
+	for _, t := range set.Types {
+		if !t.Namespaced() {
+			cluster = append(cluster, t.Name)
+		}
+	}
+	if len(cluster) == 0 {
+		return owned, nil
+	}
+	legacy := map[string]bool{}
+	for _, name := range cluster {
+		rows, err := st.ListResourceTypes(ctx, store.TypeFilter{Name: name})
+		if err != nil {
+			return nil, fmt.Errorf("list resource types: %w", err)
+		}
+		for _, r := range rows {
+			if r.Scope == "" {
+				legacy[name] = true
+			}
+		}
+	}
+	if len(legacy) == 0 {
+		return owned, nil
+	}
+	out := slices.Clone(owned)
+	for i := range out {
+		if legacy[out[i].Kind] {
+			out[i].Namespace = ""
+		}
+	}
+	return out, nil
+}
+
 // matchStored finds the stored row of each declared resource: stored[i] is
 // the row of resources[i], and declared[j] tells whether owned[j] is
-// declared. Both sides in (kind, name) order, as a Set's resources and the
-// owned cache are, are walked side by side; otherwise they are matched
-// through a map.
+// declared. Both sides in (kind, namespace, name) order, as a Set's
+// resources and the owned cache are, are walked side by side; otherwise
+// they are matched through a map.
 func matchStored(resources []*manifest.Resource, owned []store.ResourceDigest, stored []*store.ResourceDigest, declared []bool) {
-	byKindName := func(a, b *manifest.Resource) int {
-		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	}
-	if !slices.IsSortedFunc(resources, byKindName) {
+	if !slices.IsSortedFunc(resources, manifest.CompareResources) {
 		byRef := make(map[manifest.ObjectRef]int, len(owned))
 		for i := range owned {
 			byRef[owned[i].Ref()] = i
@@ -366,6 +403,9 @@ func matchStored(resources []*manifest.Resource, owned []store.ResourceDigest, s
 	}
 	compare := func(o *store.ResourceDigest, r *manifest.Resource) int {
 		if c := strings.Compare(o.Kind, r.Kind); c != 0 {
+			return c
+		}
+		if c := strings.Compare(o.Namespace, r.Namespace); c != 0 {
 			return c
 		}
 		return strings.Compare(o.Name, r.Name)
@@ -391,9 +431,12 @@ func matchStored(resources []*manifest.Resource, owned []store.ResourceDigest, s
 	}
 }
 
-// compareDigests orders digests by kind, then name.
+// compareDigests orders digests by kind, then namespace, then name.
 func compareDigests(a, b store.ResourceDigest) int {
 	if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
 		return c
 	}
 	return strings.Compare(a.Name, b.Name)
@@ -469,6 +512,7 @@ func planTypes(ctx context.Context, st store.Store, t Target, snap *source.Snaps
 			k := key{ty.Name, v.Name}
 			declared[k] = true
 			row := &store.ResourceType{Name: ty.Name, Version: v.Name, Group: ty.Group, Description: ty.Description, Annotations: ty.Annotations,
+				Scope:  ty.Scope,
 				Action: ty.Action, DriftInterval: ty.DriftInterval, Schema: v.Schema, Deprecated: v.Deprecated,
 				Source: store.SourceRef{Name: t.Name, Path: ty.Origin.File, Revision: snap.Revision}}
 			old := mine[k]
@@ -503,7 +547,7 @@ func planTypes(ctx context.Context, st store.Store, t Target, snap *source.Snaps
 func typeChanged(old, row *store.ResourceType) bool {
 	return old.Group != row.Group || old.Description != row.Description || old.Action != row.Action ||
 		old.DriftInterval != row.DriftInterval || !bytes.Equal(old.Schema, row.Schema) || old.Source.Path != row.Source.Path ||
-		old.Deprecated != row.Deprecated || !maps.Equal(old.Annotations, row.Annotations)
+		old.Deprecated != row.Deprecated || !maps.Equal(old.Annotations, row.Annotations) || old.Scope != row.ScopeOf()
 }
 
 // checkTypesInUse refuses to remove a type version that resources still use,
@@ -638,7 +682,7 @@ func (c Change) Location() string {
 
 // String renders a change as "create Kind/name (file:line)".
 func (c Change) String() string {
-	s := fmt.Sprintf("%s %s/%s", c.Action, c.Kind, c.Name)
+	s := fmt.Sprintf("%s %s", c.Action, c.Ref())
 	if c.File != "" {
 		s += " (" + c.Location() + ")"
 	}

@@ -754,7 +754,8 @@ func (s *Syncer) otherTypes(ctx context.Context, st store.Store, self string) (m
 		}
 		t := &manifest.ResourceType{Name: name, Group: versions[0].Group, Action: versions[0].Action,
 			Description: versions[0].Description, DriftInterval: versions[0].DriftInterval,
-			Annotations: versions[0].Annotations, NameFormat: manifest.NameFormatOf(versions[0].Annotations)}
+			Annotations: versions[0].Annotations, NameFormat: manifest.NameFormatOf(versions[0].Annotations),
+			Scope: versions[0].ScopeOf()}
 		for _, v := range versions {
 			t.Versions = append(t.Versions, manifest.TypeVersion{Name: v.Version, Schema: v.Schema})
 		}

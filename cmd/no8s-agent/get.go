@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -331,11 +332,7 @@ func getSyncHistory(ctx context.Context, st store.Store, m *redact.Masker, w io.
 }
 
 func getReconcileHistory(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format, ref string, limit int) (int, error) {
-	kind, name, ok := strings.Cut(ref, "/")
-	if !ok || kind == "" || name == "" {
-		return 0, fmt.Errorf("--resource %q: want KIND/NAME", ref)
-	}
-	r, err := st.GetResourceByName(ctx, manifest.ObjectRef{Kind: kind, Name: name})
+	r, err := resourceByRef(ctx, st, ref)
 	if err != nil {
 		return 0, err
 	}
@@ -482,3 +479,27 @@ func watchEvents(ctx context.Context, c *client.Client, m *redact.Masker, w io.W
 // isTable reports whether format prints a table, which an empty result
 // leaves out: "No resources found" says it instead.
 func isTable(format string) bool { return format == "table" || format == "wide" }
+
+// resourceByRef finds the resource ref names, KIND/NAME or
+// KIND/NAMESPACE/NAME: without a namespace, in the default namespace the
+// store records, or else cluster-scoped.
+func resourceByRef(ctx context.Context, st store.Store, s string) (*store.Resource, error) {
+	ref, err := manifest.ParseObjectRef(s)
+	if err != nil {
+		return nil, fmt.Errorf("--resource %q: want KIND/NAME or KIND/NAMESPACE/NAME", s)
+	}
+	if ref.Namespace != "" {
+		return st.GetResourceByName(ctx, ref)
+	}
+	if ref.Namespace, err = st.DefaultNamespace(ctx); err != nil {
+		return nil, err
+	}
+	r, err := st.GetResourceByName(ctx, ref)
+	if errors.Is(err, store.ErrNotFound) {
+		ref.Namespace = ""
+		if cluster, cerr := st.GetResourceByName(ctx, ref); cerr == nil {
+			return cluster, nil
+		}
+	}
+	return r, err
+}

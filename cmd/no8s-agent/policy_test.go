@@ -72,7 +72,7 @@ admission:
 		return repo.CommitSigned(msg, keys.Env(), sigtest.SignWithSSH(ops)...)
 	}
 	exists := func(name string) bool {
-		_, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Site", Name: name})
+		_, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Site", Namespace: "default", Name: name})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			t.Fatal(err)
 		}

@@ -148,6 +148,12 @@ func (s *Store) setTypeScope(ctx context.Context, name string, scope manifest.Sc
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
+		// The owners' rows change too: what a syncer remembers of a
+		// source's resources holds while its row stays the same.
+		if _, err := s.q.Exec(ctx, `UPDATE sources SET updated_at = clock_timestamp()
+			WHERE name IN (SELECT source_name FROM resources WHERE kind = $1 AND namespace <> '')`, name); err != nil {
+			return err
+		}
 		if _, err := s.q.Exec(ctx, `UPDATE resources SET namespace = '', updated_at = now() WHERE kind = $1 AND namespace <> ''`,
 			name); err != nil {
 			return err

@@ -159,6 +159,12 @@ func (s *Store) setTypeScope(ctx context.Context, name string, scope manifest.Sc
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
+		// The owners' rows change too: what a syncer remembers of a
+		// source's resources holds while its row stays the same.
+		if _, err := s.exec(ctx, `UPDATE sources SET updated_at = $2
+			WHERE name IN (SELECT source_name FROM resources WHERE kind = $1 AND namespace <> '')`, name, now); err != nil {
+			return err
+		}
 		if _, err := s.exec(ctx, `UPDATE resources SET namespace = '', updated_at = $2 WHERE kind = $1 AND namespace <> ''`,
 			name, now); err != nil {
 			return err
