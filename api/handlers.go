@@ -371,6 +371,7 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("X-Continue", token)
 		w.Header().Set("X-Next-After", strconv.FormatInt(last, 10))
 	}
+	w.Header().Set(HeaderDefaultNamespace, s.syncer.DefaultNamespace())
 	w.Header().Set("Content-Length", strconv.Itoa(len(page.body)))
 	writeEncoded(w, http.StatusOK, page.body)
 	return nil

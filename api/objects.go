@@ -76,6 +76,11 @@ type Resource struct {
 	Metadata map[string]string `json:"metadata"`
 }
 
+// Ref returns the resource's kind, namespace and name.
+func (r *Resource) Ref() manifest.ObjectRef {
+	return manifest.ObjectRef{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+}
+
 // FinalizerDestroy is the finalizer of resources whose removal destroys them.
 const FinalizerDestroy = "no8s.io/destroy"
 

@@ -51,6 +51,11 @@ const (
 	minVersionParam = "minVersion"
 )
 
+// HeaderDefaultNamespace, on a list of resources, is the agent's default
+// namespace: where resources declared without one are, and so what a
+// reference that names none means.
+const HeaderDefaultNamespace = "No8s-Default-Namespace"
+
 // Bounds of the read model.
 const (
 	// DefaultReadWait is how long a read waits for the copy to reach the

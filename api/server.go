@@ -307,7 +307,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // ignored, answering everything. Routes not listed take none.
 var queryParams = map[string][]string{
 	"GET /api/v1/resource-types":                            {"name", "source", "status", "limit"},
-	"GET /api/v1/resources":                                 {"kind", "namespace", "status", "source", "label", "action_plugin", "limit", "after", "continue"},
+	"GET /api/v1/resources":                                 {"kind", "status", "source", "label", "action_plugin", "limit", "after", "continue", "namespace"},
 	"GET /api/v1/resources/by-name/{kind}/{version}/{name}": {"namespace"},
 	"GET /api/v1/resources/{id}/history":                    {"limit"},
 	"GET /api/v1/sources/{name}/history":                    {"limit"},

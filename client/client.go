@@ -7,6 +7,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,11 +15,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 
 	"github.com/no8s/no8s-agent/api"
+	"github.com/no8s/no8s-agent/manifest"
 )
 
 // Client is a client of one agent's API. It reads its own writes: every
@@ -153,53 +156,107 @@ func (c *Client) Agents(ctx context.Context) ([]api.Agent, error) {
 }
 
 // ListResources lists resources, all pages, optionally of one kind and one
-// source (empty: any).
+// source (empty: any), in every namespace the token may read.
 func (c *Client) ListResources(ctx context.Context, kind, source string) ([]Resource, error) {
+	rs, _, err := c.Resources(ctx, ResourceQuery{Kind: kind, Source: source})
+	return rs, err
+}
+
+// ResourceQuery selects resources; empty fields select all.
+type ResourceQuery struct {
+	Kind, Namespace, Source string
+}
+
+// Resources lists the resources q selects, all pages, and returns the
+// agent's default namespace, where resources declared without one are:
+// what a reference that names no namespace means.
+func (c *Client) Resources(ctx context.Context, sel ResourceQuery) ([]Resource, string, error) {
 	q := url.Values{}
-	if kind != "" {
-		q.Set("kind", kind)
+	if sel.Kind != "" {
+		q.Set("kind", sel.Kind)
 	}
-	if source != "" {
-		q.Set("source", source)
+	if sel.Namespace != "" {
+		q.Set("namespace", sel.Namespace)
+	}
+	if sel.Source != "" {
+		q.Set("source", sel.Source)
 	}
 	var all []Resource
+	defaultNS := ""
 	for {
 		var page []Resource
 		resp, err := c.request(ctx, http.MethodGet, "/api/v1/resources", q, nil)
 		if err != nil {
-			return nil, fmt.Errorf("listing resources: %w", err)
+			return nil, "", fmt.Errorf("listing resources: %w", err)
 		}
 		err = json.NewDecoder(resp.Body).Decode(&page)
 		token := resp.Header.Get("X-Continue")
+		defaultNS = cmp.Or(defaultNS, resp.Header.Get(api.HeaderDefaultNamespace))
 		resp.Body.Close()
 		if err != nil {
-			return nil, fmt.Errorf("listing resources: %w", err)
+			return nil, "", fmt.Errorf("listing resources: %w", err)
 		}
 		all = append(all, page...)
 		if token == "" {
-			return all, nil
+			// An agent from before namespaces sends none: it has but the one.
+			return all, cmp.Or(defaultNS, manifest.DefaultNamespace), nil
 		}
 		q.Set("continue", token)
 	}
 }
 
-// FindResource returns the resource kind/name; kind matches any case,
+// FindResource returns the resource ref names; its kind matches any case,
 // unless the token may list only some kinds: then it must be spelt as the
-// kind is.
-func (c *Client) FindResource(ctx context.Context, kind, name string) (*Resource, error) {
-	all, err := c.ListResources(ctx, "", "")
+// kind is. A ref without a namespace names a resource in the agent's
+// default namespace, or a cluster-scoped one. Not found there, but in
+// other namespaces, the error names them.
+func (c *Client) FindResource(ctx context.Context, ref manifest.ObjectRef) (*Resource, error) {
+	all, defaultNS, err := c.Resources(ctx, ResourceQuery{})
 	if e := (*Error)(nil); errors.As(err, &e) && e.Status == http.StatusForbidden {
-		all, err = c.ListResources(ctx, kind, "")
+		all, defaultNS, err = c.Resources(ctx, ResourceQuery{Kind: ref.Kind})
 	}
 	if err != nil {
 		return nil, err
 	}
-	for i := range all {
-		if strings.EqualFold(all[i].Kind, kind) && all[i].Name == name {
-			return &all[i], nil
+	r, elsewhere := Match(all, ref, defaultNS)
+	if r != nil {
+		return r, nil
+	}
+	ns := cmp.Or(ref.Namespace, defaultNS)
+	msg := fmt.Sprintf("resource %s/%s not found in namespace %s", ref.Kind, ref.Name, ns)
+	if len(elsewhere) > 0 {
+		msg += fmt.Sprintf("; it is in namespace(s) %s: name one with -n NAMESPACE or as %s/NAMESPACE/%s",
+			strings.Join(elsewhere, ", "), ref.Kind, ref.Name)
+	}
+	return nil, &Error{Status: http.StatusNotFound, Message: msg}
+}
+
+// Match finds the resource ref names among rs, as FindResource does
+// (defaultNS for a ref without a namespace), and otherwise returns the
+// namespaces in which a resource of its kind and name is, sorted.
+func Match(rs []Resource, ref manifest.ObjectRef, defaultNS string) (*Resource, []string) {
+	ns := cmp.Or(ref.Namespace, defaultNS)
+	var cluster *Resource
+	var elsewhere []string
+	for i := range rs {
+		r := &rs[i]
+		if !strings.EqualFold(r.Kind, ref.Kind) || r.Name != ref.Name {
+			continue
+		}
+		switch {
+		case r.Namespace == ns:
+			return r, nil
+		case r.Namespace == "" && ref.Namespace == "":
+			cluster = r
+		case r.Namespace != "":
+			elsewhere = append(elsewhere, r.Namespace)
 		}
 	}
-	return nil, &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("resource %s/%s not found", kind, name)}
+	if cluster != nil {
+		return cluster, nil
+	}
+	slices.Sort(elsewhere)
+	return nil, slices.Compact(elsewhere)
 }
 
 // GetResource returns the resource with this id.
