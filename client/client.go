@@ -208,7 +208,8 @@ func (c *Client) Resources(ctx context.Context, sel ResourceQuery) ([]Resource, 
 // FindResource returns the resource ref names; its kind matches any case,
 // unless the token may list only some kinds: then it must be spelt as the
 // kind is. A ref without a namespace names a resource in the agent's
-// default namespace, or a cluster-scoped one. Not found there, but in
+// default namespace; a resource of a cluster-scoped kind is found whatever
+// the namespace. Not found there, but in
 // other namespaces, the error names them.
 func (c *Client) FindResource(ctx context.Context, ref manifest.ObjectRef) (*Resource, error) {
 	all, defaultNS, err := c.Resources(ctx, ResourceQuery{})
@@ -246,7 +247,9 @@ func Match(rs []Resource, ref manifest.ObjectRef, defaultNS string) (*Resource, 
 		switch {
 		case r.Namespace == ns:
 			return r, nil
-		case r.Namespace == "" && ref.Namespace == "":
+		case r.Namespace == "":
+			// Cluster-scoped: in no namespace, so whichever is asked
+			// for, as kubectl -n has it.
 			cluster = r
 		case r.Namespace != "":
 			elsewhere = append(elsewhere, r.Namespace)
