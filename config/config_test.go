@@ -294,6 +294,8 @@ func TestParseProblems(t *testing.T) {
 			"notifications.alerts[0].providers", `no provider "chat"`},
 		{"alert of unknown event", "notifications: {providers: {x: {type: webhook, url: \"https://h.example.com/\"}}, alerts: [{providers: [x], events: [Boom]}]}\n",
 			"notifications.alerts[0].events", `unknown event "Boom"`},
+		{"alert of a namespace that is no label", "notifications: {providers: {x: {type: webhook, url: \"https://h.example.com/\"}}, alerts: [{providers: [x], namespaces: [team.a]}]}\n",
+			"notifications.alerts[0].namespaces[0]", `Invalid value: "team.a"`},
 		{"notification secret unset", "notifications: {providers: {x: {type: webhook, url: \"https://h.example.com/\", secretEnv: NO8S_TEST_UNSET_HOOK}}}\n",
 			"notifications.providers.x.secretEnv", "is not set"},
 		{"token without name", "api: {tokens: [{tokenEnv: X, allow: [{verbs: [get]}]}]}\n", "api.tokens[0].name", "required"},
