@@ -140,3 +140,29 @@ func TestSlackDeliver(t *testing.T) {
 		t.Errorf("Slack got %q", got.Text)
 	}
 }
+
+// TestEventNamespace: an event about a resource names its namespace, in
+// its JSON and its subject; one in the default namespace, or of a
+// cluster-scoped kind, reads as before.
+func TestEventNamespace(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ ns, subject, resource string }{
+		{"team-a", "ResourceFailed Widget/team-a/x (source infra)", `{"kind":"Widget","namespace":"team-a","name":"x","generation":3}`},
+		{"default", "ResourceFailed Widget/x (source infra)", `{"kind":"Widget","namespace":"default","name":"x","generation":3}`},
+		{"", "ResourceFailed Widget/x (source infra)", `{"kind":"Widget","name":"x","generation":3}`},
+	} {
+		n := notice(store.EventResourceFailed, "infra", "Widget", nil)
+		n.Namespace = tc.ns
+		e := notify.NewEvent(n)
+		if got := e.Subject(); got != tc.subject {
+			t.Errorf("namespace %q: subject %q, want %q", tc.ns, got, tc.subject)
+		}
+		b, err := json.Marshal(e.Resource)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != tc.resource {
+			t.Errorf("namespace %q: resource %s, want %s", tc.ns, b, tc.resource)
+		}
+	}
+}
