@@ -43,12 +43,12 @@ type Event struct {
 type Resource struct {
 	Kind string `json:"kind"`
 	// Namespace is empty for a resource of a cluster-scoped kind.
-	Namespace  string `json:"namespace"`
+	Namespace  string `json:"namespace,omitempty"`
 	Name       string `json:"name"`
 	Generation int64  `json:"generation"`
 }
 
-// Ref returns the resource's kind, namespace and name.
+// Ref names the resource as messages write it (see manifest.ObjectRef.String).
 func (r *Resource) Ref() manifest.ObjectRef {
 	return manifest.ObjectRef{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
 }

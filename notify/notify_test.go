@@ -125,12 +125,6 @@ func TestSlackTextNamespace(t *testing.T) {
 	if got := (&notify.Slack{}).Text(e); !strings.Contains(got, "Widget/team-a/x (generation 3)") {
 		t.Errorf("Text lacks the namespace:\n%s", got)
 	}
-	if got := e.Subject(); got != "ResourceFailed Widget/team-a/x (source infra)" {
-		t.Errorf("Subject = %q", got)
-	}
-	if got := notify.NewEvent(inNamespace(notice(store.EventResourceFailed, "infra", "Widget", nil), "default")).Subject(); got != "ResourceFailed Widget/x (source infra)" {
-		t.Errorf("Subject in the default namespace = %q", got)
-	}
 }
 
 func TestOnGitHub(t *testing.T) {
@@ -166,5 +160,31 @@ func TestSlackDeliver(t *testing.T) {
 	}
 	if !strings.Contains(got.Text, "*SourceFailed* in source *infra*") || !strings.Contains(got.Text, "```boom with ***```") {
 		t.Errorf("Slack got %q", got.Text)
+	}
+}
+
+// TestEventNamespace: an event about a resource names its namespace, in
+// its JSON and its subject; one in the default namespace, or of a
+// cluster-scoped kind, reads as before.
+func TestEventNamespace(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ ns, subject, resource string }{
+		{"team-a", "ResourceFailed Widget/team-a/x (source infra)", `{"kind":"Widget","namespace":"team-a","name":"x","generation":3}`},
+		{"default", "ResourceFailed Widget/x (source infra)", `{"kind":"Widget","namespace":"default","name":"x","generation":3}`},
+		{"", "ResourceFailed Widget/x (source infra)", `{"kind":"Widget","name":"x","generation":3}`},
+	} {
+		n := notice(store.EventResourceFailed, "infra", "Widget", nil)
+		n.Namespace = tc.ns
+		e := notify.NewEvent(n)
+		if got := e.Subject(); got != tc.subject {
+			t.Errorf("namespace %q: subject %q, want %q", tc.ns, got, tc.subject)
+		}
+		b, err := json.Marshal(e.Resource)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != tc.resource {
+			t.Errorf("namespace %q: resource %s, want %s", tc.ns, b, tc.resource)
+		}
 	}
 }

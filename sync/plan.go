@@ -87,8 +87,13 @@ type Plan struct {
 	// types to write, and type rows to remove.
 	putTypes    []*store.ResourceType
 	removeTypes []TypeChange
-	deleteIDs   []int64
-	forgetIDs   []int64
+	// storedScopes are the scopes the store holds of the types, by name
+	// (none for those stored before types had one); typeOrigins where the
+	// set declares each.
+	storedScopes map[string]manifest.Scope
+	typeOrigins  map[string]manifest.Origin
+	deleteIDs    []int64
+	forgetIDs    []int64
 	// basis fingerprints the stored state the plan was made from (see
 	// stateBasis; an API write's is its object and the stamp of its one
 	// resource): an admission review of the plan holds while the basis
@@ -331,6 +336,9 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 	if err != nil {
 		return nil, err
 	}
+	if err := checkScopes(ctx, st, p, snap.Files); err != nil {
+		return p, err
+	}
 	conflicts = append(conflicts, typeConflicts...)
 	if len(conflicts) > 0 {
 		manifest.SortProblems(conflicts)
@@ -494,7 +502,15 @@ func planTypes(ctx context.Context, st store.Store, t Target, snap *source.Snaps
 	}
 	var conflicts []manifest.Problem
 	declared := map[key]bool{}
+	p.storedScopes = map[string]manifest.Scope{}
+	for _, r := range rows {
+		if r.Scope != "" {
+			p.storedScopes[r.Name] = r.Scope
+		}
+	}
+	p.typeOrigins = map[string]manifest.Origin{}
 	for _, ty := range set.Types {
+		p.typeOrigins[ty.Name] = ty.Origin
 		if owner, taken := otherOwner[ty.Name]; taken {
 			where := owner.Name
 			if owner.Path != "" {
@@ -542,6 +558,46 @@ func planTypes(ctx context.Context, st store.Store, t Target, snap *source.Snaps
 		return a.Version < b.Version
 	})
 	return conflicts, nil
+}
+
+// checkScopes refuses a change of a type's scope while resources of it
+// exist: it would change their identity (kind, namespace, name). A type
+// stored before types had a scope takes the one it is declared with.
+// Problems are placed at the line of spec.scope in files.
+func checkScopes(ctx context.Context, st store.Store, p *Plan, files []manifest.File) error {
+	var problems []manifest.Problem
+	checked := map[string]bool{}
+	for _, row := range p.putTypes {
+		if checked[row.Name] {
+			continue
+		}
+		checked[row.Name] = true
+		from := p.storedScopes[row.Name]
+		if from == "" || from == row.ScopeOf() {
+			continue
+		}
+		users, err := st.ListResources(ctx, store.ResourceFilter{Kind: row.Name, Limit: 3})
+		if err != nil {
+			return fmt.Errorf("list resources of %s: %w", row.Name, err)
+		}
+		if len(users) == 0 {
+			continue
+		}
+		var names []string
+		for _, u := range users {
+			names = append(names, fmt.Sprintf("%s (source %s)", u.Ref(), u.Source.Name))
+		}
+		at := p.typeOrigins[row.Name]
+		problems = append(problems, manifest.Problem{File: at.File, Line: at.Line, Document: at.Document, Pointer: "/spec/scope",
+			Message: fmt.Sprintf("spec.scope: ResourceType %s cannot change its scope from %s to %s while resources of it exist (%s): "+
+				"it would change their identity (kind, namespace, name); remove them first, or keep the scope",
+				row.Name, from, row.ScopeOf(), strings.Join(names, ", "))})
+	}
+	if len(problems) > 0 {
+		manifest.PlaceProblems(files, problems)
+		return &Error{Reason: ReasonScopeChange, Problems: problems, Message: problems[0].Message}
+	}
+	return nil
 }
 
 func typeChanged(old, row *store.ResourceType) bool {

@@ -33,6 +33,7 @@ const (
 	ReasonPruneLimitExceeded = "PruneLimitExceeded"
 	ReasonEmptySnapshot      = "EmptySnapshotRefused"
 	ReasonTypeInUse          = "TypeInUse"
+	ReasonScopeChange        = "ScopeChangeRefused"
 	ReasonFetchFailed        = "FetchFailed"
 )
 
