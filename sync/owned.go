@@ -92,7 +92,7 @@ type keptResource struct {
 
 // ownedAfter works out the resources the source owns once p is applied:
 // those it declares, with the IDs and generations of their rows, in the
-// set's order (kind, then name), which the next plan walks side by side
+// set's order (kind, then namespace, then name), which the next plan walks side by side
 // with the next set. It returns nil when a resource is being deleted, as the
 // reconciler removes it once destroyed.
 func ownedAfter(p *Plan) []ownedEntry {
