@@ -371,7 +371,7 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("X-Continue", token)
 		w.Header().Set("X-Next-After", strconv.FormatInt(last, 10))
 	}
-	w.Header().Set(HeaderDefaultNamespace, s.syncer.DefaultNamespace())
+	w.Header().Set(HeaderDefaultNamespace, s.defaultNamespace())
 	w.Header().Set("Content-Length", strconv.Itoa(len(page.body)))
 	writeEncoded(w, http.StatusOK, page.body)
 	return nil
@@ -683,7 +683,7 @@ func (s *Server) requestNamespace(req *ResourceRequest, t *store.ResourceType) s
 	if ns := deref(req.Namespace); ns != "" || t.ScopeOf() == manifest.ScopeCluster {
 		return ns
 	}
-	return s.syncer.DefaultNamespace()
+	return s.defaultNamespace()
 }
 
 // mayDependOn refuses with 403 a dependency a write adds that its token
@@ -704,7 +704,7 @@ func (s *Server) mayDependOn(ctx context.Context, st store.Store, d resourceDraf
 		// (the default one for a cluster-scoped dependent), or in none
 		// when the kind is cluster-scoped.
 		if ref.Namespace == "" {
-			ref.Namespace = cmp.Or(d.namespace, s.syncer.DefaultNamespace())
+			ref.Namespace = cmp.Or(d.namespace, s.defaultNamespace())
 			types, err := st.ListResourceTypes(ctx, store.TypeFilter{Name: ref.Kind})
 			if err != nil {
 				return err
@@ -1090,4 +1090,13 @@ func wellFormedRevision(rev string) bool {
 		}
 	}
 	return true
+}
+
+// defaultNamespace is where resources of namespaced kinds declared without
+// a namespace go: the syncer's, which reads need not have.
+func (s *Server) defaultNamespace() string {
+	if s.syncer == nil {
+		return manifest.DefaultNamespace
+	}
+	return s.syncer.DefaultNamespace()
 }
