@@ -305,6 +305,9 @@ func (r *runner) inputsFor(op action.Operation, req *action.Request, correlation
 	if len(req.Resource.PluginConfig) > 0 {
 		values[InputPluginConfig] = string(req.Resource.PluginConfig)
 	}
+	if ns := req.Resource.Namespace; ns != "" && ns != manifest.DefaultNamespace {
+		values[InputNamespace] = ns
+	}
 	out := make(map[string]any, len(values))
 	for std, v := range values {
 		if name := r.inputs[std]; name != "" {
