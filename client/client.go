@@ -185,7 +185,7 @@ func (c *Client) ListResources(ctx context.Context, kind, source string) ([]Reso
 
 // FindResource returns the resource kind/name; kind matches any case,
 // unless the token may list only some kinds: then it must be spelt as the
-// kind is.
+// kind is. See MatchResource.
 func (c *Client) FindResource(ctx context.Context, kind, name string) (*Resource, error) {
 	all, err := c.ListResources(ctx, "", "")
 	if e := (*Error)(nil); errors.As(err, &e) && e.Status == http.StatusForbidden {
@@ -194,12 +194,37 @@ func (c *Client) FindResource(ctx context.Context, kind, name string) (*Resource
 	if err != nil {
 		return nil, err
 	}
+	return MatchResource(all, kind, name)
+}
+
+// MatchResource returns the resource of all that kind/name names: the one
+// of that kind spelt as given, else the one whose kind matches in another
+// case. Kinds may differ only in case (DataBase and Database are two
+// types): a reference that matches several of them that way is refused,
+// naming them, rather than taken for whichever the list holds first.
+func MatchResource(all []Resource, kind, name string) (*Resource, error) {
+	var folded []*Resource
 	for i := range all {
-		if strings.EqualFold(all[i].Kind, kind) && all[i].Name == name {
+		switch {
+		case all[i].Name != name:
+		case all[i].Kind == kind:
 			return &all[i], nil
+		case strings.EqualFold(all[i].Kind, kind):
+			folded = append(folded, &all[i])
 		}
 	}
-	return nil, &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("resource %s/%s not found", kind, name)}
+	switch len(folded) {
+	case 0:
+		return nil, &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("resource %s/%s not found", kind, name)}
+	case 1:
+		return folded[0], nil
+	}
+	refs := make([]string, len(folded))
+	for i, r := range folded {
+		refs[i] = r.Kind + "/" + r.Name
+	}
+	return nil, &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("resource %s/%s not found; kinds differ in case only: %s: spell the kind as it is",
+		kind, name, strings.Join(refs, ", "))}
 }
 
 // GetResource returns the resource with this id.

@@ -66,14 +66,13 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, kind, 
 	if err != nil {
 		return err
 	}
-	var r *client.Resource
-	for i := range all {
-		if strings.EqualFold(all[i].Kind, kind) && all[i].Name == name {
-			r = &all[i]
+	r, err := client.MatchResource(all, kind, name)
+	if err != nil {
+		var e *client.Error
+		if errors.As(err, &e) {
+			return errors.New(e.Message)
 		}
-	}
-	if r == nil {
-		return fmt.Errorf("resource %s/%s not found", kind, name)
+		return err
 	}
 	// The list may leave out what the single read has (the lease).
 	if one, err := c.GetResource(ctx, r.ID); err == nil {
