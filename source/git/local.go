@@ -1,7 +1,6 @@
 package git
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -324,7 +323,7 @@ func (s *Source) localFetch(ctx context.Context, st *filesystem.Storage, repo *g
 		if c, err := s.refCommit(repo, t.localRef); err == nil {
 			base = c.TreeHash
 		}
-		w := &missingWalk{from: r.st, have: st, known: s.trees, maxCommits: s.localMaxCommits, maxEntries: s.localMaxEntries}
+		w := &missingWalk{remote: r, from: r.st, have: st, known: s.trees, maxCommits: s.localMaxCommits, maxEntries: s.localMaxEntries}
 		ok, err := w.run(ctx, t.remoteHash, base)
 		if err == nil && ok {
 			lw := &looseWriter{dir: filepath.Join(s.cfg.CacheDir, "objects")}
@@ -354,7 +353,8 @@ func (s *Source) localFetch(ctx context.Context, st *filesystem.Storage, repo *g
 var errTooManyEntries = errors.New("too many tree entries")
 
 // newObject is an object the clone lacks: a commit or tree with the
-// content already read, or a blob (data nil) read as it is copied.
+// content already read and checked against its name, or a blob (data nil)
+// read and checked as it is copied.
 type newObject struct {
 	hash plumbing.Hash
 	typ  plumbing.ObjectType
@@ -367,7 +367,7 @@ func copyObjects(from *filesystem.Storage, w *looseWriter, objs []newObject) err
 	for _, o := range objs {
 		var err error
 		if o.data != nil {
-			err = w.add(o.hash, o.typ, int64(len(o.data)), bytes.NewReader(o.data))
+			err = w.addRead(o.hash, o.typ, o.data)
 		} else {
 			err = copyBlob(w, from, o.hash)
 		}
@@ -397,6 +397,7 @@ func copyBlob(w *looseWriter, from *filesystem.Storage, h plumbing.Hash) error {
 // Each commit's tree is compared with base, a tree the clone holds whole
 // (that of its head): what is the same there is not looked up one by one.
 type missingWalk struct {
+	remote     *localRemote // from's files
 	from, have *filesystem.Storage
 	// known are trees parsed before, by hash (those the last fetch brought).
 	known map[plumbing.Hash]*object.Tree
@@ -429,7 +430,7 @@ func (w *missingWalk) run(ctx context.Context, head, base plumbing.Hash) (ok boo
 		if n++; n > w.maxCommits {
 			return false, nil
 		}
-		raw, err := readRaw(w.from, plumbing.CommitObject, h)
+		raw, err := w.raw(w.from, plumbing.CommitObject, h)
 		if err != nil {
 			return false, fmt.Errorf("read commit %s: %w", h, err)
 		}
@@ -453,6 +454,15 @@ func (w *missingWalk) run(ctx context.Context, head, base plumbing.Hash) (ok boo
 	return true, nil
 }
 
+// raw reads object h of st whole, from the remote's files when st is the
+// remote's.
+func (w *missingWalk) raw(st *filesystem.Storage, typ plumbing.ObjectType, h plumbing.Hash) ([]byte, error) {
+	if st == w.from && w.remote != nil {
+		return readRemoteRaw(w.remote, typ, h)
+	}
+	return readRaw(st, typ, h)
+}
+
 func (w *missingWalk) lacks(h plumbing.Hash) bool {
 	if w.seen[h] {
 		return false
@@ -469,7 +479,7 @@ func (w *missingWalk) tree(st *filesystem.Storage, h plumbing.Hash) (*object.Tre
 	if t, ok := w.known[h]; ok {
 		return t, nil, nil
 	}
-	raw, err := readRaw(st, plumbing.TreeObject, h)
+	raw, err := w.raw(st, plumbing.TreeObject, h)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -489,7 +499,7 @@ func (w *missingWalk) walk(h, old plumbing.Hash) error {
 	}
 	if raw == nil {
 		// A tree parsed before but not in the clone: its content again.
-		if raw, err = readRaw(w.from, plumbing.TreeObject, h); err != nil {
+		if raw, err = w.raw(w.from, plumbing.TreeObject, h); err != nil {
 			return fmt.Errorf("read tree %s: %w", h, err)
 		}
 	}

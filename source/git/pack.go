@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,6 +49,56 @@ func readRaw(st storer.EncodedObjectStorer, typ plumbing.ObjectType, h plumbing.
 	data := make([]byte, obj.Size())
 	if _, err := io.ReadFull(rd, data); err != nil {
 		return nil, err
+	}
+	if plumbing.ComputeHash(typ, data) != h {
+		return nil, fmt.Errorf("%s %s: %w", typ, h, errObjectMismatch)
+	}
+	return data, nil
+}
+
+// maxRawObject bounds the commits and trees read whole into memory from a
+// local remote's loose objects: far more than the walk's bound on tree
+// entries lets through.
+const maxRawObject = 64 << 20
+
+// readRemoteRaw reads the whole content of object h of type typ from the
+// local remote r: from its loose object file when it has one, which costs
+// one decompression and one hash (go-git's store hashes it three times),
+// else from its store.
+func readRemoteRaw(r *localRemote, typ plumbing.ObjectType, h plumbing.Hash) ([]byte, error) {
+	hex := h.String()
+	f, err := r.files.open(filepath.Join("objects", hex[:2], hex[2:]), false)
+	if errors.Is(err, iofs.ErrNotExist) {
+		return readRaw(r.st, typ, h)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := zlib.NewReader(bufio.NewReaderSize(f, 32<<10))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", typ, h, err)
+	}
+	defer zr.Close()
+	br := bufio.NewReaderSize(zr, 64)
+	head, err := br.ReadSlice(0)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: header: %w", typ, h, err)
+	}
+	kind, size, ok := strings.Cut(string(head[:len(head)-1]), " ")
+	n, err := strconv.ParseInt(size, 10, 64)
+	if !ok || err != nil || n < 0 || kind != typ.String() {
+		return nil, fmt.Errorf("%s %s: header %q: %w", typ, h, head, plumbing.ErrObjectNotFound)
+	}
+	if n > maxRawObject {
+		return nil, fmt.Errorf("%s %s: %d bytes, over %d", typ, h, n, maxRawObject)
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(br, data); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", typ, h, err)
+	}
+	if extra, _ := br.Read(make([]byte, 1)); extra != 0 {
+		return nil, fmt.Errorf("%s %s: longer than its header says", typ, h)
 	}
 	if plumbing.ComputeHash(typ, data) != h {
 		return nil, fmt.Errorf("%s %s: %w", typ, h, errObjectMismatch)
@@ -134,6 +185,17 @@ type looseWriter struct {
 // the name want, and fails, writing nothing, unless that content hashes to
 // want. An object the folder has is not written again.
 func (w *looseWriter) add(want plumbing.Hash, typ plumbing.ObjectType, size int64, r io.Reader) error {
+	return w.write(want, typ, size, r, true)
+}
+
+// addRead writes content read by readRaw or readRemoteRaw, which checked
+// that it hashes to want.
+func (w *looseWriter) addRead(want plumbing.Hash, typ plumbing.ObjectType, content []byte) error {
+	return w.write(want, typ, int64(len(content)), bytes.NewReader(content), false)
+}
+
+// write writes an object, checking its hash when check is set.
+func (w *looseWriter) write(want plumbing.Hash, typ plumbing.ObjectType, size int64, r io.Reader, check bool) error {
 	hex := want.String()
 	final := filepath.Join(w.dir, hex[:2], hex[2:])
 	if _, err := os.Lstat(final); err == nil {
@@ -164,16 +226,26 @@ func (w *looseWriter) add(want plumbing.Hash, typ plumbing.ObjectType, size int6
 	if _, err := w.zw.Write(head); err != nil {
 		return err
 	}
-	h := plumbing.NewHasher(typ, size)
-	copied, err := io.Copy(io.MultiWriter(w.zw, h), r)
+	var (
+		h      plumbing.Hasher
+		copied int64
+	)
+	if check {
+		h = plumbing.NewHasher(typ, size)
+		copied, err = io.Copy(io.MultiWriter(w.zw, h), r)
+	} else {
+		copied, err = io.Copy(w.zw, r)
+	}
 	if err != nil {
 		return err
 	}
 	if copied != size {
 		return fmt.Errorf("%s %s: read %d bytes of %d", typ, want, copied, size)
 	}
-	if got := h.Sum(); got != want {
-		return fmt.Errorf("%s %s: content hashes to %s: %w", typ, want, got, errObjectMismatch)
+	if check {
+		if got := h.Sum(); got != want {
+			return fmt.Errorf("%s %s: content hashes to %s: %w", typ, want, got, errObjectMismatch)
+		}
 	}
 	if err := w.zw.Close(); err != nil {
 		return err

@@ -192,9 +192,24 @@ func TestLooseWriterStoresObjectsUnderTheirOwnNames(t *testing.T) {
 	}
 	// A tree's bytes that are not its own.
 	wrong := append(slices.Clone(treeRaw[:len(treeRaw)-1]), treeRaw[len(treeRaw)-1]^1)
-	if err := copyObjects(from, &looseWriter{dir: dir}, []newObject{{hash: plumbing.NewHash(strings.Repeat("ab", 20)), typ: plumbing.TreeObject, data: wrong}}); !errors.Is(err, errObjectMismatch) {
+	if err := (&looseWriter{dir: dir}).add(plumbing.NewHash(strings.Repeat("ab", 20)), plumbing.TreeObject, int64(len(wrong)), bytes.NewReader(wrong)); !errors.Is(err, errObjectMismatch) {
 		t.Fatalf("tree with other bytes: %v, want errObjectMismatch", err)
 	}
+	// The remote's tree file replaced by another tree's: read from the
+	// remote's files, it is refused, as go-git's store refuses it.
+	otherTree := mktree(t, r, "100644 blob "+blob.String()+"\tother.yaml")
+	remote := &localRemote{dir: filepath.Join(r.Dir, ".git"), files: &remoteFiles{Filesystem: osfs.New(filepath.Join(r.Dir, ".git")), dir: filepath.Join(r.Dir, ".git")}, st: from}
+	if got, err := readRemoteRaw(remote, plumbing.TreeObject, tree); err != nil || !bytes.Equal(got, treeRaw) {
+		t.Fatalf("genuine tree: %q, %v", got, err)
+	}
+	orig := replaceLoose(t, r, tree.String(), otherTree)
+	if _, err := readRemoteRaw(remote, plumbing.TreeObject, tree); !errors.Is(err, errObjectMismatch) {
+		t.Fatalf("tampered tree: %v, want errObjectMismatch", err)
+	}
+	if _, err := readRemoteRaw(remote, plumbing.CommitObject, plumbing.NewHash(otherTree)); err == nil {
+		t.Fatal("a tree read as a commit")
+	}
+	writeLoose(t, r, tree.String(), orig)
 	// The remote's blob file replaced by another blob's.
 	evil := filepath.Join(t.TempDir(), "evil")
 	if err := os.WriteFile(evil, []byte("evil: 1\n"), 0o644); err != nil {
