@@ -140,9 +140,12 @@ func RecordHandle(ctx context.Context, req *Request, handle string) error {
 
 // Resource is what an action is told about a resource.
 type Resource struct {
-	ID          int64             `json:"id"`
-	Kind        string            `json:"kind"`
-	APIVersion  string            `json:"apiVersion"`
+	ID         int64  `json:"id"`
+	Kind       string `json:"kind"`
+	APIVersion string `json:"apiVersion"`
+	// Namespace is the resource's namespace; empty for a resource of a
+	// cluster-scoped kind.
+	Namespace   string            `json:"namespace,omitempty"`
 	Name        string            `json:"name"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
@@ -163,8 +166,10 @@ type Resource struct {
 	Revision string `json:"revision,omitempty"`
 }
 
-// Ref returns the resource's kind and name.
-func (r Resource) Ref() manifest.ObjectRef { return manifest.ObjectRef{Kind: r.Kind, Name: r.Name} }
+// Ref returns the resource's kind, namespace and name.
+func (r Resource) Ref() manifest.ObjectRef {
+	return manifest.ObjectRef{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+}
 
 // PluginConfigTaker is implemented by actions that read
 // Resource.PluginConfig. A resource that gives plugin configuration to an

@@ -62,9 +62,11 @@ var ErrInvalidRequest = errors.New("invalid admission request")
 
 // Request is one change for the hooks to review.
 type Request struct {
-	// Kind and Name identify the resource.
-	Kind string
-	Name string
+	// Kind, Namespace and Name identify the resource; Namespace is empty
+	// for a resource of a cluster-scoped kind.
+	Kind      string
+	Namespace string
+	Name      string
 	// Operation is create, update or delete.
 	Operation Operation
 	// Source is the source that declares the resource, or "api".
@@ -302,6 +304,7 @@ func isObject(raw []byte) bool {
 type wireRequest struct {
 	UID       string          `json:"uid"`
 	Kind      string          `json:"kind"`
+	Namespace string          `json:"namespace,omitempty"`
 	Name      string          `json:"name"`
 	Operation Operation       `json:"operation"`
 	Source    string          `json:"source"`
@@ -358,7 +361,7 @@ func failed(format string, args ...any) error {
 // res. It returns an error only when ctx has ended.
 func (c *Chain) run(ctx context.Context, h *hook, req *Request, uid string, res *Result) error {
 	wr := wireRequest{
-		UID: uid, Kind: req.Kind, Name: req.Name, Operation: req.Operation,
+		UID: uid, Kind: req.Kind, Namespace: req.Namespace, Name: req.Name, Operation: req.Operation,
 		Source: req.Source, Revision: req.Revision, OldObject: req.OldObject, DryRun: req.DryRun,
 	}
 	if req.Operation != Delete {
@@ -610,14 +613,17 @@ func applyPatch(patch jsonpatch.Patch, object json.RawMessage) (json.RawMessage,
 		return nil, failed("answered with a patch that changes kind, which hooks may not change")
 	case !reflect.DeepEqual(before.Name, after.Name):
 		return nil, failed("answered with a patch that changes metadata.name, which hooks may not change")
+	case !reflect.DeepEqual(before.Namespace, after.Namespace):
+		return nil, failed("answered with a patch that changes metadata.namespace, which hooks may not change")
 	}
 	return out, nil
 }
 
 // ident is what a patch may not change.
 type ident struct {
-	Kind any
-	Name any
+	Kind      any
+	Name      any
+	Namespace any
 }
 
 // identity reads the kind and metadata.name of a JSON object, either of
@@ -641,6 +647,11 @@ func identity(doc []byte) (ident, error) {
 	if json.Unmarshal(top["metadata"], &meta) == nil {
 		if n, ok := meta["name"]; ok {
 			if err := json.Unmarshal(n, &id.Name); err != nil {
+				return ident{}, err
+			}
+		}
+		if n, ok := meta["namespace"]; ok {
+			if err := json.Unmarshal(n, &id.Namespace); err != nil {
 				return ident{}, err
 			}
 		}

@@ -33,6 +33,14 @@ func filterFingerprint(f store.ResourceFilter) [8]byte {
 		h.Write([]byte(v))
 		h.Write([]byte{0})
 	}
+	if f.Namespaces != nil {
+		// Only then: the cursors of lists without one stay as they were.
+		h.Write([]byte("\x01namespaces"))
+		for _, ns := range f.Namespaces {
+			h.Write([]byte(ns))
+			h.Write([]byte{0})
+		}
+	}
 	keys := make([]string, 0, len(f.Labels))
 	for k := range f.Labels {
 		keys = append(keys, k)
@@ -77,7 +85,7 @@ func decodeCursor(f store.ResourceFilter, token string) (int64, error) {
 	}
 	if fp := filterFingerprint(f); string(fp[:]) != string(b[9:17]) {
 		return 0, errorf(http.StatusBadRequest,
-			"continue: the cursor belongs to a list with other filters: keep kind, source, status and label as they were for the first page")
+			"continue: the cursor belongs to a list with other filters: keep kind, namespace, source, status and label as they were for the first page")
 	}
 	id := binary.BigEndian.Uint64(b[1:9])
 	if id == 0 || id > 1<<63-1 {

@@ -26,6 +26,8 @@ func appendResource(b []byte, r *store.Resource) []byte {
 	b = strconv.AppendInt(b, r.ID, 10)
 	b = append(b, `,"name":`...)
 	b = appendJSONString(b, r.Name)
+	b = append(b, `,"namespace":`...)
+	b = appendJSONString(b, r.Namespace)
 	b = append(b, `,"kind":`...)
 	b = appendJSONString(b, r.Kind)
 	b = append(b, `,"resource_type_name":`...)
@@ -78,6 +80,10 @@ func appendResource(b []byte, r *store.Resource) []byte {
 		}
 		b = append(b, `{"kind":`...)
 		b = appendJSONString(b, d.Kind)
+		if d.Namespace != "" { // omitempty, as manifest.ObjectRef has it
+			b = append(b, `,"namespace":`...)
+			b = appendJSONString(b, d.Namespace)
+		}
 		b = append(b, `,"name":`...)
 		b = appendJSONString(b, d.Name)
 		b = append(b, '}')

@@ -28,12 +28,12 @@ func TestAppendResourceMatchesEncodingJSON(t *testing.T) {
 		{"minimal", store.Resource{ID: 1, Resource: manifest.Resource{Kind: "Kind0", Group: "bench.example.com", Version: "v1", Name: "res-1"},
 			Phase: manifest.PhasePending, CreatedAt: whole, UpdatedAt: at}},
 		{"full", store.Resource{
-			ID: 1<<53 + 1, Resource: manifest.Resource{Kind: "DatabaseCluster", Group: "infra.example.com", Version: "v1beta1", Name: "production-pg",
+			ID: 1<<53 + 1, Resource: manifest.Resource{Kind: "DatabaseCluster", Group: "infra.example.com", Version: "v1beta1", Namespace: "team-a", Name: "production-pg",
 				Labels:      map[string]string{"team": "db", "env": "prod", "a": ""},
 				Annotations: map[string]string{"no8s.io/prune": "disabled", "note": "<b>&amp;</b>"},
 				Spec:        json.RawMessage(`{"engine": "postgres", "storage_gb": 500, "tags": {"x": "<y>&z"}, "n": 18446744073709551616, "l": "\u2028"}`),
 				SpecHash:    "sha256:abc", Action: "provision-db",
-				DependsOn: []manifest.ObjectRef{{Kind: "Network", Name: "vpc"}, {Kind: "Dns", Name: "a&b"}}},
+				DependsOn: []manifest.ObjectRef{{Kind: "Network", Namespace: "ops", Name: "vpc"}, {Kind: "Dns", Namespace: "team-<b>", Name: "a&b"}, {Kind: "Zone", Name: "z"}}},
 			Source:     store.SourceRef{Name: "infra", Path: "db/pg.yaml", Revision: "main@sha1:0123"},
 			Generation: 7, ObservedGeneration: 6, Phase: manifest.PhaseReady,
 			StatusMessage: "line one\nline \"two\"\t\x01 <tag> é ✓ \u2029 \xff",
@@ -91,10 +91,10 @@ func TestEncodedShapes(t *testing.T) {
 		v    any
 		want string
 	}{
-		{Resource{}, "id name kind resource_type_name resource_type_version api_version action_plugin spec spec_hash status status_message generation observed_generation conditions outputs source labels annotations depends_on retry_count next_reconcile_time deletion_requested_at created_at updated_at last_reconcile_time lease suspended suspended_by suspended_at finalizers plugin_config metadata"},
+		{Resource{}, "id name namespace kind resource_type_name resource_type_version api_version action_plugin spec spec_hash status status_message generation observed_generation conditions outputs source labels annotations depends_on retry_count next_reconcile_time deletion_requested_at created_at updated_at last_reconcile_time lease suspended suspended_by suspended_at finalizers plugin_config metadata"},
 		{Lease{}, "holder since expires_at"},
 		{manifest.Condition{}, "type status reason,omitempty message,omitempty lastTransitionTime observedGeneration,omitempty"},
-		{manifest.ObjectRef{}, "kind name"},
+		{manifest.ObjectRef{}, "kind namespace,omitempty name"},
 		{SourceRef{}, "name path,omitempty revision,omitempty"},
 	} {
 		rt := reflect.TypeOf(tt.v)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	gosync "sync"
 	"time"
 
@@ -56,6 +57,8 @@ var resyncFrame = []byte("event: " + EventResync + "\ndata: {}\n\n")
 type event struct {
 	name         string
 	kind, source string
+	// namespace is the resource's, for a resource event.
+	namespace string
 	// id is the resource's, for a resource event.
 	id   int64
 	data []byte
@@ -67,6 +70,11 @@ type event struct {
 // subscriber is one client of the event stream.
 type subscriber struct {
 	kind, source string
+	// namespaces, when not nil, are the only namespaces whose resources'
+	// events are wanted: those the stream asks for, or those its token
+	// holds. Such a stream is sent no source's events, which are about
+	// every namespace.
+	namespaces []string
 	// id, when not zero, is the one resource whose events are wanted.
 	id int64
 	// cursor is the sequence number of the next event to send; only the
@@ -82,6 +90,9 @@ func (sub *subscriber) wants(ev event) bool {
 		return false
 	}
 	if sub.id != 0 && (ev.name != EventResource || ev.id != sub.id) {
+		return false
+	}
+	if sub.namespaces != nil && (ev.name != EventResource || !slices.Contains(sub.namespaces, ev.namespace)) {
 		return false
 	}
 	return sub.source == "" || ev.source == sub.source
@@ -182,7 +193,7 @@ func (h *hub) translate(ctx context.Context, n store.Notification) (event, bool)
 		if err != nil {
 			return event{}, false
 		}
-		return event{name: EventResource, kind: st.Kind, source: st.Source, id: st.ID, data: data}, true
+		return event{name: EventResource, kind: st.Kind, namespace: st.Namespace, source: st.Source, id: st.ID, data: data}, true
 	case n.Topic == store.TopicSources:
 		src, err := h.store.GetSource(ctx, n.Payload)
 		if err != nil {
@@ -241,13 +252,13 @@ func (h *hub) read(sub *subscriber, frames [][]byte) (_ [][]byte, lost bool, cha
 
 // subscribe adds a stream that is sent every event published from now on;
 // nil when the hub has stopped.
-func (h *hub) subscribe(kind, source string, id int64) *subscriber {
+func (h *hub) subscribe(f store.ResourceFilter, id int64) *subscriber {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {
 		return nil
 	}
-	sub := &subscriber{kind: kind, source: source, id: id, cursor: h.next}
+	sub := &subscriber{kind: f.Kind, source: f.Source, namespaces: f.Namespaces, id: id, cursor: h.next}
 	h.subs[sub] = struct{}{}
 	return sub
 }
@@ -272,24 +283,34 @@ func (s *Server) serveResourceEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err, nil)
 		return
 	}
-	s.streamEvents(w, r, "", "", id)
+	s.streamEvents(w, r, store.ResourceFilter{}, id)
 }
 
 // serveEvents streams events as text/event-stream until the client goes
-// away or the server stops. ?kind= and ?source= filter them.
+// away or the server stops. ?kind=, ?namespace= and ?source= filter them;
+// a token whose grants are limited to namespaces is sent the events of
+// those only.
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	// resource_type is the predecessor's name for the filter.
-	kind := cmp.Or(q.Get("kind"), q.Get("resource_type"))
-	if err := may(r.Context(), VerbList, kind, q.Get("source")); err != nil {
+	f := store.ResourceFilter{Kind: cmp.Or(q.Get("kind"), q.Get("resource_type")), Source: q.Get("source")}
+	ns, err := namespaceParam(q)
+	if err == nil && ns != "" {
+		f.Namespaces = []string{ns}
+	}
+	if err == nil {
+		err = narrowNamespaces(r.Context(), VerbList, &f, ns)
+	}
+	if err != nil {
 		s.writeError(w, r, err, nil)
 		return
 	}
-	s.streamEvents(w, r, kind, q.Get("source"), 0)
+	s.streamEvents(w, r, f, 0)
 }
 
-// streamEvents streams the events the filters let through.
-func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, kind, source string, id int64) {
+// streamEvents streams the events the filter (its kind, source and
+// namespaces) lets through, or those of resource id when not zero.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, f store.ResourceFilter, id int64) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		s.writeError(w, r, errorf(http.StatusInternalServerError, "streaming is not supported"), nil)
@@ -303,7 +324,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, kind, sour
 		s.writeError(w, r, errorf(http.StatusServiceUnavailable, "the event stream is not running yet; retry"), nil)
 		return
 	}
-	sub := s.events.subscribe(kind, source, id)
+	sub := s.events.subscribe(f, id)
 	if sub == nil {
 		s.writeError(w, r, errorf(http.StatusServiceUnavailable, "the event stream has stopped"), nil)
 		return

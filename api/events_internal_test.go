@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/no8s/no8s-agent/store"
 )
 
 // hubServer serves a Server whose hub is fed by the test through publish,
@@ -244,7 +246,7 @@ func TestEventsSlowSubscriberResyncs(t *testing.T) {
 func TestEventsEncodedOnce(t *testing.T) {
 	t.Parallel()
 	h := newHub(nil, nil, nil)
-	a, b := h.subscribe("", "", 0), h.subscribe("Network", "", 0)
+	a, b := h.subscribe(store.ResourceFilter{}, 0), h.subscribe(store.ResourceFilter{Kind: "Network"}, 0)
 	h.publish(event{name: EventResource, kind: "Network", data: []byte(`{"id":1}`)})
 	fa, _, _, _ := h.read(a, nil)
 	fb, _, _, _ := h.read(b, nil)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -67,7 +68,7 @@ func listLimit(r *http.Request, def int) (int, error) {
 func (s *Server) listTypes(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := store.TypeFilter{Name: q.Get("name"), Source: q.Get("source")}
-	if err := may(r.Context(), VerbList, f.Name, f.Source); err != nil {
+	if err := mayType(r.Context(), VerbList, f.Name, f.Source); err != nil {
 		return err
 	}
 	status := q.Get("status")
@@ -114,7 +115,7 @@ func (s *Server) getType(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := may(r.Context(), VerbGet, t.Name, t.Source.Name); err != nil {
+	if err := mayType(r.Context(), VerbGet, t.Name, t.Source.Name); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, NewResourceType(t))
@@ -136,7 +137,7 @@ func (s *Server) getTypeByName(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := may(r.Context(), VerbGet, t.Name, t.Source.Name); err != nil {
+	if err := mayType(r.Context(), VerbGet, t.Name, t.Source.Name); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, NewResourceType(t))
@@ -148,7 +149,7 @@ func (s *Server) createType(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &req, readOnlyTypeFields); err != nil {
 		return err
 	}
-	if err := may(r.Context(), VerbCreate, req.Name, store.APISource); err != nil {
+	if err := mayType(r.Context(), VerbCreate, req.Name, store.APISource); err != nil {
 		return err
 	}
 	if req.Version == "" {
@@ -166,7 +167,7 @@ func (s *Server) applyType(w http.ResponseWriter, r *http.Request, req *Resource
 		// A POST of a version that exists updates it.
 		switch cur, err := tx.GetResourceTypeByName(ctx, req.Name, req.Version); {
 		case err == nil:
-			if err := may(ctx, VerbUpdate, cur.Name, cur.Source.Name); err != nil {
+			if err := mayType(ctx, VerbUpdate, cur.Name, cur.Source.Name); err != nil {
 				return nil, err
 			}
 		case !errors.Is(err, store.ErrNotFound):
@@ -183,6 +184,7 @@ func (s *Server) applyType(w http.ResponseWriter, r *http.Request, req *Resource
 			req.Group = cmp.Or(req.Group, v.Group)
 			req.Description = cmp.Or(req.Description, v.Description)
 			req.Action = cmp.Or(req.Action, v.Action)
+			req.Scope = cmp.Or(req.Scope, string(v.Scope))
 			if req.Metadata == nil {
 				req.Metadata = v.Annotations
 			}
@@ -210,7 +212,9 @@ func (s *Server) applyType(w http.ResponseWriter, r *http.Request, req *Resource
 // TypeUpdate is the body of PUT /api/v1/resource-types/{id}: the fields
 // given replace the stored ones; name and version cannot change.
 type TypeUpdate struct {
-	Name          *string         `json:"name"`
+	Name *string `json:"name"`
+	// Scope may change only while the type has no resources.
+	Scope         *string         `json:"scope"`
 	Version       *string         `json:"version"`
 	Group         *string         `json:"group"`
 	Description   *string         `json:"description"`
@@ -236,7 +240,7 @@ func (s *Server) updateType(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := may(r.Context(), VerbUpdate, cur.Name, cur.Source.Name); err != nil {
+	if err := mayType(r.Context(), VerbUpdate, cur.Name, cur.Source.Name); err != nil {
 		return err
 	}
 	if cur.Source.Name != store.APISource {
@@ -253,7 +257,7 @@ func (s *Server) updateType(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	req := ResourceTypeRequest{Name: cur.Name, Version: cur.Version, Group: cur.Group, Description: cur.Description,
-		Action: cur.Action, Schema: cur.Schema, Status: TypeActive, Metadata: cur.Annotations}
+		Action: cur.Action, Schema: cur.Schema, Status: TypeActive, Metadata: cur.Annotations, Scope: string(cur.ScopeOf())}
 	if up.Metadata != nil {
 		req.Metadata = *up.Metadata
 	}
@@ -264,7 +268,7 @@ func (s *Server) updateType(w http.ResponseWriter, r *http.Request) error {
 		req.DriftInterval = cur.DriftInterval.String()
 	}
 	for dst, src := range map[*string]*string{&req.Group: up.Group, &req.Description: up.Description, &req.Action: up.Action,
-		&req.DriftInterval: up.DriftInterval, &req.Status: up.Status} {
+		&req.DriftInterval: up.DriftInterval, &req.Status: up.Status, &req.Scope: up.Scope} {
 		if src != nil {
 			*dst = *src
 		}
@@ -285,7 +289,7 @@ func (s *Server) deleteType(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := may(r.Context(), VerbDelete, cur.Name, cur.Source.Name); err != nil {
+	if err := mayType(r.Context(), VerbDelete, cur.Name, cur.Source.Name); err != nil {
 		return err
 	}
 	_, err = s.syncer.DeleteType(r.Context(), id)
@@ -326,6 +330,13 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.After = int64(after)
+	ns, err := namespaceParam(q)
+	if err != nil {
+		return err
+	}
+	if ns != "" {
+		f.Namespaces = []string{ns}
+	}
 	if token := q.Get("continue"); token != "" {
 		if q.Has("after") {
 			return errorf(http.StatusBadRequest, "continue and after: give one, not both")
@@ -334,7 +345,11 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	if err := may(r.Context(), VerbList, f.Kind, f.Source); err != nil {
+	// The cursors are the filters' the request names; what the token may
+	// read narrows every page afresh, so a cursor is a position, never a
+	// grant.
+	asked := f
+	if err := narrowNamespaces(r.Context(), VerbList, &f, ns); err != nil {
 		return err
 	}
 	page, err := s.listPage(r, &f)
@@ -345,7 +360,7 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 	// announced in headers: X-Continue, an opaque cursor, and a Link with it.
 	if page.rows == f.Limit && page.rows > 0 {
 		last := page.last
-		token := encodeCursor(f, last)
+		token := encodeCursor(asked, last)
 		next := *r.URL
 		nq := next.Query()
 		nq.Del("after")
@@ -356,6 +371,7 @@ func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("X-Continue", token)
 		w.Header().Set("X-Next-After", strconv.FormatInt(last, 10))
 	}
+	w.Header().Set(HeaderDefaultNamespace, s.defaultNamespace())
 	w.Header().Set("Content-Length", strconv.Itoa(len(page.body)))
 	writeEncoded(w, http.StatusOK, page.body)
 	return nil
@@ -376,19 +392,59 @@ func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := may(r.Context(), VerbGet, row.kind, row.source); err != nil {
+	if err := may(r.Context(), VerbGet, row.kind, row.source, row.namespace); err != nil {
 		return err
 	}
 	writeEncodedResource(w, http.StatusOK, row)
 	return nil
 }
 
+// getResourceByName reads a resource by kind, version and name, in the
+// namespace ?namespace= names. Without one, the name is looked for in every
+// namespace the token may read: found in one, that is the resource; in
+// several, a 409 names them.
 func (s *Server) getResourceByName(w http.ResponseWriter, r *http.Request) error {
 	ref := manifest.ObjectRef{Kind: r.PathValue("kind"), Name: r.PathValue("name")}
+	ns, err := namespaceParam(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	if ns != "" {
+		// Refused before it is looked for: whether it exists there is not
+		// the token's to know.
+		if err := mayNamespace(r.Context(), VerbGet, ns); err != nil {
+			return err
+		}
+		ref.Namespace = ns
+	}
+	t := requestToken(r.Context())
 	var row *modelResource
-	err := s.view(r, func(m *readModel) error {
-		if row = m.byName[ref]; row == nil {
+	err = s.view(r, func(m *readModel) error {
+		if ns != "" {
+			if row = m.byName[ref]; row == nil {
+				return errorf(http.StatusNotFound, "resource %s not found", ref)
+			}
+			return nil
+		}
+		found := m.namedLocked(ref.Kind, ref.Name)
+		if len(found) == 0 {
 			return errorf(http.StatusNotFound, "resource %s not found", ref)
+		}
+		var in []string
+		for _, e := range found {
+			if t == nil || t.allowsAction(VerbGet, e.kind, e.source, e.namespace, "") {
+				in = append(in, e.namespace)
+				row = e
+			}
+		}
+		switch {
+		case len(in) == 0:
+			// Found only where the token may not read: the grant check
+			// below refuses it, as a read by id would.
+			row = found[0]
+		case len(in) > 1:
+			return errorf(http.StatusConflict, "resource %s is in several namespaces (%s): name one with ?namespace=",
+				ref, strings.Join(in, ", "))
 		}
 		return nil
 	})
@@ -396,13 +452,48 @@ func (s *Server) getResourceByName(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	// The grant first: the stored version is the resource's to tell.
-	if err := may(r.Context(), VerbGet, row.kind, row.source); err != nil {
+	if err := may(r.Context(), VerbGet, row.kind, row.source, row.namespace); err != nil {
 		return err
 	}
 	if row.version != r.PathValue("version") {
-		return errorf(http.StatusNotFound, "%s is stored at version %s, not %s", ref, row.version, r.PathValue("version"))
+		return errorf(http.StatusNotFound, "%s is stored at version %s, not %s", row.ref(), row.version, r.PathValue("version"))
 	}
 	writeEncodedResource(w, http.StatusOK, row)
+	return nil
+}
+
+// namespaceParam reads ?namespace=: "" when absent or empty, a 400 when
+// it is not a namespace.
+func namespaceParam(q url.Values) (string, error) {
+	ns := q.Get("namespace")
+	if ns != "" && !manifest.ValidNamespace(ns) {
+		return "", errorf(http.StatusBadRequest, "namespace: %q is not a namespace: %s", ns, strings.Join(manifest.NamespaceProblems(ns), "; "))
+	}
+	return ns, nil
+}
+
+// narrowNamespaces limits f to what the request's token may do verb to:
+// the namespace ns the request names, refused with a 403 when the token
+// does not hold it; without one, the namespaces the token holds, all of
+// them when its grants are not limited to some.
+func narrowNamespaces(ctx context.Context, verb string, f *store.ResourceFilter, ns string) error {
+	if ns != "" {
+		return may(ctx, verb, f.Kind, f.Source, ns)
+	}
+	t := requestToken(ctx)
+	if t == nil {
+		return nil
+	}
+	all, nss := t.namespaces(verb, f.Kind, f.Source)
+	switch {
+	case all:
+		return nil
+	case len(nss) == 0:
+		// No grant covers the kind and source at all: refused as before
+		// namespaces, in the same words.
+		return may(ctx, verb, f.Kind, f.Source, anyNamespace)
+	}
+	f.Namespaces = nss
 	return nil
 }
 
@@ -449,7 +540,11 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 	// Refused early what the token may not do whatever it finds; what it
 	// finds is checked under the lock.
 	if id == 0 {
-		if err := mayAction(r.Context(), VerbCreate, *req.ResourceTypeName, store.APISource, anyAction); err != nil {
+		ns := anyNamespace
+		if req.Namespace != nil && *req.Namespace != "" {
+			ns = *req.Namespace
+		}
+		if err := mayAction(r.Context(), VerbCreate, *req.ResourceTypeName, store.APISource, ns, anyAction); err != nil {
 			return err
 		}
 	} else if err := s.mayResource(r, VerbUpdate, id); err != nil {
@@ -462,6 +557,7 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 	}
 	written, err := s.syncer.ApplyDocument(r.Context(), func(ctx context.Context, tx store.Store) ([]byte, error) {
 		var d resourceDraft
+		var had []manifest.ObjectRef
 		verb := VerbUpdate
 		if id != 0 {
 			cur, err := tx.GetResource(ctx, id)
@@ -474,15 +570,33 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 			if cur.Source.Name != store.APISource {
 				return nil, ownedElsewhere(cur)
 			}
+			// A move to another namespace is a new identity, which no update
+			// makes; one the token does not hold is its to be refused first.
+			if req.Namespace != nil && *req.Namespace != cur.Namespace {
+				if err := mayAction(ctx, verb, cur.Kind, store.APISource, *req.Namespace, anyAction); err != nil {
+					return nil, err
+				}
+			}
 			if err := immutable(req, cur); err != nil {
 				return nil, err
 			}
-			d = resourceDraft{kind: cur.Kind, name: cur.Name, version: cur.Version, action: cur.Action, spec: cur.Spec,
+			d = resourceDraft{kind: cur.Kind, namespace: cur.Namespace, name: cur.Name, version: cur.Version, action: cur.Action, spec: cur.Spec,
 				labels: cur.Labels, annotations: cur.Annotations, dependsOn: cur.DependsOn, pluginConfig: cur.PluginConfig}
+			had = cur.DependsOn
 		} else {
 			d.kind, d.name = *req.ResourceTypeName, *req.Name
+			t, err := resourceType(ctx, tx, d.kind, deref(req.ResourceTypeVersion))
+			if err != nil {
+				return nil, err
+			}
+			d.namespace = s.requestNamespace(req, t)
+			// Refused before it is looked for: whether the resource exists
+			// in a namespace the token does not hold is not its to know.
+			if err := mayAction(ctx, VerbCreate, d.kind, store.APISource, d.namespace, anyAction); err != nil {
+				return nil, err
+			}
 			// A POST of a resource that exists updates it.
-			switch cur, err := tx.GetResourceByName(ctx, d.kind, d.name); {
+			switch cur, err := tx.GetResourceByName(ctx, manifest.ObjectRef{Kind: d.kind, Namespace: d.namespace, Name: d.name}); {
 			case errors.Is(err, store.ErrNotFound):
 				verb = VerbCreate
 			case err != nil:
@@ -491,6 +605,7 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 				if err := s.mayOn(ctx, verb, cur); err != nil {
 					return nil, err
 				}
+				had = cur.DependsOn
 			}
 		}
 		d.apply(req)
@@ -501,6 +616,9 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 		if err := s.checkPluginConfig(d, t); err != nil {
 			return nil, err
 		}
+		if err := s.mayDependOn(ctx, tx, d, had); err != nil {
+			return nil, err
+		}
 		// A resource naming no action runs its type version's default,
 		// written into the document: the versions of a type the API declared
 		// may default to different instances, and the instance checked must
@@ -509,7 +627,7 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 			d.action = t.Action
 		}
 		// The resource as it will be: its action instance may be another.
-		if err := mayAction(ctx, verb, d.kind, store.APISource, s.instance(ctx, d.action)); err != nil {
+		if err := mayAction(ctx, verb, d.kind, store.APISource, d.namespace, s.instance(ctx, d.action)); err != nil {
 			return nil, err
 		}
 		return resourceDocument(t.Group, t.Version, d)
@@ -535,17 +653,77 @@ func (s *Server) writeResource(w http.ResponseWriter, r *http.Request, req *Reso
 }
 
 // immutable refuses an update that would rename a resource or move it to
-// another type or version.
+// another namespace, type or version.
 func immutable(req *ResourceRequest, cur *store.Resource) error {
 	for _, f := range []struct {
 		name string
 		v    *string
 		have string
-	}{{"name", req.Name, cur.Name}, {"resource_type_name", req.ResourceTypeName, cur.Kind}, {"resource_type_version", req.ResourceTypeVersion, cur.Version}} {
+	}{{"name", req.Name, cur.Name}, {"namespace", req.Namespace, cur.Namespace}, {"resource_type_name", req.ResourceTypeName, cur.Kind},
+		{"resource_type_version", req.ResourceTypeVersion, cur.Version}} {
 		if f.v != nil && *f.v != f.have {
 			return &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("%s: cannot change from %q to %q; create a new resource instead", f.name, f.have, *f.v),
 				Details: []Detail{{Field: f.name, Pointer: "/" + f.name, Message: "immutable"}}}
 		}
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// requestNamespace is the namespace a new resource of type t goes to: the
+// one the request names, else the default one; none for a cluster-scoped
+// kind, unless the request names one, which validation then refuses.
+func (s *Server) requestNamespace(req *ResourceRequest, t *store.ResourceType) string {
+	if ns := deref(req.Namespace); ns != "" || t.ScopeOf() == manifest.ScopeCluster {
+		return ns
+	}
+	return s.defaultNamespace()
+}
+
+// mayDependOn refuses with 403 a dependency a write adds that its token
+// may not read, when the token's grants are limited to namespaces. A
+// dependent's status tells its dependencies' state (not ready, failed and
+// why, missing): a dependency on a resource of another namespace would let
+// the token read what its grants keep from it, and probe which names exist
+// there; and a dependency holds up its target's destruction behind the
+// dependent's. Dependencies the resource has already, which someone allowed
+// to read them declared, stay.
+func (s *Server) mayDependOn(ctx context.Context, st store.Store, d resourceDraft, had []manifest.ObjectRef) error {
+	t := requestToken(ctx)
+	if t == nil || !t.narrowsNamespaces() {
+		return nil
+	}
+	for i, ref := range d.dependsOn {
+		// Resolved as validation resolves it: in the dependent's namespace
+		// (the default one for a cluster-scoped dependent), or in none
+		// when the kind is cluster-scoped.
+		if ref.Namespace == "" {
+			ref.Namespace = cmp.Or(d.namespace, s.defaultNamespace())
+			types, err := st.ListResourceTypes(ctx, store.TypeFilter{Name: ref.Kind})
+			if err != nil {
+				return err
+			}
+			if len(types) > 0 && types[0].ScopeOf() == manifest.ScopeCluster {
+				ref.Namespace = ""
+			}
+		}
+		if slices.Contains(had, ref) || t.reads(ref.Kind, ref.Namespace) {
+			continue
+		}
+		what := "resources in namespace " + ref.Namespace
+		if ref.Namespace == "" {
+			what = "cluster-scoped resources"
+		}
+		msg := fmt.Sprintf("depends_on: token %q may not read %s, such as %s: a write may depend only on what its token may read, "+
+			"since the dependent's status tells its dependencies' (its grants hold namespaces %s)", t.Name, what, ref, describeNamespaces(t))
+		return &Error{Status: http.StatusForbidden, Message: msg,
+			Details: []Detail{{Field: fmt.Sprintf("depends_on.%d", i), Pointer: fmt.Sprintf("/depends_on/%d", i), Message: msg}}}
 	}
 	return nil
 }
@@ -912,4 +1090,13 @@ func wellFormedRevision(rev string) bool {
 		}
 	}
 	return true
+}
+
+// defaultNamespace is where resources of namespaced kinds declared without
+// a namespace go: the syncer's, which reads need not have.
+func (s *Server) defaultNamespace() string {
+	if s.syncer == nil {
+		return manifest.DefaultNamespace
+	}
+	return s.syncer.DefaultNamespace()
 }

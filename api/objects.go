@@ -27,8 +27,11 @@ func sourceRef(s store.SourceRef) SourceRef {
 
 // Resource is a resource as the API shows it.
 type Resource struct {
-	ID                  int64                `json:"id"`
-	Name                string               `json:"name"`
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+	// Namespace is part of the resource's identity (kind, namespace,
+	// name); empty for a resource of a cluster-scoped kind.
+	Namespace           string               `json:"namespace"`
 	Kind                string               `json:"kind"`
 	ResourceTypeName    string               `json:"resource_type_name"`
 	ResourceTypeVersion string               `json:"resource_type_version"`
@@ -71,6 +74,11 @@ type Resource struct {
 	// Metadata is the predecessor's name for free key-value pairs: the
 	// annotations again.
 	Metadata map[string]string `json:"metadata"`
+}
+
+// Ref returns the resource's kind, namespace and name.
+func (r *Resource) Ref() manifest.ObjectRef {
+	return manifest.ObjectRef{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
 }
 
 // FinalizerDestroy is the finalizer of resources whose removal destroys them.
@@ -123,7 +131,7 @@ func NewAgent(a *store.Agent, now time.Time) Agent {
 // NewResource converts a stored resource.
 func NewResource(r *store.Resource) Resource {
 	out := Resource{
-		ID: r.ID, Name: r.Name, Kind: r.Kind, ResourceTypeName: r.Kind, ResourceTypeVersion: r.Version,
+		ID: r.ID, Name: r.Name, Namespace: r.Namespace, Kind: r.Kind, ResourceTypeName: r.Kind, ResourceTypeVersion: r.Version,
 		APIVersion: r.APIVersion(), ActionPlugin: r.Action, Spec: r.Spec, SpecHash: r.SpecHash,
 		Status: r.Phase, StatusMessage: r.StatusMessage, Generation: r.Generation,
 		ObservedGeneration: r.ObservedGeneration, Conditions: r.Conditions, Outputs: r.Outputs,
@@ -164,14 +172,16 @@ func NewResource(r *store.Resource) Resource {
 
 // ResourceType is one version of a resource type as the API shows it.
 type ResourceType struct {
-	ID            int64           `json:"id"`
-	Name          string          `json:"name"`
-	Version       string          `json:"version"`
-	Group         string          `json:"group"`
-	Description   string          `json:"description"`
-	Action        string          `json:"action"`
-	DriftInterval string          `json:"drift_interval,omitempty"`
-	Schema        json.RawMessage `json:"schema"`
+	ID            int64  `json:"id"`
+	Name          string `json:"name"`
+	Version       string `json:"version"`
+	Group         string `json:"group"`
+	Description   string `json:"description"`
+	Action        string `json:"action"`
+	DriftInterval string `json:"drift_interval,omitempty"`
+	// Scope is Namespaced (its resources live in namespaces) or Cluster.
+	Scope  string          `json:"scope"`
+	Schema json.RawMessage `json:"schema"`
 	// Status is active or deprecated: a deprecated version still
 	// validates, and its use is warned of.
 	Status string `json:"status"`
@@ -192,7 +202,7 @@ const (
 func NewResourceType(t *store.ResourceType) ResourceType {
 	out := ResourceType{ID: t.ID, Name: t.Name, Version: t.Version, Group: t.Group, Description: t.Description,
 		Action: t.Action, Schema: t.Schema, Source: sourceRef(t.Source), CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-		Status: TypeActive, Metadata: t.Annotations}
+		Status: TypeActive, Metadata: t.Annotations, Scope: string(t.ScopeOf())}
 	if out.Metadata == nil {
 		out.Metadata = map[string]string{}
 	}
@@ -326,6 +336,7 @@ type ReconcileRecord struct {
 	ID               int64           `json:"id"`
 	ResourceID       int64           `json:"resource_id"`
 	Kind             string          `json:"kind"`
+	Namespace        string          `json:"namespace"`
 	Name             string          `json:"name"`
 	Generation       int64           `json:"generation"`
 	SourceRevision   string          `json:"source_revision"`
@@ -351,7 +362,7 @@ type ReconcileRecord struct {
 
 // NewReconcileRecord converts a stored reconcile attempt.
 func NewReconcileRecord(h *store.ReconcileRecord) ReconcileRecord {
-	out := ReconcileRecord{ID: h.ID, ResourceID: h.ResourceID, Kind: h.Kind, Name: h.Name, Generation: h.Generation,
+	out := ReconcileRecord{ID: h.ID, ResourceID: h.ResourceID, Kind: h.Kind, Namespace: h.Namespace, Name: h.Name, Generation: h.Generation,
 		SourceRevision: string(h.SourceRevision), Trigger: string(h.Trigger), Success: h.Success, Phase: h.Phase,
 		ResourcesCreated: h.Created, ResourcesUpdated: h.Updated, ResourcesDeleted: h.Deleted, Outputs: h.Outputs,
 		PlanOutput: h.PlanOutput, DurationMS: h.Duration.Milliseconds(), AgentID: h.AgentID, StartedAt: h.StartedAt,

@@ -22,8 +22,9 @@ const (
 // (a dashboard, a script in a loop, many of them) then cost one
 // preparation per change of the resources, not one per request. A page
 // depends on nothing but its filter, cursor and limit and the resources:
-// grants are checked on the filter before a page is looked up, and what is
-// masked is masked in the copy itself.
+// grants are checked on the filter before a page is looked up, and narrow
+// it to the namespaces the token holds, which are part of the filter; what
+// is masked is masked in the copy itself.
 type pageCache struct {
 	mu    gosync.Mutex
 	pages []*cachedPage // least recently used first
@@ -47,6 +48,12 @@ func pageKey(f *store.ResourceFilter) string {
 	var b strings.Builder
 	for _, s := range []string{f.Kind, string(f.Phase), f.Action, f.Source} {
 		b.WriteString(strconv.Quote(s))
+	}
+	if f.Namespaces != nil {
+		b.WriteString(" ns")
+		for _, ns := range f.Namespaces {
+			b.WriteString(strconv.Quote(ns))
+		}
 	}
 	keys := make([]string, 0, len(f.Labels))
 	for k := range f.Labels {

@@ -51,6 +51,11 @@ const (
 	minVersionParam = "minVersion"
 )
 
+// HeaderDefaultNamespace, on a list of resources, is the agent's default
+// namespace: where resources declared without one are, and so what a
+// reference that names none means.
+const HeaderDefaultNamespace = "No8s-Default-Namespace"
+
 // Bounds of the read model.
 const (
 	// DefaultReadWait is how long a read waits for the copy to reach the
@@ -78,9 +83,11 @@ const (
 type modelResource struct {
 	id                          int64
 	kind, name, version, source string
-	action                      string
-	phase                       manifest.Phase
-	labels                      map[string]string
+	// namespace is "" for a resource of a cluster-scoped kind.
+	namespace string
+	action    string
+	phase     manifest.Phase
+	labels    map[string]string
 	// json is the resource as the API sends it, until it is packed: then
 	// packed holds it instead.
 	json   []byte
@@ -95,10 +102,14 @@ type readModel struct {
 	log  *slog.Logger
 	wait time.Duration
 
-	mu      gosync.RWMutex
-	byID    map[int64]*modelResource
-	ids     []int64 // sorted
+	mu   gosync.RWMutex
+	byID map[int64]*modelResource
+	ids  []int64 // sorted
+	// byName finds a resource by its full reference; named finds the
+	// namespaces a kind and name are in, for reads by name that give no
+	// namespace.
 	byName  map[manifest.ObjectRef]*modelResource
+	named   map[kindName][]int64  // sorted
 	sources []*store.Source       // by name
 	types   []*store.ResourceType // by name, then version
 	// ready is true once built and while current; false while a build
@@ -136,6 +147,14 @@ type readModel struct {
 	waiting atomic.Int64
 }
 
+// kindName is a resource's reference without its namespace.
+type kindName struct{ kind, name string }
+
+// ref returns the resource's full reference.
+func (e *modelResource) ref() manifest.ObjectRef {
+	return manifest.ObjectRef{Kind: e.kind, Namespace: e.namespace, Name: e.name}
+}
+
 // issuedFence is a heartbeat fence: its version, and when it was asked for.
 type issuedFence struct {
 	v  int64
@@ -148,7 +167,7 @@ func newReadModel(st store.Store, log *slog.Logger, wait time.Duration) *readMod
 	}
 	local, ok := st.(store.LocalNotifications)
 	return &readModel{st: st, log: log, wait: wait, changed: make(chan struct{}),
-		byID: map[int64]*modelResource{}, byName: map[manifest.ObjectRef]*modelResource{},
+		byID: map[int64]*modelResource{}, byName: map[manifest.ObjectRef]*modelResource{}, named: map[kindName][]int64{},
 		problem: "the read model is being built", heartbeat: !ok || !local.NotificationsInProcess()}
 }
 
@@ -487,10 +506,7 @@ func (m *readModel) refresh(ctx context.Context, c changes) error {
 // putLocked puts r in the copy in place of the row with its ID.
 func (m *readModel) putLocked(r *modelResource) {
 	if old, ok := m.byID[r.id]; ok {
-		ref := manifest.ObjectRef{Kind: old.kind, Name: old.name}
-		if m.byName[ref] == old {
-			delete(m.byName, ref)
-		}
+		m.unindexLocked(old)
 	} else if n := len(m.ids); n == 0 || m.ids[n-1] < r.id {
 		m.ids = append(m.ids, r.id)
 	} else {
@@ -498,8 +514,50 @@ func (m *readModel) putLocked(r *modelResource) {
 		m.ids = slices.Insert(m.ids, i, r.id)
 	}
 	m.byID[r.id] = r
-	m.byName[manifest.ObjectRef{Kind: r.kind, Name: r.name}] = r
+	indexName(m.byName, m.named, r)
 	m.resourcesSeq++
+}
+
+// indexName adds r to the indexes by name.
+func indexName(byName map[manifest.ObjectRef]*modelResource, named map[kindName][]int64, r *modelResource) {
+	byName[r.ref()] = r
+	kn := kindName{r.kind, r.name}
+	ids := named[kn]
+	if i, found := slices.BinarySearch(ids, r.id); !found {
+		named[kn] = slices.Insert(ids, i, r.id)
+	}
+}
+
+// unindexLocked drops old, which is leaving the copy or being replaced,
+// from the indexes by name.
+func (m *readModel) unindexLocked(old *modelResource) {
+	ref := old.ref()
+	if m.byName[ref] == old {
+		delete(m.byName, ref)
+	}
+	kn := kindName{old.kind, old.name}
+	ids := m.named[kn]
+	if i, found := slices.BinarySearch(ids, old.id); found {
+		if ids = slices.Delete(ids, i, i+1); len(ids) == 0 {
+			delete(m.named, kn)
+		} else {
+			m.named[kn] = ids
+		}
+	}
+}
+
+// namedLocked returns the resources of kind with name, in every
+// namespace, by namespace.
+func (m *readModel) namedLocked(kind, name string) []*modelResource {
+	ids := m.named[kindName{kind, name}]
+	out := make([]*modelResource, 0, len(ids))
+	for _, id := range ids {
+		if e := m.byID[id]; e != nil {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b *modelResource) int { return cmp.Compare(a.namespace, b.namespace) })
+	return out
 }
 
 // repackLocked puts r, the same resource as old held another way, in
@@ -507,7 +565,7 @@ func (m *readModel) putLocked(r *modelResource) {
 // pages prepared from them stay as they are.
 func (m *readModel) repackLocked(old, r *modelResource) {
 	m.byID[r.id] = r
-	if ref := (manifest.ObjectRef{Kind: r.kind, Name: r.name}); m.byName[ref] == old {
+	if ref := r.ref(); m.byName[ref] == old {
 		m.byName[ref] = r
 	}
 }
@@ -519,10 +577,7 @@ func (m *readModel) removeLocked(gone map[int64]bool) {
 	}
 	for id := range gone {
 		if old, ok := m.byID[id]; ok {
-			ref := manifest.ObjectRef{Kind: old.kind, Name: old.name}
-			if m.byName[ref] == old {
-				delete(m.byName, ref)
-			}
+			m.unindexLocked(old)
 			delete(m.byID, id)
 		}
 	}
@@ -562,6 +617,7 @@ func (m *readModel) build(ctx context.Context) error {
 	}
 	byID := map[int64]*modelResource{}
 	byName := map[manifest.ObjectRef]*modelResource{}
+	named := map[kindName][]int64{}
 	var ids []int64
 	for after := int64(0); ; {
 		rows, err := m.st.ListResources(ctx, store.ResourceFilter{After: after, Limit: modelPage})
@@ -571,7 +627,7 @@ func (m *readModel) build(ctx context.Context) error {
 		for _, r := range rows {
 			e := newModelResource(r)
 			byID[e.id] = e
-			byName[manifest.ObjectRef{Kind: e.kind, Name: e.name}] = e
+			indexName(byName, named, e)
 			ids = append(ids, e.id)
 		}
 		if len(rows) < modelPage {
@@ -589,7 +645,7 @@ func (m *readModel) build(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.byID, m.byName, m.ids, m.sources, m.types = byID, byName, ids, sources, types
+	m.byID, m.byName, m.named, m.ids, m.sources, m.types = byID, byName, named, ids, sources, types
 	m.resourcesSeq++
 	m.version = max(m.version, v)
 	// Listening, and just read: current now. Fences issued before are
@@ -609,7 +665,7 @@ var encodeBufs = gosync.Pool{New: func() any { b := make([]byte, 0, 4<<10); retu
 func newModelResource(r *store.Resource) *modelResource {
 	bp := encodeBufs.Get().(*[]byte)
 	b := appendResource((*bp)[:0], r)
-	e := &modelResource{id: r.ID, kind: r.Kind, name: r.Name, version: r.Version, source: r.Source.Name,
+	e := &modelResource{id: r.ID, kind: r.Kind, namespace: r.Namespace, name: r.Name, version: r.Version, source: r.Source.Name,
 		action: r.Action, phase: r.Phase, labels: r.Labels,
 		json: bytes.Clone(b), madeAt: time.Now()}
 	if cap(b) <= maxPooledBuf {
@@ -740,7 +796,8 @@ func (s *Server) viewAt(r *http.Request, cost float64, fn func(m *readModel) err
 // matches reports whether e passes f (but for its cursor and limit).
 func (e *modelResource) matches(f *store.ResourceFilter) bool {
 	if (f.Kind != "" && e.kind != f.Kind) || (f.Phase != "" && e.phase != f.Phase) ||
-		(f.Action != "" && e.action != f.Action) || (f.Source != "" && e.source != f.Source) {
+		(f.Action != "" && e.action != f.Action) || (f.Source != "" && e.source != f.Source) ||
+		(f.Name != "" && e.name != f.Name) || (f.Namespaces != nil && !slices.Contains(f.Namespaces, e.namespace)) {
 		return false
 	}
 	for k, v := range f.Labels {

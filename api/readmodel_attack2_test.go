@@ -153,7 +153,7 @@ func TestReadModelSilentNotificationLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	syncNetworks(t, other)
-	vpc, err := other.GetResourceByName(ctx, "Network", "prod-vpc")
+	vpc, err := other.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Network", Namespace: "default", Name: "prod-vpc"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestReadModelSeesEveryWritePath(t *testing.T) {
 			st := openBackend(t, backend)
 			syncer := syncNetworks(t, st)
 			_, hs := serve(t, api.Options{Store: st, Syncer: syncer, WriteToken: writeToken})
-			vpc, err := st.GetResourceByName(ctx, "Network", "prod-vpc")
+			vpc, err := st.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Network", Namespace: "default", Name: "prod-vpc"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +61,7 @@ func TestReadModelSeesEveryWritePath(t *testing.T) {
 					}
 				}
 				// By name and in a list: the row the store has under the name.
-				byName, err := st.GetResourceByName(ctx, "Network", "prod-vpc")
+				byName, err := st.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Network", Namespace: "default", Name: "prod-vpc"})
 				if errors.Is(err, store.ErrNotFound) {
 					byName = nil
 				} else if err != nil {

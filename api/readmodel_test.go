@@ -116,7 +116,7 @@ func TestReadYourWrites(t *testing.T) {
 			syncer := syncNetworks(t, st)
 			_, hs := serve(t, api.Options{Store: st, Syncer: syncer, Sources: &fakeRunner{known: map[string]bool{"infra": true}},
 				WriteToken: writeToken})
-			vpc, err := st.GetResourceByName(t.Context(), "Network", "prod-vpc")
+			vpc, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Network", Namespace: "default", Name: "prod-vpc"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,7 +20,12 @@ import (
 // /api/v1/resources/{id}, in the predecessor's shape. On PUT, fields left
 // out keep their values; name, kind and version cannot change.
 type ResourceRequest struct {
-	Name                *string               `json:"name"`
+	Name *string `json:"name"`
+	// Namespace is where a new resource of a namespaced kind goes; left
+	// out, the agent's default namespace. It cannot change on PUT. (The
+	// predecessor's metadata are annotations, so the namespace is a field
+	// of its own here, as metadata.namespace is in a manifest.)
+	Namespace           *string               `json:"namespace"`
 	ResourceTypeName    *string               `json:"resource_type_name"`
 	ResourceTypeVersion *string               `json:"resource_type_version"`
 	ActionPlugin        *string               `json:"action_plugin"`
@@ -85,13 +90,15 @@ func jsonKind(v any) string {
 // ResourceTypeRequest is the body of POST /api/v1/resource-types: one
 // version of a type.
 type ResourceTypeRequest struct {
-	Name          string          `json:"name"`
-	Version       string          `json:"version"`
-	Group         string          `json:"group"`
-	Description   string          `json:"description"`
-	Action        string          `json:"action"`
-	DriftInterval string          `json:"drift_interval"`
-	Schema        json.RawMessage `json:"schema"`
+	Name          string `json:"name"`
+	Version       string `json:"version"`
+	Group         string `json:"group"`
+	Description   string `json:"description"`
+	Action        string `json:"action"`
+	DriftInterval string `json:"drift_interval"`
+	// Scope is Namespaced (the default) or Cluster.
+	Scope  string          `json:"scope"`
+	Schema json.RawMessage `json:"schema"`
 	// Status is active (the default) or deprecated.
 	Status string `json:"status"`
 	// Metadata are the type's annotations: an object of strings.
@@ -243,10 +250,10 @@ func jsonProblem(data []byte, err error) string {
 
 // resourceDraft is a resource as a write will declare it.
 type resourceDraft struct {
-	kind, name, version, action string
-	spec, pluginConfig          json.RawMessage
-	labels, annotations         map[string]string
-	dependsOn                   []manifest.ObjectRef
+	kind, namespace, name, version, action string
+	spec, pluginConfig                     json.RawMessage
+	labels, annotations                    map[string]string
+	dependsOn                              []manifest.ObjectRef
 }
 
 // apply sets the fields the request gives.
@@ -280,6 +287,9 @@ func (d *resourceDraft) apply(req *ResourceRequest) {
 // resourceDocument is the manifest a draft stands for.
 func resourceDocument(group, version string, d resourceDraft) ([]byte, error) {
 	meta := map[string]any{"name": d.name}
+	if d.namespace != "" {
+		meta["namespace"] = d.namespace
+	}
 	if len(d.labels) > 0 {
 		meta["labels"] = d.labels
 	}
@@ -306,6 +316,7 @@ func resourceDocument(group, version string, d resourceDraft) ([]byte, error) {
 func resourceFields(pointer string) string {
 	return mapPointer(pointer, []pointerRule{
 		{"/metadata/name", "/name"},
+		{"/metadata/namespace", "/namespace"},
 		{"/metadata/labels", "/labels"},
 		{"/metadata/annotations", "/annotations"},
 		{"/pluginConfig", "/plugin_config"},
@@ -340,6 +351,9 @@ func typeDocument(req *ResourceTypeRequest) ([]byte, error) {
 	if req.DriftInterval != "" {
 		spec["driftInterval"] = req.DriftInterval
 	}
+	if req.Scope != "" {
+		spec["scope"] = req.Scope
+	}
 	if len(req.Schema) == 0 {
 		delete(version, "schema")
 	}
@@ -363,6 +377,7 @@ func typeFields(pointer string) string {
 		{"/spec/description", "/description"},
 		{"/spec/action", "/action"},
 		{"/spec/driftInterval", "/drift_interval"},
+		{"/spec/scope", "/scope"},
 	})
 }
 

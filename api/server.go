@@ -306,12 +306,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // 400, so that a misspelt or unsupported filter (?action=) is not silently
 // ignored, answering everything. Routes not listed take none.
 var queryParams = map[string][]string{
-	"GET /api/v1/resource-types":          {"name", "source", "status", "limit"},
-	"GET /api/v1/resources":               {"kind", "status", "source", "label", "action_plugin", "limit", "after", "continue"},
-	"GET /api/v1/resources/{id}/history":  {"limit"},
-	"GET /api/v1/sources/{name}/history":  {"limit"},
-	"POST /api/v1/sources/{name}/approve": {"revision"},
-	"DELETE /api/v1/sources/{name}":       {"mode", "approve"},
+	"GET /api/v1/resource-types":                            {"name", "source", "status", "limit"},
+	"GET /api/v1/resources":                                 {"kind", "status", "source", "label", "action_plugin", "limit", "after", "continue", "namespace"},
+	"GET /api/v1/resources/by-name/{kind}/{version}/{name}": {"namespace"},
+	"GET /api/v1/resources/{id}/history":                    {"limit"},
+	"GET /api/v1/sources/{name}/history":                    {"limit"},
+	"POST /api/v1/sources/{name}/approve":                   {"revision"},
+	"DELETE /api/v1/sources/{name}":                         {"mode", "approve"},
 }
 
 // knownParams refuses a request with a query parameter h does not read.

@@ -141,7 +141,7 @@ func newEnv(t *testing.T, mutate func(*api.Options)) *env {
 	}
 	srv, hs := serve(t, opts)
 	e := &env{t: t, url: url, store: st, syncer: syncer, srv: srv, http: hs, runner: runner, logs: logs}
-	e.gitRes, err = st.GetResourceByName(ctx, "Network", "prod-vpc")
+	e.gitRes, err = st.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Network", Namespace: "default", Name: "prod-vpc"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,12 +28,19 @@ const (
 // Verbs lists every verb.
 var Verbs = []string{VerbGet, VerbList, VerbCreate, VerbUpdate, VerbDelete, VerbReconcile, VerbSync, VerbApprove, VerbSuspend}
 
-// Grant allows verbs on resources of some kinds in some sources; an empty
-// list of kinds or sources means all of them.
+// Grant allows verbs on resources of some kinds in some sources and
+// namespaces; an empty list of kinds, sources or namespaces means all of
+// them.
 type Grant struct {
 	Verbs   []string
 	Kinds   []string
 	Sources []string
+	// Namespaces, when set, narrows the grant to resources in these
+	// namespaces, as a Kubernetes Role is bound in one: it covers no
+	// cluster-scoped resource, no source and no write of a resource type,
+	// which are about every namespace. Lists and event streams that name
+	// no namespace show only these; a resource in another is a 403.
+	Namespaces []string
 	// Actions, when set, narrows the grant to writes to resources whose
 	// action instance is one of these: the instance a resource names, its
 	// type's default when it names none, else noop; a write is checked
@@ -81,13 +88,13 @@ func (t *Token) allowsVerb(verb string) bool {
 }
 
 // allows reports whether a grant has the verb for resources of kind in
-// source. An empty kind or source stands for all of them, or for none (a
-// source's own verbs are about no kind): only a grant without that
-// restriction covers it, since a grant limited to some kinds is about
-// resources of those kinds alone. Grants limited to action instances do not
-// cover it either.
+// source, in no namespace. An empty kind or source stands for all of them,
+// or for none (a source's own verbs are about no kind): only a grant
+// without that restriction covers it, since a grant limited to some kinds
+// is about resources of those kinds alone. Grants limited to action
+// instances or to namespaces do not cover it either.
 func (t *Token) allows(verb, kind, source string) bool {
-	return t.allowsAction(verb, kind, source, "")
+	return t.allowsAction(verb, kind, source, "", "")
 }
 
 // anyAction stands, in a check made before the write's action instance is
@@ -95,10 +102,18 @@ func (t *Token) allows(verb, kind, source string) bool {
 // it, and the write is checked again once the instance is known.
 const anyAction = "*"
 
-// allowsAction is allows for a resource whose action instance is inst; ""
-// is what is no one resource, which grants limited to instances do not
-// cover.
-func (t *Token) allowsAction(verb, kind, source, inst string) bool {
+// anyNamespace stands, in a check made before a resource's namespace is
+// known, for whichever it will be: a grant limited to some namespaces covers
+// it, and the request is checked again once the namespace is known. Reads
+// of resource types, which are schemas every namespace shares, are made
+// with it too.
+const anyNamespace = "*"
+
+// allowsAction is allows for a resource in namespace ns ("" for a
+// cluster-scoped one, or what is in no namespace) whose action instance is
+// inst; inst "" is what is no one resource, which grants limited to
+// instances do not cover.
+func (t *Token) allowsAction(verb, kind, source, ns, inst string) bool {
 	for _, g := range t.Grants {
 		if !slices.Contains(g.Verbs, verb) {
 			continue
@@ -109,11 +124,62 @@ func (t *Token) allowsAction(verb, kind, source, inst string) bool {
 		if len(g.Sources) > 0 && (source == "" || !slices.Contains(g.Sources, source)) {
 			continue
 		}
+		if len(g.Namespaces) > 0 && ns != anyNamespace && (ns == "" || !slices.Contains(g.Namespaces, ns)) {
+			continue
+		}
 		if len(g.Actions) > 0 && (!slices.Contains(ActionVerbs, verb) ||
 			inst != anyAction && (inst == "" || !slices.Contains(g.Actions, inst))) {
 			continue
 		}
 		return true
+	}
+	return false
+}
+
+// narrowsNamespaces reports whether a grant is limited to namespaces.
+func (t *Token) narrowsNamespaces() bool {
+	return slices.ContainsFunc(t.Grants, func(g Grant) bool { return len(g.Namespaces) > 0 })
+}
+
+// namespaces returns the namespaces in which the token may do verb to
+// resources of kind in source (each "" for all of them, as allows has it):
+// all is true when every namespace, and cluster-scoped resources, are
+// covered; otherwise nss lists the namespaces, sorted, none when nothing
+// is.
+func (t *Token) namespaces(verb, kind, source string) (all bool, nss []string) {
+	for _, g := range t.Grants {
+		if !slices.Contains(g.Verbs, verb) || len(g.Actions) > 0 {
+			continue
+		}
+		if len(g.Kinds) > 0 && (kind == "" || !slices.Contains(g.Kinds, kind)) {
+			continue
+		}
+		if len(g.Sources) > 0 && (source == "" || !slices.Contains(g.Sources, source)) {
+			continue
+		}
+		if len(g.Namespaces) == 0 {
+			return true, nil
+		}
+		for _, ns := range g.Namespaces {
+			if !slices.Contains(nss, ns) {
+				nss = append(nss, ns)
+			}
+		}
+	}
+	slices.Sort(nss)
+	return false, nss
+}
+
+// reads reports whether the token may read resources of kind in namespace
+// ns ("" for cluster-scoped ones), from whichever source: what a write may
+// name in dependsOn, whose state the dependent would tell.
+func (t *Token) reads(kind, ns string) bool {
+	for _, g := range t.Grants {
+		if slices.Contains(g.Verbs, VerbGet) && len(g.Actions) == 0 &&
+			(len(g.Kinds) == 0 || slices.Contains(g.Kinds, kind)) &&
+			(len(g.Namespaces) == 0 || ns != "" && slices.Contains(g.Namespaces, ns)) {
+			return true
+		}
 	}
 	return false
 }
@@ -161,21 +227,33 @@ func TokenName(ctx context.Context) string {
 }
 
 // may refuses with 403 what the request's token may not do to a resource
-// of kind in source; kind "" is every kind.
-func may(ctx context.Context, verb, kind, source string) error {
-	return mayAction(ctx, verb, kind, source, "")
+// of kind in source and namespace ns; kind "" is every kind, ns "" a
+// cluster-scoped resource (see allowsAction).
+func may(ctx context.Context, verb, kind, source, ns string) error {
+	return mayAction(ctx, verb, kind, source, ns, "")
 }
 
 // mayAction is may for a resource whose action instance is inst (see
 // allowsAction).
-func mayAction(ctx context.Context, verb, kind, source, inst string) error {
+func mayAction(ctx context.Context, verb, kind, source, ns, inst string) error {
 	t := requestToken(ctx)
-	if t == nil || t.allowsAction(verb, kind, source, inst) {
+	if t == nil || t.allowsAction(verb, kind, source, ns, inst) {
 		return nil
 	}
 	what := "resources of every kind"
 	if kind != "" {
 		what = kind
+	}
+	// The namespace matters only to tokens whose grants are limited to
+	// some: for the others, the message stays what it was.
+	nsScope := ""
+	if t.narrowsNamespaces() && ns != anyNamespace {
+		if ns == "" {
+			what += " (cluster-scoped)"
+		} else {
+			what += " in namespace " + ns
+			nsScope = ns
+		}
 	}
 	where := "every source"
 	if source != "" {
@@ -188,8 +266,59 @@ func mayAction(ctx context.Context, verb, kind, source, inst string) error {
 	if inst != "" {
 		with = " with action " + inst
 	}
-	return errorf(http.StatusForbidden, "token %q may not %s %s in %s%s (missing permission %s on %s)",
-		t.Name, verb, what, where, with, verb, describeScope(kind, source, inst))
+	held := ""
+	if t.narrowsNamespaces() {
+		held = "; its grants hold namespaces " + describeNamespaces(t)
+	}
+	return errorf(http.StatusForbidden, "token %q may not %s %s in %s%s (missing permission %s on %s%s)",
+		t.Name, verb, what, where, with, verb, describeScope(kind, source, nsScope, inst), held)
+}
+
+// describeNamespaces lists the namespaces a token's grants hold, for
+// messages.
+func describeNamespaces(t *Token) string {
+	var nss []string
+	for _, g := range t.Grants {
+		for _, ns := range g.Namespaces {
+			if !slices.Contains(nss, ns) {
+				nss = append(nss, ns)
+			}
+		}
+	}
+	slices.Sort(nss)
+	return "[" + strings.Join(nss, ", ") + "]"
+}
+
+// mayType refuses with 403 what the request's token may not do to the
+// resource type name of source. Types are schemas every namespace shares:
+// a grant limited to namespaces reads them, and writes none.
+func mayType(ctx context.Context, verb, name, source string) error {
+	if verb == VerbGet || verb == VerbList {
+		return may(ctx, verb, name, source, anyNamespace)
+	}
+	err := may(ctx, verb, name, source, "")
+	if t := requestToken(ctx); err != nil && t.narrowsNamespaces() && t.allowsAction(verb, name, source, anyNamespace, "") {
+		return errorf(http.StatusForbidden, "token %q may not %s resource type %s: resource types are cluster-wide, and its grants "+
+			"that allow %s hold only namespaces %s (a grant without namespaces is needed)", t.Name, verb, name, verb, describeNamespaces(t))
+	}
+	return err
+}
+
+// mayNamespace refuses with 403 a request about resources in namespace ns
+// made with a token none of whose grants for verb holds it, before
+// anything is looked up there.
+func mayNamespace(ctx context.Context, verb, ns string) error {
+	t := requestToken(ctx)
+	if t == nil {
+		return nil
+	}
+	for _, g := range t.Grants {
+		if slices.Contains(g.Verbs, verb) && len(g.Actions) == 0 && (len(g.Namespaces) == 0 || slices.Contains(g.Namespaces, ns)) {
+			return nil
+		}
+	}
+	return errorf(http.StatusForbidden, "token %q may not %s resources in namespace %s (missing permission %s on namespaces [%s]; its grants hold namespaces %s)",
+		t.Name, verb, ns, verb, ns, describeNamespaces(t))
 }
 
 // instance is the action instance a resource runs whose action (its own,
@@ -212,7 +341,7 @@ func (s *Server) instance(ctx context.Context, names ...string) string {
 // mayOn refuses with 403 what the request's token may not do to the
 // stored resource r.
 func (s *Server) mayOn(ctx context.Context, verb string, r *store.Resource) error {
-	return mayAction(ctx, verb, r.Kind, r.Source.Name, s.instance(ctx, r.Action))
+	return mayAction(ctx, verb, r.Kind, r.Source.Name, r.Namespace, s.instance(ctx, r.Action))
 }
 
 // maySource refuses with 403 what the request's token may not do to a source.
@@ -225,10 +354,13 @@ func maySource(ctx context.Context, verb, source string) error {
 		t.Name, verb, source, verb, source)
 }
 
-func describeScope(kind, source, inst string) string {
+func describeScope(kind, source, ns, inst string) string {
 	var parts []string
 	if kind != "" {
 		parts = append(parts, "kinds ["+kind+"]")
+	}
+	if ns != "" {
+		parts = append(parts, "namespaces ["+ns+"]")
 	}
 	if source != "" {
 		parts = append(parts, "sources ["+source+"]")
@@ -306,6 +438,9 @@ func describeGrants(t *Token) string {
 		}
 		if len(g.Sources) > 0 {
 			s += " in " + strings.Join(g.Sources, ",")
+		}
+		if len(g.Namespaces) > 0 {
+			s += " in namespaces " + strings.Join(g.Namespaces, ",")
 		}
 		if len(g.Actions) > 0 {
 			s += " with " + strings.Join(g.Actions, ",")

@@ -7,6 +7,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,11 +15,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 
 	"github.com/no8s/no8s-agent/api"
+	"github.com/no8s/no8s-agent/manifest"
 )
 
 // Client is a client of one agent's API. It reads its own writes: every
@@ -153,78 +156,125 @@ func (c *Client) Agents(ctx context.Context) ([]api.Agent, error) {
 }
 
 // ListResources lists resources, all pages, optionally of one kind and one
-// source (empty: any).
+// source (empty: any), in every namespace the token may read.
 func (c *Client) ListResources(ctx context.Context, kind, source string) ([]Resource, error) {
+	rs, _, err := c.Resources(ctx, ResourceQuery{Kind: kind, Source: source})
+	return rs, err
+}
+
+// ResourceQuery selects resources; empty fields select all.
+type ResourceQuery struct {
+	Kind, Namespace, Source string
+}
+
+// Resources lists the resources q selects, all pages, and returns the
+// agent's default namespace, where resources declared without one are:
+// what a reference that names no namespace means.
+func (c *Client) Resources(ctx context.Context, sel ResourceQuery) ([]Resource, string, error) {
 	q := url.Values{}
-	if kind != "" {
-		q.Set("kind", kind)
+	if sel.Kind != "" {
+		q.Set("kind", sel.Kind)
 	}
-	if source != "" {
-		q.Set("source", source)
+	if sel.Namespace != "" {
+		q.Set("namespace", sel.Namespace)
+	}
+	if sel.Source != "" {
+		q.Set("source", sel.Source)
 	}
 	var all []Resource
+	defaultNS := ""
 	for {
 		var page []Resource
 		resp, err := c.request(ctx, http.MethodGet, "/api/v1/resources", q, nil)
 		if err != nil {
-			return nil, fmt.Errorf("listing resources: %w", err)
+			return nil, "", fmt.Errorf("listing resources: %w", err)
 		}
 		err = json.NewDecoder(resp.Body).Decode(&page)
 		token := resp.Header.Get("X-Continue")
+		defaultNS = cmp.Or(defaultNS, resp.Header.Get(api.HeaderDefaultNamespace))
 		resp.Body.Close()
 		if err != nil {
-			return nil, fmt.Errorf("listing resources: %w", err)
+			return nil, "", fmt.Errorf("listing resources: %w", err)
 		}
 		all = append(all, page...)
 		if token == "" {
-			return all, nil
+			// An agent from before namespaces sends none: it has but the one.
+			return all, cmp.Or(defaultNS, manifest.DefaultNamespace), nil
 		}
 		q.Set("continue", token)
 	}
 }
 
-// FindResource returns the resource kind/name; kind matches any case,
+// FindResource returns the resource ref names; its kind matches any case,
 // unless the token may list only some kinds: then it must be spelt as the
-// kind is. See MatchResource.
-func (c *Client) FindResource(ctx context.Context, kind, name string) (*Resource, error) {
-	all, err := c.ListResources(ctx, "", "")
+// kind is. A ref without a namespace names a resource in the agent's
+// default namespace; a resource of a cluster-scoped kind is found whatever
+// the namespace. Not found there, but in
+// other namespaces, the error names them.
+func (c *Client) FindResource(ctx context.Context, ref manifest.ObjectRef) (*Resource, error) {
+	all, defaultNS, err := c.Resources(ctx, ResourceQuery{})
 	if e := (*Error)(nil); errors.As(err, &e) && e.Status == http.StatusForbidden {
-		all, err = c.ListResources(ctx, kind, "")
+		all, defaultNS, err = c.Resources(ctx, ResourceQuery{Kind: ref.Kind})
 	}
 	if err != nil {
 		return nil, err
 	}
-	return MatchResource(all, kind, name)
+	return Match(all, ref, defaultNS)
 }
 
-// MatchResource returns the resource of all that kind/name names: the one
-// of that kind spelt as given, else the one whose kind matches in another
-// case. Kinds may differ only in case (DataBase and Database are two
-// types): a reference that matches several of them that way is refused,
-// naming them, rather than taken for whichever the list holds first.
-func MatchResource(all []Resource, kind, name string) (*Resource, error) {
-	var folded []*Resource
-	for i := range all {
+// Match finds the resource ref names among rs, as FindResource does: in
+// ref's namespace (defaultNS when it names none), or of a cluster-scoped
+// kind, whatever the namespace, as kubectl -n has it. The kind spelt as
+// given wins over one that matches in another case. Kinds may differ only
+// in case (DataBase and Database are two types): a reference that matches
+// several of them that way is refused, naming them, rather than taken for
+// whichever rs holds first. Not found, the error names the namespaces in
+// which a resource of that kind and name is.
+func Match(rs []Resource, ref manifest.ObjectRef, defaultNS string) (*Resource, error) {
+	ns := cmp.Or(ref.Namespace, defaultNS)
+	var exact, folded []*Resource
+	var elsewhere []string
+	for i := range rs {
+		r := &rs[i]
 		switch {
-		case all[i].Name != name:
-		case all[i].Kind == kind:
-			return &all[i], nil
-		case strings.EqualFold(all[i].Kind, kind):
-			folded = append(folded, &all[i])
+		case r.Name != ref.Name || !strings.EqualFold(r.Kind, ref.Kind):
+		case r.Namespace != ns && r.Namespace != "":
+			elsewhere = append(elsewhere, r.Namespace)
+		case r.Kind == ref.Kind:
+			exact = append(exact, r)
+		default:
+			folded = append(folded, r)
 		}
 	}
-	switch len(folded) {
-	case 0:
-		return nil, &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("resource %s/%s not found", kind, name)}
-	case 1:
+	// In the namespace asked for before cluster-scoped.
+	pick := func(c []*Resource) *Resource {
+		for _, r := range c {
+			if r.Namespace == ns {
+				return r
+			}
+		}
+		return c[0]
+	}
+	switch {
+	case len(exact) > 0:
+		return pick(exact), nil
+	case len(folded) == 1:
 		return folded[0], nil
+	case len(folded) > 1:
+		refs := make([]string, len(folded))
+		for i, r := range folded {
+			refs[i] = r.Ref().String()
+		}
+		return nil, &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("resource %s/%s not found; kinds differ in case only: %s: spell the kind as it is",
+			ref.Kind, ref.Name, strings.Join(refs, ", "))}
 	}
-	refs := make([]string, len(folded))
-	for i, r := range folded {
-		refs[i] = r.Kind + "/" + r.Name
+	msg := fmt.Sprintf("resource %s/%s not found in namespace %s", ref.Kind, ref.Name, ns)
+	if len(elsewhere) > 0 {
+		slices.Sort(elsewhere)
+		msg += fmt.Sprintf("; it is in namespace(s) %s: name one with -n NAMESPACE or as %s/NAMESPACE/%s",
+			strings.Join(slices.Compact(elsewhere), ", "), ref.Kind, ref.Name)
 	}
-	return nil, &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("resource %s/%s not found; kinds differ in case only: %s: spell the kind as it is",
-		kind, name, strings.Join(refs, ", "))}
+	return nil, &Error{Status: http.StatusNotFound, Message: msg}
 }
 
 // GetResource returns the resource with this id.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/no8s/no8s-agent/client"
+	"github.com/no8s/no8s-agent/manifest"
 )
 
 // TestFindResourceKindCase: kinds may differ only in case (DataBase and
@@ -41,7 +42,7 @@ func TestFindResourceKindCase(t *testing.T) {
 		{"database", "prod", 0, "DataBase/prod, Database/prod"},
 		{"Database", "db", 0, "not found"},
 	} {
-		r, err := c.FindResource(t.Context(), tt.kind, tt.name)
+		r, err := c.FindResource(t.Context(), manifest.ObjectRef{Kind: tt.kind, Name: tt.name})
 		switch {
 		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
 			t.Errorf("FindResource(%s, %s) = %+v, %v; want an error naming %s", tt.kind, tt.name, r, err, tt.err)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/no8s/no8s-agent/manifest"
 )
 
 // validateTokens checks the API's tokens: unique names, none an ID token's
@@ -52,6 +54,7 @@ func (c *Config) validateTokens(ps *problems) {
 					ps.add(gkey+".verbs", "unknown verb %q (known: %s)", v, strings.Join(APIVerbs, ", "))
 				}
 			}
+			checkGrantNamespaces(ps, gkey, g)
 			if len(g.Actions) == 0 {
 				continue
 			}
@@ -66,6 +69,36 @@ func (c *Config) validateTokens(ps *problems) {
 						"give %s in a grant of its own", strings.Join(APIActionVerbs, ", "), v, v)
 				}
 			}
+		}
+	}
+}
+
+// checkGrantNamespaces checks the namespaces of a grant: labels, each
+// once, and not on verbs only sources take, which a grant limited to
+// namespaces would never allow.
+func checkGrantNamespaces(ps *problems, gkey string, g APIGrant) {
+	seen := map[string]bool{}
+	for k, ns := range g.Namespaces {
+		nkey := fmt.Sprintf("%s.namespaces[%d]", gkey, k)
+		switch {
+		case ns == "":
+			ps.add(nkey, "empty: name a namespace (a grant without namespaces holds all of them)")
+		case seen[ns]:
+			ps.add(nkey, "%q is listed twice", ns)
+		default:
+			for _, msg := range manifest.NamespaceProblems(ns) {
+				ps.add(nkey, "Invalid value: %q: %s", ns, msg)
+			}
+		}
+		seen[ns] = true
+	}
+	if len(g.Namespaces) == 0 {
+		return
+	}
+	for _, v := range g.Verbs {
+		if slices.Contains(APISourceVerbs, v) {
+			ps.add(gkey+".namespaces", "a grant limited to namespaces is about the resources in them, and %s is about sources, "+
+				"which hold every namespace's: give %s in a grant of its own, without namespaces", v, v)
 		}
 	}
 }

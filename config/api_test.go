@@ -36,6 +36,14 @@ func TestAPIAuthProblems(t *testing.T) {
 			"api.tokens[0].allow[0].actions", `list`},
 		{"grant of actions to sync", actions + "api: {tokens: [{name: ci, tokenEnv: T, allow: [{verbs: [sync], actions: [a]}]}]}\n",
 			"api.tokens[0].allow[0].actions", `sync`},
+		{"grant of a namespace that is no label", "api: {tokens: [{name: ci, tokenEnv: T, allow: [{verbs: [get], namespaces: [Team_A]}]}]}\n",
+			"api.tokens[0].allow[0].namespaces[0]", `Invalid value: "Team_A"`},
+		{"grant of an empty namespace", "api: {tokens: [{name: ci, tokenEnv: T, allow: [{verbs: [get], namespaces: [\"\"]}]}]}\n",
+			"api.tokens[0].allow[0].namespaces[0]", `empty`},
+		{"grant of a namespace twice", "api: {tokens: [{name: ci, tokenEnv: T, allow: [{verbs: [get], namespaces: [a, a]}]}]}\n",
+			"api.tokens[0].allow[0].namespaces[1]", `listed twice`},
+		{"grant of namespaces to sync", "api: {tokens: [{name: ci, tokenEnv: T, allow: [{verbs: [get, sync], namespaces: [a]}]}]}\n",
+			"api.tokens[0].allow[0].namespaces", `sync is about sources`},
 		{"allowed host as a URL", "api: {allowedHosts: [\"https://agent.example.com\"]}\n", "api.allowedHosts[0]", "not a URL"},
 		{"allowed host with a path", "api: {allowedHosts: [\"agent.example.com/x\"]}\n", "api.allowedHosts[0]", "not a URL"},
 		{"empty allowed host", "api: {allowedHosts: [\"\"]}\n", "api.allowedHosts[0]", "empty"},
@@ -74,7 +82,7 @@ api:
   oidc: {issuerURL: "https://id.example.com", audience: no8s}
   tokens:
     - name: alice@example.com
-      allow: [{verbs: [create, update, delete, reconcile, suspend], kinds: [Widget], actions: [a, noop]}, {verbs: [get]}]
+      allow: [{verbs: [create, update, delete, reconcile, suspend], kinds: [Widget], actions: [a, noop]}, {verbs: [get], namespaces: [team-a, team-b]}]
     - name: ci
       tokenEnv: T
       allow: [{verbs: [get, list]}]
@@ -84,6 +92,9 @@ api:
 	}
 	if g := c.API.Tokens[0].Allow[0]; !slices.Equal(g.Actions, []string{"a", "noop"}) {
 		t.Errorf("grant actions: %v", g.Actions)
+	}
+	if g := c.API.Tokens[0].Allow[1]; !slices.Equal(g.Namespaces, []string{"team-a", "team-b"}) {
+		t.Errorf("grant namespaces: %v", g.Namespaces)
 	}
 	if len(c.API.AllowedHosts) != 5 {
 		t.Errorf("allowed hosts: %v", c.API.AllowedHosts)

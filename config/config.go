@@ -75,6 +75,13 @@ type Config struct {
 	// source that does not set its own; the API's request-body limit
 	// follows it. Zero or left out: DefaultMaxFileSize.
 	MaxFileSize ByteSize `json:"maxFileSize,omitempty"`
+	// DefaultNamespace is the namespace of resources of namespaced kinds
+	// declared without metadata.namespace, from every source and the API.
+	// Empty or left out: "default", as Kubernetes, so that manifests
+	// copied from a cluster land where kubectl would put them, and so that
+	// a store made before namespaces, whose resources were all moved to
+	// "default", keeps them where they are.
+	DefaultNamespace string `json:"defaultNamespace,omitempty"`
 	// Actions are the action instances, by name; resource types refer to them.
 	Actions map[string]Action `json:"actions,omitempty"`
 	// Reconcile tunes the reconcilers.
@@ -134,6 +141,10 @@ type Source struct {
 	// warns, UnknownFieldsPrune drops them and says so.
 	UnknownFields string `json:"unknownFields,omitempty"`
 }
+
+// Namespace returns the default namespace: DefaultNamespace, or
+// manifest.DefaultNamespace when it is not set.
+func (c *Config) Namespace() string { return cmp.Or(c.DefaultNamespace, manifest.DefaultNamespace) }
 
 // FileSizeLimit is the largest manifest file the agent reads from a
 // source that does not set its own, and what the API's request-body limit
@@ -409,16 +420,24 @@ func (t APIToken) Value() string { return t.value.get() }
 
 // APIGrant allows verbs on the kinds and in the sources it names; none
 // named means all. Actions narrows it to writes to resources whose action
-// instance is one of those named.
+// instance is one of those named. Namespaces narrows it to resources in
+// those namespaces: such a grant covers no cluster-scoped resource, no
+// source and no write of a resource type, and lists and event streams
+// that name no namespace show only those.
 type APIGrant struct {
-	Verbs   []string `json:"verbs"`
-	Kinds   []string `json:"kinds,omitempty"`
-	Sources []string `json:"sources,omitempty"`
-	Actions []string `json:"actions,omitempty"`
+	Verbs      []string `json:"verbs"`
+	Kinds      []string `json:"kinds,omitempty"`
+	Sources    []string `json:"sources,omitempty"`
+	Namespaces []string `json:"namespaces,omitempty"`
+	Actions    []string `json:"actions,omitempty"`
 }
 
 // APIVerbs are the verbs a grant may name.
 var APIVerbs = []string{"get", "list", "create", "update", "delete", "reconcile", "sync", "approve", "suspend"}
+
+// APISourceVerbs are the verbs only sources take, which a grant limited to
+// namespaces never covers.
+var APISourceVerbs = []string{"sync", "approve"}
 
 // APIActionVerbs are the verbs of a grant that names actions: the writes
 // to one resource, which run its action.

@@ -298,6 +298,8 @@ func TestParseProblems(t *testing.T) {
 			"notifications.alerts[0].providers", `no provider "chat"`},
 		{"alert of unknown event", "notifications: {providers: {x: {type: webhook, url: \"https://h.example.com/\"}}, alerts: [{providers: [x], events: [Boom]}]}\n",
 			"notifications.alerts[0].events", `unknown event "Boom"`},
+		{"alert of a namespace that is no label", "notifications: {providers: {x: {type: webhook, url: \"https://h.example.com/\"}}, alerts: [{providers: [x], namespaces: [team.a]}]}\n",
+			"notifications.alerts[0].namespaces[0]", `Invalid value: "team.a"`},
 		{"notification secret unset", "notifications: {providers: {x: {type: webhook, url: \"https://h.example.com/\", secretEnv: NO8S_TEST_UNSET_HOOK}}}\n",
 			"notifications.providers.x.secretEnv", "is not set"},
 		{"token without name", "api: {tokens: [{tokenEnv: X, allow: [{verbs: [get]}]}]}\n", "api.tokens[0].name", "required"},
@@ -348,6 +350,9 @@ func TestParseProblems(t *testing.T) {
 		{"file size negative", "maxFileSize: -1\n", "maxFileSize", "must not be negative"},
 		{"file size fraction of a byte", "maxFileSize: 1.5\n", "maxFileSize", "a fraction of a byte"},
 		{"file size a list", "maxFileSize: [1]\n", "maxFileSize", "invalid size"},
+		{"default namespace not a label", "defaultNamespace: team.a\n", "defaultNamespace", `Invalid value: "team.a": a lowercase RFC 1123 label`},
+		{"default namespace upper case", "defaultNamespace: Team\n", "defaultNamespace", `Invalid value: "Team"`},
+		{"default namespace too long", "defaultNamespace: " + strings.Repeat("a", 64) + "\n", "defaultNamespace", "must be no more than 63 characters"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -797,5 +802,25 @@ func TestMaxFileSize(t *testing.T) {
 	// A source built in code without one reads up to the default.
 	if got := (Source{Name: "x", Dir: "."}).FileSizeLimit(); got != 1572864 {
 		t.Errorf("zero source limit %d, want the default", got)
+	}
+}
+
+// TestDefaultNamespace: left out, the default namespace is Kubernetes'
+// "default"; set, it is a DNS-1123 label.
+func TestDefaultNamespace(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ yaml, want string }{
+		{"listen: 127.0.0.1:8080\n", "default"},
+		{"defaultNamespace: ''\n", "default"},
+		{"defaultNamespace: team-a\n", "team-a"},
+		{"defaultNamespace: " + strings.Repeat("a", 63) + "\n", strings.Repeat("a", 63)},
+	} {
+		c, err := Parse([]byte(tc.yaml), env(nil))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if got := c.Namespace(); got != tc.want {
+			t.Errorf("%q: default namespace %q, want %q", tc.yaml, got, tc.want)
+		}
 	}
 }

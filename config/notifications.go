@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/no8s/no8s-agent/manifest"
 )
 
 // Provider types of notifications.
@@ -70,10 +72,13 @@ func (p NotificationProvider) Token() string { return p.token.get() }
 type Alert struct {
 	Providers []string `json:"providers"`
 	// Events default to the failures and recoveries.
-	Events  []string          `json:"events,omitempty"`
-	Sources []string          `json:"sources,omitempty"`
-	Kinds   []string          `json:"kinds,omitempty"`
-	Labels  map[string]string `json:"labels,omitempty"`
+	Events  []string `json:"events,omitempty"`
+	Sources []string `json:"sources,omitempty"`
+	Kinds   []string `json:"kinds,omitempty"`
+	// Namespaces select events about resources in these namespaces (events
+	// about sources and cluster-scoped resources never match).
+	Namespaces []string          `json:"namespaces,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
 }
 
 // ProviderNames returns the providers' names, sorted.
@@ -146,6 +151,11 @@ func (n Notifications) validate(ps *problems) {
 		for _, e := range a.Events {
 			if !slices.Contains(NotificationEvents, e) {
 				ps.add(key+".events", "unknown event %q (known: %s)", e, strings.Join(NotificationEvents, ", "))
+			}
+		}
+		for j, ns := range a.Namespaces {
+			for _, msg := range manifest.NamespaceProblems(ns) {
+				ps.add(fmt.Sprintf("%s.namespaces[%d]", key, j), "Invalid value: %q: %s", ns, msg)
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/admission"
+	"github.com/no8s/no8s-agent/manifest"
 )
 
 var (
@@ -88,6 +89,11 @@ func (c *Config) validate(ps *problems) {
 	}
 
 	checkFileSize(ps, "maxFileSize", c.MaxFileSize)
+	if c.DefaultNamespace != "" {
+		for _, msg := range manifest.NamespaceProblems(c.DefaultNamespace) {
+			ps.add("defaultNamespace", "%s", msg)
+		}
+	}
 	seen := map[string]int{}
 	for i := range c.Sources {
 		key := fmt.Sprintf("sources[%d]", i)

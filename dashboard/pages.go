@@ -53,9 +53,11 @@ type count struct {
 // filter is the resource filter of the overview, as its form shows it.
 type filter struct {
 	Kind, Status, Source string
-	Kinds, Phases        []string
-	Sources              []string
-	Active               bool
+	// Namespace selects the resources of one namespace; empty, all.
+	Namespace     string
+	Kinds, Phases []string
+	Sources       []string
+	Active        bool
 }
 
 type overviewPage struct {
@@ -81,6 +83,13 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown status %q: use one of %s.", s, strings.Join(phaseNames(), ", ")))
 			return
 		}
+	}
+	if ns := q.Get("namespace"); ns != "" {
+		if !manifest.ValidNamespace(ns) {
+			h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Bad namespace %q: %s.", ns, strings.Join(manifest.NamespaceProblems(ns), "; ")))
+			return
+		}
+		f.Namespaces = []string{ns}
 	}
 	if a := q.Get("after"); a != "" {
 		n, err := strconv.ParseInt(a, 10, 64)
@@ -113,8 +122,9 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 	}
 
 	p := overviewPage{base: h.base("Overview"), After: f.After}
-	p.Filter = filter{Kind: f.Kind, Status: string(f.Phase), Source: f.Source, Phases: phaseNames(),
-		Active: f.Kind != "" || f.Phase != "" || f.Source != ""}
+	ns := q.Get("namespace")
+	p.Filter = filter{Kind: f.Kind, Status: string(f.Phase), Source: f.Source, Namespace: ns, Phases: phaseNames(),
+		Active: f.Kind != "" || f.Phase != "" || f.Source != "" || ns != ""}
 	for _, t := range types {
 		p.Filter.Kinds = append(p.Filter.Kinds, t.Name)
 	}
@@ -132,7 +142,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		n := stats.ByPhase[ph]
 		total += n
 		p.Counts = append(p.Counts, count{Label: string(ph), Phase: string(ph), Count: n,
-			URL: overviewURL("", string(ph), "", 0), Active: f.Phase == ph && f.Kind == "" && f.Source == ""})
+			URL: overviewURL(filter{Status: string(ph)}, 0), Active: f.Phase == ph && f.Kind == "" && f.Source == "" && ns == ""})
 	}
 	// The counts are of all resources, so they link to unfiltered lists.
 	p.Counts = append([]count{{Label: "resources", Count: total, URL: "/",
@@ -155,10 +165,10 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 
 	if len(rs) > h.pageSize {
 		rs = rs[:h.pageSize]
-		p.NextURL = overviewURL(f.Kind, string(f.Phase), f.Source, rs[len(rs)-1].ID)
+		p.NextURL = overviewURL(p.Filter, rs[len(rs)-1].ID)
 	}
 	if f.After > 0 {
-		p.FirstURL = overviewURL(f.Kind, string(f.Phase), f.Source, 0)
+		p.FirstURL = overviewURL(p.Filter, 0)
 	}
 	p.Resources = resourceRows(rs)
 	h.render(w, r, http.StatusOK, "overview", p)
@@ -182,16 +192,19 @@ func phaseNames() []string {
 }
 
 // overviewURL returns the overview with the given filter and cursor.
-func overviewURL(kind, status, source string, after int64) string {
+func overviewURL(f filter, after int64) string {
 	v := url.Values{}
-	if kind != "" {
-		v.Set("kind", kind)
+	if f.Kind != "" {
+		v.Set("kind", f.Kind)
 	}
-	if status != "" {
-		v.Set("status", status)
+	if f.Namespace != "" {
+		v.Set("namespace", f.Namespace)
 	}
-	if source != "" {
-		v.Set("source", source)
+	if f.Status != "" {
+		v.Set("status", f.Status)
+	}
+	if f.Source != "" {
+		v.Set("source", f.Source)
 	}
 	if after > 0 {
 		v.Set("after", strconv.FormatInt(after, 10))
@@ -244,7 +257,7 @@ func (h *handler) resource(w http.ResponseWriter, r *http.Request) {
 		h.storeFailed(w, r, err)
 		return
 	}
-	p := resourcePage{base: h.base(res.Kind + "/" + res.Name), R: resourceRows([]*store.Resource{res})[0],
+	p := resourcePage{base: h.base(res.Ref().String()), R: resourceRows([]*store.Resource{res})[0],
 		HistoryLimit: historyLimit, Spec: prettyJSON(res.Spec), Outputs: prettyJSON(res.Outputs)}
 	if res.LeaseOwner != "" {
 		agents, err := h.store.ListAgents(ctx)
@@ -322,7 +335,7 @@ func (h *handler) source(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	ctx := r.Context()
 	p := sourcePage{base: h.base("Source " + name), HistoryLimit: syncHistoryLimit,
-		AllURL: overviewURL("", "", name, 0)}
+		AllURL: overviewURL(filter{Source: name}, 0)}
 	s, err := h.store.GetSource(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound) && name == store.APISource:

@@ -78,8 +78,9 @@ func parseTypeDocument(d *Document) (*ResourceType, []Problem) {
 // is spec.names.kind, the group spec.group, and each served version's
 // schema is the spec property of its openAPIV3Schema, where the resource's
 // spec is. Unserved versions are left out, as Kubernetes serves no
-// resources of them. Scope, conversion, printer columns and subresources
-// mean nothing without a cluster and are ignored.
+// resources of them. spec.scope says whether its resources take a
+// namespace. Conversion, printer columns and subresources mean nothing
+// without a cluster and are ignored.
 func parseCRD(d *Document) (*ResourceType, []Problem) {
 	var errs problems
 	if apiVersion, _ := d.Object["apiVersion"].(string); apiVersion != CRDAPIVersion {
@@ -91,6 +92,7 @@ func parseCRD(d *Document) (*ResourceType, []Problem) {
 	if !ok {
 		return nil, errs
 	}
+	clusterScoped(d, h, KindCRD, &errs)
 	spec, isMap := d.Object["spec"].(map[string]any)
 	if !isMap {
 		errs.add(d.Problem("/spec", "%s", missingOr(d.Object, "spec", "an object with group, names and versions")))
@@ -114,7 +116,7 @@ func parseCRD(d *Document) (*ResourceType, []Problem) {
 	} else if want := plural + "." + group; h.name != want {
 		errs.add(d.Problem("/metadata/name", "must be %q: <spec.names.plural>.<spec.group>, as Kubernetes requires", want))
 	}
-	t := &ResourceType{Name: kind, Group: group, Annotations: h.annotations, Origin: d.Origin()}
+	t := &ResourceType{Name: kind, Group: group, Annotations: h.annotations, Origin: d.Origin(), Scope: readScope(d, spec, &errs)}
 	// An API server asks subdomains of custom resources' names; a CRD has
 	// no field to ask otherwise, so the annotation does.
 	t.NameFormat, t.Annotations = readNameFormat(d, nil, h.annotations, &errs)

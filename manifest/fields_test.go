@@ -177,7 +177,7 @@ func TestUnknownFieldsModes(t *testing.T) {
 		t.Run(string(tt.mode), func(t *testing.T) {
 			t.Parallel()
 			docs := decodeAll(t, map[string]string{"t.yaml": appType, "r.yaml": misspelt, "s.yaml": clean})
-			set, err := ValidateWith(docs, nil, tt.mode)
+			set, err := ValidateWith(docs, nil, tt.mode, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -257,10 +257,10 @@ func TestParseResourceObjectUnknownFields(t *testing.T) {
 	lookup := func(string) (*ResourceType, error) { return set.Types[0], nil }
 	obj := json.RawMessage(`{"apiVersion":"apps.example.com/v1","kind":"App","metadata":{"name":"a"},"spec":{"replicas":2,"replica":3}}`)
 	at := Origin{File: "r.yaml", Line: 3}
-	if _, ps, _ := ParseResourceObject(obj, at, lookup, UnknownFieldsStrict); len(ps) != 1 || ps[0].String() != `r.yaml:3: unknown field "spec.replica", did you mean "replicas"? (unknownFields: strict refuses it; warn keeps it, prune drops it)` {
+	if _, ps, _ := ParseResourceObject(obj, at, lookup, UnknownFieldsStrict, ""); len(ps) != 1 || ps[0].String() != `r.yaml:3: unknown field "spec.replica", did you mean "replicas"? (unknownFields: strict refuses it; warn keeps it, prune drops it)` {
 		t.Errorf("strict: %v", ps)
 	}
-	r, ps, ws := ParseResourceObject(obj, at, lookup, UnknownFieldsPrune)
+	r, ps, ws := ParseResourceObject(obj, at, lookup, UnknownFieldsPrune, "")
 	if len(ps) > 0 || string(r.Spec) != `{"replicas":2}` || len(ws) != 1 {
 		t.Errorf("prune: %v %v %v", r, ps, ws)
 	}

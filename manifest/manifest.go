@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -151,14 +152,86 @@ type Origin struct {
 	Line int `json:"line,omitempty"`
 }
 
-// ObjectRef names a resource by kind and name.
+// DefaultNamespace is the namespace a resource of a namespaced kind
+// declared without one is placed in, unless the agent's configuration
+// names another: the one kubectl would place it in.
+const DefaultNamespace = "default"
+
+// ValidNamespace reports whether s is a valid namespace: a DNS-1123 label,
+// as Kubernetes has them.
+func ValidNamespace(s string) bool { return ValidLabelName(s) }
+
+// NamespaceProblems says what is wrong with a namespace, one message per
+// rule broken, as NameProblems does for names; none when it is valid.
+func NamespaceProblems(ns string) []string { return NameProblems(NameLabel, ns) }
+
+// Scope says whether the resources of a kind live in namespaces.
+type Scope string
+
+// The scopes of a kind.
+const (
+	// ScopeNamespaced: each resource has a namespace, part of its
+	// identity; the default.
+	ScopeNamespaced Scope = "Namespaced"
+	// ScopeCluster: resources take no namespace.
+	ScopeCluster Scope = "Cluster"
+)
+
+// ObjectRef names a resource by kind, namespace and name. Namespace is
+// empty for resources of cluster-scoped kinds.
 type ObjectRef struct {
-	Kind string `json:"kind"`
-	Name string `json:"name"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
 }
 
-// String returns "Kind/name".
-func (r ObjectRef) String() string { return r.Kind + "/" + r.Name }
+// String returns "Kind/name" when the namespace is empty or the default
+// one, and "Kind/namespace/name" otherwise, as Flux writes references: so
+// that what is written of resources in the default namespace reads as it
+// did before namespaces.
+func (r ObjectRef) String() string {
+	if r.Namespace == "" || r.Namespace == DefaultNamespace {
+		return r.Kind + "/" + r.Name
+	}
+	return r.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// ParseObjectRef reads "Kind/name" or "Kind/namespace/name". A reference
+// without a namespace has an empty Namespace, for the caller to resolve.
+func ParseObjectRef(s string) (ObjectRef, error) {
+	parts := strings.Split(s, "/")
+	var ref ObjectRef
+	switch len(parts) {
+	case 2:
+		ref = ObjectRef{Kind: parts[0], Name: parts[1]}
+	case 3:
+		ref = ObjectRef{Kind: parts[0], Namespace: parts[1], Name: parts[2]}
+		if !ValidNamespace(ref.Namespace) {
+			return ObjectRef{}, fmt.Errorf("invalid reference %q: namespace %q is not a DNS-1123 label", s, ref.Namespace)
+		}
+	default:
+		return ObjectRef{}, fmt.Errorf("invalid reference %q: write Kind/name or Kind/namespace/name", s)
+	}
+	if !ValidKindName(ref.Kind) {
+		return ObjectRef{}, fmt.Errorf("invalid reference %q: kind %q", s, ref.Kind)
+	}
+	if !ValidName(ref.Name) {
+		return ObjectRef{}, fmt.Errorf("invalid reference %q: name %q", s, ref.Name)
+	}
+	return ref, nil
+}
+
+// Compare orders references by kind, then namespace, then name: the order
+// of every sorted list of resources.
+func (r ObjectRef) Compare(o ObjectRef) int {
+	if c := strings.Compare(r.Kind, o.Kind); c != 0 {
+		return c
+	}
+	if c := strings.Compare(r.Namespace, o.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(r.Name, o.Name)
+}
 
 // ResourceType declares a kind of resource, like a Kubernetes
 // CustomResourceDefinition. One ResourceType document holds several versions;
@@ -177,6 +250,9 @@ type ResourceType struct {
 	Action string
 	// DriftInterval is how often drift is checked for its resources; zero is off.
 	DriftInterval time.Duration
+	// Scope says whether its resources live in namespaces; empty is
+	// ScopeNamespaced.
+	Scope Scope
 	// NameFormat is the rule its resources' names follow; empty is
 	// NameSubdomain. Annotations record it too when it is NameLabel, so
 	// that it is stored with the type.
@@ -189,6 +265,9 @@ type ResourceType struct {
 	// fingerprint caches Fingerprint.
 	fingerprint string
 }
+
+// Namespaced reports whether the type's resources live in namespaces.
+func (t *ResourceType) Namespaced() bool { return t.Scope != ScopeCluster }
 
 // Version returns the named version, or nil.
 func (t *ResourceType) Version(name string) *TypeVersion {
@@ -301,7 +380,10 @@ type Resource struct {
 	Group string
 	// Version is the resource type version the spec was validated against.
 	Version string
-	// Name is unique per Kind across all sources.
+	// Namespace is the resource's namespace: never empty for a namespaced
+	// kind once validated, always empty for a cluster-scoped one.
+	Namespace string
+	// Name is unique per Kind and Namespace across all sources.
 	Name        string
 	Labels      map[string]string
 	Annotations map[string]string
@@ -360,8 +442,10 @@ func nonNil(m map[string]string) map[string]string {
 	return m
 }
 
-// Ref returns the resource's kind and name.
-func (r *Resource) Ref() ObjectRef { return ObjectRef{Kind: r.Kind, Name: r.Name} }
+// Ref returns the resource's kind, namespace and name.
+func (r *Resource) Ref() ObjectRef {
+	return ObjectRef{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+}
 
 // APIVersion returns <group>/<version>.
 func (r *Resource) APIVersion() string { return r.Group + "/" + r.Version }

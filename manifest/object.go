@@ -10,6 +10,9 @@ import (
 // stored (defaults applied): what admission hooks are shown.
 func (r *Resource) Object() (json.RawMessage, error) {
 	meta := map[string]any{"name": r.Name}
+	if r.Namespace != "" {
+		meta["namespace"] = r.Namespace
+	}
 	if len(r.Labels) > 0 {
 		meta["labels"] = r.Labels
 	}
@@ -37,8 +40,10 @@ func (r *Resource) Object() (json.RawMessage, error) {
 // mutating admission hook. Problems point at origin's document, whose
 // lines obj no longer matches. lookup resolves kinds; unknown says what to
 // do with fields the spec's schema does not declare, and the warnings
-// returned say which were kept or dropped.
-func ParseResourceObject(obj json.RawMessage, origin Origin, lookup func(kind string) (*ResourceType, error), unknown UnknownFields) (*Resource, []Problem, []Problem) {
+// returned say which were kept or dropped. A resource of a namespaced kind
+// that names no namespace is placed in defaultNamespace (DefaultNamespace
+// when empty).
+func ParseResourceObject(obj json.RawMessage, origin Origin, lookup func(kind string) (*ResourceType, error), unknown UnknownFields, defaultNamespace string) (*Resource, []Problem, []Problem) {
 	docs, ps := DecodeFile(origin.File, obj, DecodeOptions{})
 	if len(ps) == 0 && len(docs) != 1 {
 		ps = []Problem{{Message: fmt.Sprintf("one document expected, not %d", len(docs))}}
@@ -54,7 +59,7 @@ func ParseResourceObject(obj json.RawMessage, origin Origin, lookup func(kind st
 	if IsTypeDocument(d.Object) {
 		return nil, []Problem{d.Problem("/kind", "a resource cannot become a type")}, nil
 	}
-	return parseResource(d, lookup, unknown)
+	return parseResource(d, lookup, unknown, defaultNamespace)
 }
 
 // HasRules reports whether the type's version carries CEL rules

@@ -24,13 +24,13 @@ var (
 var (
 	resourceFields = fieldSet("apiVersion", "kind", "metadata", "spec", "status", "action", "pluginConfig", "dependsOn")
 	typeFields     = fieldSet("apiVersion", "kind", "metadata", "spec", "status")
-	// metadataFields are name, labels and annotations, and the fields
-	// generators write (kubectl get -o yaml, controller-gen), which are
-	// accepted and ignored: see generatorFields.
-	metadataFields = fieldSet(append([]string{"name", "labels", "annotations"}, generatorFields...)...)
-	typeSpecFields = fieldSet("group", "description", "action", "driftInterval", "nameFormat", "versions")
+	// metadataFields are name, namespace, labels and annotations, and the
+	// fields generators write (kubectl get -o yaml, controller-gen), which
+	// are accepted and ignored: see generatorFields.
+	metadataFields = fieldSet(append([]string{"name", "namespace", "labels", "annotations"}, generatorFields...)...)
+	typeSpecFields = fieldSet("group", "description", "action", "driftInterval", "nameFormat", "scope", "versions")
 	versionFields  = fieldSet("name", "schema", "deprecated")
-	refFields      = fieldSet("kind", "name")
+	refFields      = fieldSet("kind", "namespace", "name")
 )
 
 // generatorFields are the metadata fields a server sets and generators
@@ -93,11 +93,15 @@ func fieldSet(names ...string) map[string]bool {
 
 // header is what every document has: apiVersion, kind and metadata.
 type header struct {
-	apiVersion  string
-	kind        string
-	name        string
-	labels      map[string]string
-	annotations map[string]string
+	apiVersion string
+	kind       string
+	name       string
+	// namespace is metadata.namespace, empty when absent; hasNamespace
+	// tells whether a valid one was written.
+	namespace    string
+	hasNamespace bool
+	labels       map[string]string
+	annotations  map[string]string
 }
 
 // readHeader reads apiVersion, kind and metadata; it reports missing or
@@ -128,9 +132,36 @@ func readHeaderWith(d *Document, errs *problems, allowedMeta map[string]bool) (h
 		errs.add(d.Problem("/metadata/name", "%s", missingOr(meta, "name", "a string")))
 		ok = false
 	}
+	switch raw, present := meta["namespace"]; {
+	case !present || raw == nil:
+	case !isString(raw):
+		errs.add(d.Problem("/metadata/namespace", "must be a string, not %s", describe(raw)))
+		ok = false
+	case raw.(string) == "":
+		// Empty is absent, as an API server reads it.
+	default:
+		h.namespace, h.hasNamespace = raw.(string), true
+		for _, msg := range NamespaceProblems(h.namespace) {
+			errs.add(d.Problem("/metadata/namespace", "%s", msg))
+			ok = false
+		}
+	}
 	h.labels = stringMap(d, "/metadata/labels", meta["labels"], errs, true)
 	h.annotations = stringMap(d, "/metadata/annotations", meta["annotations"], errs, false)
 	return h, ok
+}
+
+func isString(v any) bool {
+	_, ok := v.(string)
+	return ok
+}
+
+// clusterScoped reports a namespace written on a document of a
+// cluster-scoped kind, which takes none.
+func clusterScoped(d *Document, h header, kind string, errs *problems) {
+	if h.hasNamespace {
+		errs.add(d.Problem("/metadata/namespace", "Invalid value: %s: %s is cluster-scoped and takes no namespace", strconv.Quote(h.namespace), kind))
+	}
 }
 
 func missingOr(obj map[string]any, field, want string) string {
@@ -214,6 +245,7 @@ func parseType(d *Document) (*ResourceType, []Problem) {
 	if !ok {
 		return nil, errs
 	}
+	clusterScoped(d, h, KindResourceType, &errs)
 	if h.apiVersion != APIVersion {
 		errs.add(d.Problem("/apiVersion", "a ResourceType must have apiVersion %s, not %q", APIVersion, h.apiVersion))
 	}
@@ -228,6 +260,7 @@ func parseType(d *Document) (*ResourceType, []Problem) {
 	}
 	unknownFields(d, "/spec", spec, typeSpecFields, &errs)
 	t.NameFormat, t.Annotations = readNameFormat(d, spec, h.annotations, &errs)
+	t.Scope = readScope(d, spec, &errs)
 	if g, present := spec["group"]; present {
 		s, _ := g.(string)
 		if s == "" || len(s) > 253 || !groupRE.MatchString(s) {
@@ -347,6 +380,21 @@ func readNameFormat(d *Document, spec map[string]any, annotations map[string]str
 	return format, annotations
 }
 
+// readScope reads spec.scope of a type document: Namespaced (the
+// default) or Cluster, as a CRD writes it.
+func readScope(d *Document, spec map[string]any, errs *problems) Scope {
+	raw, present := spec["scope"]
+	if !present || raw == nil {
+		return ScopeNamespaced
+	}
+	switch s, _ := raw.(string); Scope(s) {
+	case ScopeNamespaced, ScopeCluster:
+		return Scope(s)
+	}
+	errs.add(d.Problem("/spec/scope", "must be %q (the default) or %q, not %s", ScopeNamespaced, ScopeCluster, describeValue(raw)))
+	return ScopeNamespaced
+}
+
 // describeValue shows a value in a message: a string quoted, anything else
 // by its type.
 func describeValue(v any) string {
@@ -370,8 +418,14 @@ func optionalString(d *Document, at string, v any, errs *problems) string {
 // parseResource reads a resource document and validates its spec against its
 // type, applying defaults. lookup resolves kinds; unknown says what to do
 // with fields the spec's schema does not declare. The warnings are about
-// what was accepted anyway: the unknown fields kept or dropped.
-func parseResource(d *Document, lookup func(kind string) (*ResourceType, error), unknown UnknownFields) (*Resource, []Problem, []Problem) {
+// what was accepted anyway: the unknown fields kept or dropped. A resource
+// of a namespaced kind that names no namespace, and a dependency on one
+// that names none, are placed in defaultNamespace (DefaultNamespace when
+// empty).
+func parseResource(d *Document, lookup func(kind string) (*ResourceType, error), unknown UnknownFields, defaultNamespace string) (*Resource, []Problem, []Problem) {
+	if defaultNamespace == "" {
+		defaultNamespace = DefaultNamespace
+	}
 	var errs problems
 	h, ok := readHeader(d, &errs)
 	unknownFields(d, "", d.Object, resourceFields, &errs)
@@ -386,7 +440,6 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error),
 	if r.Action != "" && !actionNameRE.MatchString(r.Action) {
 		errs.add(d.Problem("/action", "invalid action instance name %q: lower-case letters, digits, '-' and '_'", r.Action))
 	}
-	r.DependsOn = parseDependsOn(d, r.Ref(), &errs)
 	pluginConfig, hasPluginConfig := d.Object["pluginConfig"].(map[string]any)
 	if v, present := d.Object["pluginConfig"]; present && v != nil && !hasPluginConfig {
 		errs.add(d.Problem("/pluginConfig", "must be an object of the action's per-resource settings, not %s", describe(v)))
@@ -400,6 +453,15 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error),
 	if t.NameFormat == NameLabel && ValidName(h.name) {
 		nameProblems(d, NameLabel, h.name, &errs)
 	}
+	switch {
+	case !t.Namespaced():
+		clusterScoped(d, h, t.Name, &errs)
+	case h.hasNamespace:
+		r.Namespace = h.namespace
+	default:
+		r.Namespace = defaultNamespace
+	}
+	r.DependsOn = parseDependsOn(d, r, lookup, defaultNamespace, &errs)
 	group, version, _ := strings.Cut(h.apiVersion, "/")
 	if group != t.Group || version == "" {
 		errs.add(d.Problem("/apiVersion", "%q does not match the group of ResourceType %s: use %s/<version>", h.apiVersion, t.Name, t.Group))
@@ -469,8 +531,9 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error),
 	// Decoded strings may share memory with their whole file (see
 	// fastDecode), which a kept resource must not pin.
 	r.Kind, r.Name, r.Action = strings.Clone(r.Kind), strings.Clone(r.Name), strings.Clone(r.Action)
+	r.Namespace = internNamespace(r.Namespace)
 	for i, ref := range r.DependsOn {
-		r.DependsOn[i] = ObjectRef{Kind: strings.Clone(ref.Kind), Name: strings.Clone(ref.Name)}
+		r.DependsOn[i] = ObjectRef{Kind: strings.Clone(ref.Kind), Namespace: internNamespace(ref.Namespace), Name: strings.Clone(ref.Name)}
 	}
 	var warnings []Problem
 	if len(undeclared) > 0 {
@@ -492,7 +555,12 @@ func (c *compiledSchema) sourceOrEmpty() map[string]any {
 	return c.source
 }
 
-func parseDependsOn(d *Document, self ObjectRef, errs *problems) []ObjectRef {
+// parseDependsOn reads the dependencies of r, whose kind and namespace are
+// known. A dependency that names no namespace is in r's (or, when r is
+// cluster-scoped, in defaultNamespace), unless its kind is cluster-scoped:
+// then it has none, and naming one is refused. A kind lookup does not know
+// is taken as namespaced.
+func parseDependsOn(d *Document, r *Resource, lookup func(kind string) (*ResourceType, error), defaultNamespace string, errs *problems) []ObjectRef {
 	raw, present := d.Object["dependsOn"]
 	if !present || raw == nil {
 		return nil
@@ -502,6 +570,7 @@ func parseDependsOn(d *Document, self ObjectRef, errs *problems) []ObjectRef {
 		errs.add(d.Problem("/dependsOn", "must be a list of {kind, name}, not %s", describe(raw)))
 		return nil
 	}
+	self := r.Ref()
 	var refs []ObjectRef
 	seen := map[ObjectRef]bool{}
 	for i, e := range list {
@@ -528,7 +597,37 @@ func parseDependsOn(d *Document, self ObjectRef, errs *problems) []ObjectRef {
 			}
 			continue
 		}
-		ref := ObjectRef{Kind: kind, Name: name}
+		ns, hasNS := "", false
+		if v, present := m["namespace"]; present && v != nil {
+			s, isStr := v.(string)
+			if !isStr {
+				errs.add(d.Problem(at+"/namespace", "must be a string, not %s", describe(v)))
+				continue
+			}
+			if msgs := NamespaceProblems(s); s != "" && len(msgs) > 0 {
+				for _, msg := range msgs {
+					errs.add(d.Problem(at+"/namespace", "%s", msg))
+				}
+				continue
+			}
+			ns, hasNS = s, s != ""
+		}
+		namespaced := true
+		if t, err := lookup(kind); err == nil && t != nil {
+			namespaced = t.Namespaced()
+		}
+		switch {
+		case !namespaced && hasNS:
+			errs.add(d.Problem(at+"/namespace", "Invalid value: %s: %s is cluster-scoped and takes no namespace", strconv.Quote(ns), kind))
+			continue
+		case !namespaced:
+		case hasNS:
+		case r.Namespace != "":
+			ns = r.Namespace
+		default:
+			ns = defaultNamespace
+		}
+		ref := ObjectRef{Kind: kind, Namespace: ns, Name: name}
 		switch {
 		case ref == self:
 			errs.add(d.Problem(at, "a resource cannot depend on itself"))
@@ -540,6 +639,31 @@ func parseDependsOn(d *Document, self ObjectRef, errs *problems) []ObjectRef {
 		}
 	}
 	return refs
+}
+
+// namespaces holds one copy of each namespace met, up to a bound: a
+// repository has a few, shared by many resources, and a decoded string
+// may share memory with its whole file.
+var namespaces = struct {
+	gosync.Mutex
+	m map[string]string
+}{m: map[string]string{DefaultNamespace: DefaultNamespace}}
+
+// internNamespace returns the held copy of ns, or a copy of its own.
+func internNamespace(ns string) string {
+	if ns == "" {
+		return ""
+	}
+	namespaces.Lock()
+	defer namespaces.Unlock()
+	if held, ok := namespaces.m[ns]; ok {
+		return held
+	}
+	own := strings.Clone(ns)
+	if len(namespaces.m) < 4096 {
+		namespaces.m[own] = own
+	}
+	return own
 }
 
 // sharedMaps holds the label and annotation maps that parsed resources

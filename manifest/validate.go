@@ -14,11 +14,11 @@ import (
 )
 
 // Set is a validated set of manifests: every type compiled, every resource's
-// spec defaulted, valid and hashed, no (kind, name) twice.
+// spec defaulted, valid and hashed, no (kind, namespace, name) twice.
 type Set struct {
 	// Types are sorted by name.
 	Types []*ResourceType
-	// Resources are sorted by kind, then name.
+	// Resources are sorted by kind, then namespace, then name.
 	Resources []*Resource
 	// Warnings are about what the manifests hold that is ignored, such as
 	// the metadata fields a server sets: at most one per file, sorted as
@@ -43,16 +43,18 @@ type TypeResolver func(name string) *ResourceType
 // Fields a spec's schema does not declare are refused (UnknownFieldsStrict).
 // It returns a *ValidationError listing every problem, or the Set.
 func Validate(docs []*Document, known TypeResolver) (*Set, error) {
-	return ValidateWith(docs, known, UnknownFieldsStrict)
+	return ValidateWith(docs, known, UnknownFieldsStrict, DefaultNamespace)
 }
 
 // ValidateWith is Validate with unknown saying what to do with the fields
-// of a spec that its schema does not declare.
-func ValidateWith(docs []*Document, known TypeResolver, unknown UnknownFields) (*Set, error) {
+// of a spec that its schema does not declare, and defaultNamespace the
+// namespace of resources of namespaced kinds that name none
+// (DefaultNamespace when empty).
+func ValidateWith(docs []*Document, known TypeResolver, unknown UnknownFields, defaultNamespace string) (*Set, error) {
 	var entries []*fileEntry
 	for _, d := range docs {
 		if len(entries) == 0 || entries[len(entries)-1].path != d.File {
-			entries = append(entries, &fileEntry{path: d.File, unknown: unknown.orStrict()})
+			entries = append(entries, &fileEntry{path: d.File, unknown: unknown.orStrict(), defaultNS: orDefault(defaultNamespace)})
 		}
 		e := entries[len(entries)-1]
 		e.docs = append(e.docs, d)
@@ -76,6 +78,9 @@ type Validator struct {
 	// UnknownFields says what to do with the fields of a spec that its
 	// schema does not declare; zero is UnknownFieldsStrict.
 	UnknownFields UnknownFields
+	// DefaultNamespace is the namespace of resources of namespaced kinds
+	// that name none; empty is DefaultNamespace.
+	DefaultNamespace string
 
 	mu    gosync.Mutex
 	cache map[fileKey]*fileEntry
@@ -135,6 +140,9 @@ type fileEntry struct {
 	resWarnings []Problem
 	used        []typeUse
 	unknown     UnknownFields
+	// defaultNS is the namespace its resources of namespaced kinds that
+	// name none were placed in.
+	defaultNS string
 }
 
 // typeUse records which type a kind resolved to when a file's resources were
@@ -196,6 +204,9 @@ func (v *Validator) ValidateFiles(files []File, known TypeResolver) (*Set, error
 		if mode := v.UnknownFields.orStrict(); e.unknown != mode {
 			e.unknown, e.resValid = mode, false
 		}
+		if ns := orDefault(v.DefaultNamespace); e.defaultNS != ns {
+			e.defaultNS, e.resValid = ns, false
+		}
 		e.data = f.Data
 		entries[i] = e
 	}
@@ -240,6 +251,14 @@ func (v *Validator) ValidateFiles(files []File, known TypeResolver) (*Set, error
 		set.Resources = slices.Clone(set.Resources)
 	}
 	return set, err
+}
+
+// orDefault returns ns, or DefaultNamespace when it is empty.
+func orDefault(ns string) string {
+	if ns == "" {
+		return DefaultNamespace
+	}
+	return ns
 }
 
 // mayDeclareTypes reports whether data may hold a ResourceType document: a
@@ -433,17 +452,31 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 			decode(e)
 		}
 		e.used = e.used[:0]
-		for _, d := range e.docs {
-			kind, _ := d.Object["kind"].(string)
-			if IsTypeDocument(d.Object) || slicesContainsKind(e.used, kind) || slices.Contains(missing, kind) {
-				continue
+		use := func(kind string) {
+			if slicesContainsKind(e.used, kind) || slices.Contains(missing, kind) {
+				return
 			}
 			r, ok := resolved[kind]
 			if !ok {
 				missing = append(missing, kind)
-				continue
+				return
 			}
 			e.used = append(e.used, typeUse{strings.Clone(kind), r.identity})
+		}
+		for _, d := range e.docs {
+			if IsTypeDocument(d.Object) {
+				continue
+			}
+			kind, _ := d.Object["kind"].(string)
+			use(kind)
+			// The scope of a dependency's kind says its namespace.
+			deps, _ := d.Object["dependsOn"].([]any)
+			for _, dep := range deps {
+				m, _ := dep.(map[string]any)
+				if k, _ := m["kind"].(string); ValidKindName(k) {
+					use(k)
+				}
+			}
 		}
 		if len(missing) > 0 {
 			return missing
@@ -515,9 +548,17 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 	return set, nil
 }
 
-// compareRefs orders resources by kind, then name: the order of a Set.
-func compareRefs(a, b *Resource) int {
+// compareRefs orders resources by kind, then namespace, then name: the
+// order of a Set.
+func compareRefs(a, b *Resource) int { return CompareResources(a, b) }
+
+// CompareResources orders resources by kind, then namespace, then name
+// (see ObjectRef.Compare): the order of a Set's resources.
+func CompareResources(a, b *Resource) int {
 	if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
 		return c
 	}
 	return strings.Compare(a.Name, b.Name)
@@ -644,7 +685,7 @@ func (e *fileEntry) parseResources(lookup func(kind string) (*ResourceType, erro
 		if IsTypeDocument(d.Object) {
 			continue
 		}
-		r, ps, ws := parseResource(d, lookup, e.unknown)
+		r, ps, ws := parseResource(d, lookup, e.unknown, e.defaultNS)
 		e.resProblems = append(e.resProblems, ps...)
 		e.resWarnings = append(e.resWarnings, ws...)
 		if r != nil {
@@ -692,7 +733,8 @@ func parallel(workers, n int, f func(i int)) {
 }
 
 // Fingerprint identifies everything about the type that affects its
-// resources: group, default action, name format and each version's schema.
+// resources: group, default action, scope, name format and each version's
+// schema.
 func (t *ResourceType) Fingerprint() string {
 	if t.fingerprint != "" {
 		return t.fingerprint
@@ -702,6 +744,10 @@ func (t *ResourceType) Fingerprint() string {
 	if t.NameFormat == NameLabel {
 		// Only when not the default: the fingerprints of other types stay.
 		b.WriteString("\x00name:label")
+	}
+	if !t.Namespaced() {
+		// Likewise.
+		b.WriteString("\x00scope:cluster")
 	}
 	for _, v := range t.Versions {
 		fmt.Fprintf(&b, "\x00%s\x00%s\x00%t", v.Name, v.Schema, v.Deprecated)

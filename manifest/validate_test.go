@@ -244,7 +244,7 @@ func TestValidateResourceProblems(t *testing.T) {
 		{"no version", "apiVersion: infra.example.com\nkind: DatabaseCluster\nmetadata: {name: a}\n" + ok, "use infra.example.com/<version>"},
 		{"spec not an object", "apiVersion: infra.example.com/v1\nkind: DatabaseCluster\nmetadata: {name: a}\nspec: [1]\n", "spec: must be an object, not a list"},
 		{"unknown field", "apiVersion: infra.example.com/v1\nkind: DatabaseCluster\nmetadata: {name: a}\n" + ok + "dependOn: []\n", "dependOn: unknown field"},
-		{"unknown metadata field", "apiVersion: infra.example.com/v1\nkind: DatabaseCluster\nmetadata: {name: a, namespace: b}\n" + ok, "metadata.namespace: unknown field"},
+		{"unknown metadata field", "apiVersion: infra.example.com/v1\nkind: DatabaseCluster\nmetadata: {name: a, nmespace: b}\n" + ok, "metadata.nmespace: unknown field"},
 		{"label not a string", "apiVersion: infra.example.com/v1\nkind: DatabaseCluster\nmetadata: {name: a, labels: {tier: 1}}\n" + ok, "metadata.labels.tier: must be a string, not a number"},
 		{"bad label value", "apiVersion: infra.example.com/v1\nkind: DatabaseCluster\nmetadata: {name: a, labels: {tier: 'a b'}}\n" + ok, "invalid label value"},
 		{"bad label key", "apiVersion: infra.example.com/v1\nkind: DatabaseCluster\nmetadata: {name: a, labels: {'-x': y}}\n" + ok, "invalid label key"},

@@ -155,6 +155,12 @@ func TestValidatorAssemblesAsAFreshOne(t *testing.T) {
 					// Generator metadata: ignored, with a warning.
 					d = strings.Replace(d, "metadata:\n", "metadata:\n  uid: 1234\n", 1)
 				}
+				if rng.IntN(3) == 0 {
+					// A namespace: the same name may be in several, and
+					// "default" is where one without is.
+					ns := []string{"team-a", "team-b", "default"}[rng.IntN(3)]
+					d = strings.Replace(d, "metadata:\n", "metadata:\n  namespace: "+ns+"\n", 1)
+				}
 				return d
 			}
 			for i := range 40 {
@@ -172,8 +178,14 @@ func TestValidatorAssemblesAsAFreshOne(t *testing.T) {
 				for _, p := range paths() {
 					docs := strings.Split(tree[p], "---\n")
 					for i, d := range docs {
-						n := d[strings.Index(d, "name: ")+6:]
+						n := d[strings.Index(d, "  name: ")+8:]
 						n = n[:strings.IndexByte(n, '\n')]
+						ns := "default"
+						if i := strings.Index(d, "namespace: "); i >= 0 {
+							ns = d[i+11:]
+							ns = ns[:strings.IndexByte(ns, '\n')]
+						}
+						n = ns + "/" + n
 						if seen[n] || strings.Contains(d, "oracle") {
 							unique++
 							docs[i] = dbResource(fmt.Sprintf("db-u%03d", unique), "  engine: mysql\n  storage_gb: 20\n")

@@ -69,11 +69,11 @@ func newStoreCollector(src Source, opts Options) *storeCollector {
 			"Resources suspended through the API or by their no8s.io/suspend annotation.", nil, nil),
 		resInfo: prometheus.NewDesc(name("resource_info"),
 			"Always 1, one series per resource (up to the limit, those not ready first): "+
-				"its kind, name, source, action instance, status and whether it is suspended, to join on.",
-			[]string{"kind", "name", "source", "action", "phase", "suspended"}, nil),
+				"its kind, namespace (empty for a cluster-scoped kind), name, source, action instance, status and whether it is suspended, to join on.",
+			[]string{"kind", "namespace", "name", "source", "action", "phase", "suspended"}, nil),
 		resReady: prometheus.NewDesc(name("resource_ready"),
 			"1 when the resource is ready at its current generation, 0 otherwise (up to the limit, those not ready first).",
-			[]string{"kind", "name"}, nil),
+			[]string{"kind", "namespace", "name"}, nil),
 		resDropped: prometheus.NewDesc(name("resource_series_dropped"),
 			"Resources left out of no8s_resource_info and no8s_resource_ready by the limit on their series; "+
 				"all of them are ready, unless more resources than the limit are not.", nil, nil),
@@ -235,12 +235,12 @@ func (c *storeCollector) resourceStates(ctx context.Context) ([]store.ResourceSt
 func (c *storeCollector) collectResources(ch chan<- prometheus.Metric, states []store.ResourceState, stats *store.Stats) {
 	for _, s := range states {
 		ch <- prometheus.MustNewConstMetric(c.resInfo, prometheus.GaugeValue, 1,
-			s.Kind, s.Name, s.Source, s.Action, string(s.Phase), strconv.FormatBool(s.Suspended))
+			s.Kind, s.Namespace, s.Name, s.Source, s.Action, string(s.Phase), strconv.FormatBool(s.Suspended))
 		ready := 0.0
 		if s.Ready {
 			ready = 1
 		}
-		ch <- prometheus.MustNewConstMetric(c.resReady, prometheus.GaugeValue, ready, s.Kind, s.Name)
+		ch <- prometheus.MustNewConstMetric(c.resReady, prometheus.GaugeValue, ready, s.Kind, s.Namespace, s.Name)
 	}
 	total := 0
 	for _, n := range stats.ByPhase {

@@ -46,11 +46,14 @@ func openStore(t *testing.T) *postgres.Store {
 
 var src = store.SourceRef{Name: "infra", Path: "widgets.yaml", Revision: "main@sha1:0123456789abcdef0123456789abcdef01234567"}
 
-// widget declares a Widget named name.
-func widget(name string) *manifest.Resource {
+// widget declares a Widget named name, in the default namespace.
+func widget(name string) *manifest.Resource { return widgetIn(manifest.DefaultNamespace, name) }
+
+// widgetIn declares a Widget named name in namespace ns.
+func widgetIn(ns, name string) *manifest.Resource {
 	spec := `{"name":"` + name + `"}`
 	sum := sha256.Sum256([]byte(spec))
-	return &manifest.Resource{Kind: "Widget", Group: "example.com", Version: "v1", Name: name,
+	return &manifest.Resource{Kind: "Widget", Group: "example.com", Version: "v1", Namespace: ns, Name: name,
 		Spec: json.RawMessage(spec), SpecHash: "sha256:" + hex.EncodeToString(sum[:]), Action: "noop",
 		Origin: manifest.Origin{File: "widgets.yaml", Line: 1}}
 }

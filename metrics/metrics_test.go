@@ -54,7 +54,7 @@ func TestStoreGauges(t *testing.T) {
 					Waiting: true, WaitForReady: []manifest.ObjectRef{{Kind: "Widget", Name: "zz"}},
 					Requeue: true, RequeueAfter: time.Hour})
 				// e is to be deleted and due; f stays due (pending).
-				e, err := st.GetResourceByName(t.Context(), "Widget", "e")
+				e, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Widget", Namespace: "default", Name: "e"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -567,7 +567,7 @@ func TestResourceSeries(t *testing.T) {
 	complete(t, st, cs[0], readyCompletion(cs[0]))
 	complete(t, st, cs[1], readyCompletion(cs[1]))
 	complete(t, st, cs[2], failedCompletion(cs[2]))
-	d, err := st.GetResourceByName(t.Context(), "Widget", "d")
+	d, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Widget", Namespace: "default", Name: "d"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +577,7 @@ func TestResourceSeries(t *testing.T) {
 	m := metrics.New(st, metrics.Options{ResourceSeriesLimit: 3, ResourceSeriesEvery: time.Hour})
 	got := scrape(t, m.Handler())
 	info := func(name, phase, suspended string) map[string]string {
-		return map[string]string{"kind": "Widget", "name": name, "source": "infra", "action": "noop", "phase": phase, "suspended": suspended}
+		return map[string]string{"kind": "Widget", "namespace": "default", "name": name, "source": "infra", "action": "noop", "phase": phase, "suspended": suspended}
 	}
 	for _, want := range []map[string]string{info("c", "failed", "false"), info("d", "pending", "true"), info("a", "ready", "false")} {
 		if v := got.value(t, "no8s_resource_info", want); v != 1 {
@@ -588,7 +588,7 @@ func TestResourceSeries(t *testing.T) {
 		t.Error("b is beyond the limit but has a series")
 	}
 	for name, want := range map[string]float64{"a": 1, "c": 0, "d": 0} {
-		if v := got.value(t, "no8s_resource_ready", map[string]string{"kind": "Widget", "name": name}); v != want {
+		if v := got.value(t, "no8s_resource_ready", map[string]string{"kind": "Widget", "namespace": "default", "name": name}); v != want {
 			t.Errorf("no8s_resource_ready{name=%q} = %v, want %v", name, v, want)
 		}
 	}
@@ -664,5 +664,30 @@ func TestAgentsGauge(t *testing.T) {
 	}
 	if v := got.value(t, "no8s_agents", map[string]string{"state": "gone"}); v != 0 {
 		t.Errorf("no8s_agents{state=gone} = %v, want 0", v)
+	}
+}
+
+// TestResourceSeriesNamespaces: one kind and name in two namespaces are two
+// resources, with a series each that the namespace tells apart; without
+// it, the scrape would hold two series of the same labels and fail.
+func TestResourceSeriesNamespaces(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	putWidgetType(t, st)
+	for _, ns := range []string{"team-a", "team-b"} {
+		if _, err := st.CreateResource(t.Context(), widgetIn(ns, "web"), src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := scrape(t, metrics.New(st, metrics.Options{ResourceSeriesLimit: 10}).Handler())
+	for _, ns := range []string{"team-a", "team-b"} {
+		labels := map[string]string{"kind": "Widget", "namespace": ns, "name": "web", "source": "infra", "action": "noop",
+			"phase": "pending", "suspended": "false"}
+		if v := got.value(t, "no8s_resource_info", labels); v != 1 {
+			t.Errorf("no8s_resource_info%v = %v, want 1", labels, v)
+		}
+		if v := got.value(t, "no8s_resource_ready", map[string]string{"kind": "Widget", "namespace": ns, "name": "web"}); v != 0 {
+			t.Errorf("no8s_resource_ready in %s = %v, want 0", ns, v)
+		}
 	}
 }

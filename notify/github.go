@@ -132,7 +132,7 @@ func (c *CommitStatus) outcome(ctx context.Context, n *store.Notice, src *store.
 	for _, r := range rs {
 		switch {
 		case r.Phase == manifest.PhaseFailed:
-			failed = append(failed, r.Kind+"/"+r.Name)
+			failed = append(failed, r.Ref().String())
 		case r.Phase == manifest.PhaseReady && r.ObservedGeneration == r.Generation:
 			ready++
 		case r.Suspended():

@@ -20,6 +20,7 @@ import (
 	gosync "sync"
 	"time"
 
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/store"
 )
@@ -40,9 +41,16 @@ type Event struct {
 
 // Resource names the resource an Event is about.
 type Resource struct {
-	Kind       string `json:"kind"`
+	Kind string `json:"kind"`
+	// Namespace is empty for a resource of a cluster-scoped kind.
+	Namespace  string `json:"namespace,omitempty"`
 	Name       string `json:"name"`
 	Generation int64  `json:"generation"`
+}
+
+// Ref names the resource as messages write it (see manifest.ObjectRef.String).
+func (r *Resource) Ref() manifest.ObjectRef {
+	return manifest.ObjectRef{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
 }
 
 // NewEvent returns the event of a notice.
@@ -50,7 +58,7 @@ func NewEvent(n *store.Notice) Event {
 	e := Event{ID: n.ID, Event: n.Event, Time: n.CreatedAt, Severity: n.Severity, Source: n.Source,
 		Revision: string(n.Revision), Message: n.Message}
 	if n.Kind != "" {
-		e.Resource = &Resource{Kind: n.Kind, Name: n.Name, Generation: n.Generation}
+		e.Resource = &Resource{Kind: n.Kind, Namespace: n.Namespace, Name: n.Name, Generation: n.Generation}
 	}
 	return e
 }
@@ -58,7 +66,7 @@ func NewEvent(n *store.Notice) Event {
 // Subject is a one-line summary of an event, for chat messages.
 func (e Event) Subject() string {
 	if e.Resource != nil {
-		return e.Event + " " + e.Resource.Kind + "/" + e.Resource.Name + " (source " + e.Source + ")"
+		return e.Event + " " + e.Resource.Ref().String() + " (source " + e.Source + ")"
 	}
 	return e.Event + " source " + e.Source
 }
@@ -93,6 +101,10 @@ type Alert struct {
 	Events  []string
 	Sources []string
 	Kinds   []string
+	// Namespaces select events about resources in these namespaces: events
+	// about sources, and about cluster-scoped resources, never match an
+	// alert with namespaces.
+	Namespaces []string
 	// Labels must all be on the resource (events about sources never
 	// match an alert with labels).
 	Labels map[string]string
@@ -111,6 +123,9 @@ func (a Alert) matches(n *store.Notice) bool {
 		return false
 	}
 	if len(a.Kinds) > 0 && !slices.Contains(a.Kinds, n.Kind) {
+		return false
+	}
+	if len(a.Namespaces) > 0 && (n.Namespace == "" || !slices.Contains(a.Namespaces, n.Namespace)) {
 		return false
 	}
 	for k, v := range a.Labels {

@@ -22,6 +22,11 @@ func notice(event, source, kind string, labels map[string]string) *store.Notice 
 		CreatedAt: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)}
 }
 
+func inNamespace(n *store.Notice, ns string) *store.Notice {
+	n.Namespace = ns
+	return n
+}
+
 func TestRoute(t *testing.T) {
 	t.Parallel()
 	d := notify.New(nil, notify.Options{
@@ -29,6 +34,7 @@ func TestRoute(t *testing.T) {
 			{Providers: []string{"chat", "hook"}},
 			{Providers: []string{"hook"}, Events: []string{store.EventDriftDetected}, Sources: []string{"infra"}},
 			{Providers: []string{"db-team"}, Kinds: []string{"DatabaseCluster"}, Labels: map[string]string{"team": "db"}},
+			{Providers: []string{"team-a"}, Namespaces: []string{"team-a"}, Events: []string{store.EventResourceFailed, store.EventSourceFailed}},
 		},
 		Commits: []string{"commits"},
 		Follows: func(_, source string) bool { return source == "infra" },
@@ -46,6 +52,11 @@ func TestRoute(t *testing.T) {
 		{"labels that differ", notice(store.EventResourceRecovered, "apps", "DatabaseCluster", map[string]string{"team": "web"}),
 			[]string{"chat", "hook"}},
 		{"a source's event never matches labels", notice(store.EventSourceFailed, "apps", "", nil), []string{"chat", "hook"}},
+		{"a failure in team-a's namespace", inNamespace(notice(store.EventResourceFailed, "infra", "Widget", nil), "team-a"),
+			[]string{"chat", "hook", "team-a"}},
+		{"a failure in team-b's namespace", inNamespace(notice(store.EventResourceFailed, "infra", "Widget", nil), "team-b"), []string{"chat", "hook"}},
+		{"a cluster-scoped failure never matches namespaces", notice(store.EventResourceFailed, "infra", "Zone", nil), []string{"chat", "hook"}},
+		{"a source's event never matches namespaces", notice(store.EventSourceFailed, "infra", "", nil), []string{"chat", "hook"}},
 		{"applied revision to commit statuses", notice(store.EventRevisionApplied, "infra", "", nil), []string{"commits"}},
 		{"applied revision of a source not followed", notice(store.EventRevisionApplied, "apps", "", nil), nil},
 	}
@@ -64,12 +75,13 @@ func TestWebhookDeliver(t *testing.T) {
 	const secret = "s3cret-for-hmac-01"
 	r := notifytest.NewReceiver(t, secret)
 	w := &notify.Webhook{URL: r.URL + "/hook?token=query-secret", Secret: secret}
-	n := notice(store.EventResourceFailed, "infra", "Widget", nil)
+	n := inNamespace(notice(store.EventResourceFailed, "infra", "Widget", nil), "team-a")
 	if done, _, err := w.Deliver(t.Context(), n, store.Delivery{}); !done || err != nil {
 		t.Fatalf("Deliver = %v, %v", done, err)
 	}
 	got := r.Accepted()
 	if len(got) != 1 || got[0].ID != 7 || got[0].Event.Resource == nil || got[0].Event.Resource.Generation != 3 ||
+		got[0].Event.Resource.Namespace != "team-a" ||
 		got[0].Event.Message != "boom" || !got[0].Event.Time.Equal(n.CreatedAt) || len(r.Bad()) > 0 {
 		t.Fatalf("accepted %+v, bad %q", got, r.Bad())
 	}
@@ -102,6 +114,16 @@ func TestSlackText(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("Text lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// TestSlackTextNamespace: a resource outside the default namespace is
+// written Kind/namespace/name, as the CLI takes it.
+func TestSlackTextNamespace(t *testing.T) {
+	t.Parallel()
+	e := notify.NewEvent(inNamespace(notice(store.EventResourceFailed, "infra", "Widget", nil), "team-a"))
+	if got := (&notify.Slack{}).Text(e); !strings.Contains(got, "Widget/team-a/x (generation 3)") {
+		t.Errorf("Text lacks the namespace:\n%s", got)
 	}
 }
 
@@ -138,5 +160,31 @@ func TestSlackDeliver(t *testing.T) {
 	}
 	if !strings.Contains(got.Text, "*SourceFailed* in source *infra*") || !strings.Contains(got.Text, "```boom with ***```") {
 		t.Errorf("Slack got %q", got.Text)
+	}
+}
+
+// TestEventNamespace: an event about a resource names its namespace, in
+// its JSON and its subject; one in the default namespace, or of a
+// cluster-scoped kind, reads as before.
+func TestEventNamespace(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ ns, subject, resource string }{
+		{"team-a", "ResourceFailed Widget/team-a/x (source infra)", `{"kind":"Widget","namespace":"team-a","name":"x","generation":3}`},
+		{"default", "ResourceFailed Widget/x (source infra)", `{"kind":"Widget","namespace":"default","name":"x","generation":3}`},
+		{"", "ResourceFailed Widget/x (source infra)", `{"kind":"Widget","name":"x","generation":3}`},
+	} {
+		n := notice(store.EventResourceFailed, "infra", "Widget", nil)
+		n.Namespace = tc.ns
+		e := notify.NewEvent(n)
+		if got := e.Subject(); got != tc.subject {
+			t.Errorf("namespace %q: subject %q, want %q", tc.ns, got, tc.subject)
+		}
+		b, err := json.Marshal(e.Resource)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != tc.resource {
+			t.Errorf("namespace %q: resource %s, want %s", tc.ns, b, tc.resource)
+		}
 	}
 }

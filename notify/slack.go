@@ -37,7 +37,7 @@ func (s *Slack) Text(e Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s *%s*", icons[e.Severity], e.Event)
 	if e.Resource != nil {
-		fmt.Fprintf(&b, " %s/%s (generation %d)", e.Resource.Kind, e.Resource.Name, e.Resource.Generation)
+		fmt.Fprintf(&b, " %s (generation %d)", e.Resource.Ref(), e.Resource.Generation)
 	}
 	fmt.Fprintf(&b, " in source *%s*", e.Source)
 	if e.Revision != "" {

@@ -422,10 +422,10 @@ func (p *Previewer) actionPlans(ctx context.Context, src *Source, snap *source.S
 		if len(out) == maxActionPlans {
 			break
 		}
-		ap := sync.ActionPlan{Kind: c.Kind, Name: c.Name, Instance: name}
+		ap := sync.ActionPlan{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, Instance: name}
 		planCtx, cancel := context.WithTimeout(ctx, planTimeout)
 		res, err := planner.Plan(planCtx, &action.Request{Operation: action.OperationPlan, Instance: name, Trigger: "preview",
-			Reporter: action.NoopReporter{}, Resource: action.Resource{ID: c.ID, Kind: c.Kind, Name: c.Name, Labels: c.Labels,
+			Reporter: action.NoopReporter{}, Resource: action.Resource{ID: c.ID, Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, Labels: c.Labels,
 				Spec: c.After, PluginConfig: c.PluginConfig, Generation: c.Generation, Source: src.Target.Name,
 				Revision: string(snap.Revision)}})
 		cancel()

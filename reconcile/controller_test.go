@@ -410,7 +410,7 @@ func TestDependencyCycle(t *testing.T) {
 			t.Errorf("%s: Ready = %+v", name, c)
 		}
 	}
-	a, _ := st.GetResourceByName(t.Context(), "Widget", "a")
+	a, _ := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Widget", Name: "a"})
 	if msg := condition(t, a, manifest.ConditionReady).Message; msg != "dependency cycle: Widget/a -> Widget/b -> Widget/c -> Widget/a" {
 		t.Errorf("cycle message = %q", msg)
 	}

@@ -218,7 +218,7 @@ func waitPhase(t *testing.T, st store.Store, name string, phase manifest.Phase, 
 	var r *store.Resource
 	waitFor(t, 20*time.Second, fmt.Sprintf("%s to be %s at generation %d", name, phase, gen), func() (bool, string) {
 		var err error
-		r, err = st.GetResourceByName(context.Background(), "Widget", name)
+		r, err = st.GetResourceByName(context.Background(), manifest.ObjectRef{Kind: "Widget", Name: name})
 		if err != nil {
 			return false, err.Error()
 		}

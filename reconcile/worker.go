@@ -93,7 +93,7 @@ func (c *Controller) work(ctx context.Context, cl *store.Claim, comp *completer,
 		log:   &lazyLog{base: c.log, cl: cl, trigger: trigger},
 		conds: slices.Clone(cl.Conditions),
 		rec: &store.ReconcileRecord{
-			ResourceID: cl.ID, Kind: cl.Kind, Name: cl.Name, Generation: cl.Generation,
+			ResourceID: cl.ID, Kind: cl.Kind, Namespace: cl.Namespace, Name: cl.Name, Generation: cl.Generation,
 			SourceRevision: cl.Source.Revision, Trigger: trigger, Phase: stageInitializing,
 			AgentID: c.opts.AgentID, StartedAt: time.Now().UTC(),
 		},
@@ -235,7 +235,7 @@ func (a *attempt) request(inst action.Instance, op action.Operation, k *keeper) 
 		// systems that check it.
 		FencingToken: cl.Lease.Token,
 		Resource: action.Resource{
-			ID: cl.ID, Kind: cl.Kind, APIVersion: cl.APIVersion(), Name: cl.Name,
+			ID: cl.ID, Kind: cl.Kind, APIVersion: cl.APIVersion(), Namespace: cl.Namespace, Name: cl.Name,
 			Labels: cl.Labels, Annotations: cl.Annotations, Spec: cl.Spec, PluginConfig: cl.PluginConfig, Generation: cl.Generation,
 			Outputs: cl.Outputs, Source: cl.Source.Name, Revision: string(cl.Source.Revision),
 		},

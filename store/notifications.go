@@ -40,9 +40,10 @@ type Notice struct {
 	Severity string
 	Source   string
 	Revision manifest.Revision
-	// Kind, Name, Generation and Labels are those of the resource the
-	// notification is about; empty for a source's.
+	// Kind, Namespace, Name, Generation and Labels are those of the
+	// resource the notification is about; empty for a source's.
 	Kind       string
+	Namespace  string
 	Name       string
 	Generation int64
 	Labels     map[string]string

@@ -24,7 +24,8 @@ var (
 	// ErrNotFound means the addressed record does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrConflict means the write collides with an existing record, such as a
-	// (kind, name) that already exists or is owned by another source.
+	// (kind, namespace, name) that already exists or is owned by another
+	// source.
 	ErrConflict = errors.New("conflict")
 	// ErrInUse means the record cannot be removed because others depend on it,
 	// such as a resource type that live resources still use.
@@ -88,6 +89,12 @@ type ResourceType struct {
 	Description   string
 	Action        string
 	DriftInterval time.Duration
+	// Scope says whether the type's resources live in namespaces; every
+	// version of a name has the same. Empty only on rows stored before
+	// types had a scope, until their source writes them again: they are
+	// namespaced, and their resources in the namespace the store was
+	// migrated with (see PutResourceType).
+	Scope manifest.Scope
 	// Schema is the OpenAPI v3 schema of the version's spec.
 	Schema json.RawMessage
 	// Deprecated versions still validate, but their use is warned of.
@@ -229,6 +236,7 @@ type Applied struct {
 type ResourceDigest struct {
 	ID         int64
 	Kind       string
+	Namespace  string
 	Name       string
 	SpecHash   string
 	Action     string
@@ -242,9 +250,9 @@ type ResourceDigest struct {
 	Path string
 }
 
-// Ref returns the resource's kind and name.
+// Ref returns the resource's kind, namespace and name.
 func (d ResourceDigest) Ref() manifest.ObjectRef {
-	return manifest.ObjectRef{Kind: d.Kind, Name: d.Name}
+	return manifest.ObjectRef{Kind: d.Kind, Namespace: d.Namespace, Name: d.Name}
 }
 
 // Topics of Notify. Writes that make resources due (creations, new
@@ -284,6 +292,7 @@ const (
 type StatusEvent struct {
 	ID                 int64          `json:"id"`
 	Kind               string         `json:"kind"`
+	Namespace          string         `json:"namespace"`
 	Name               string         `json:"name"`
 	Source             string         `json:"source"`
 	Phase              manifest.Phase `json:"status"`
@@ -328,8 +337,8 @@ type Stats struct {
 // ResourceState is what metrics show of each resource: no spec, no status
 // message, so that listing every resource stays cheap.
 type ResourceState struct {
-	Kind, Name, Source, Action string
-	Phase                      manifest.Phase
+	Kind, Namespace, Name, Source, Action string
+	Phase                                 manifest.Phase
 	// Ready is true when the resource is ready at its current generation.
 	Ready     bool
 	Suspended bool
@@ -337,8 +346,13 @@ type ResourceState struct {
 
 // ResourceFilter selects resources in ListResources. Zero fields match all.
 type ResourceFilter struct {
-	Kind  string
-	Phase manifest.Phase
+	Kind string
+	// Name selects resources of that name, in whatever namespace.
+	Name string
+	// Namespaces, when not nil, selects only resources in these
+	// namespaces; "" among them selects cluster-scoped resources.
+	Namespaces []string
+	Phase      manifest.Phase
 	// Action is the action instance the resources are bound to.
 	Action string
 	Source string
@@ -348,7 +362,7 @@ type ResourceFilter struct {
 	After int64
 	// IDs, when not nil, selects only these resources.
 	IDs []int64
-	// Refs, when not nil, selects only these kind/name pairs.
+	// Refs, when not nil, selects only these kind/namespace/name refs.
 	Refs []manifest.ObjectRef
 	// DependsOn, when set, selects the resources that list it in dependsOn.
 	DependsOn *manifest.ObjectRef
@@ -518,6 +532,7 @@ type ReconcileRecord struct {
 	ID             int64
 	ResourceID     int64
 	Kind           string
+	Namespace      string
 	Name           string
 	Generation     int64
 	SourceRevision manifest.Revision
@@ -722,7 +737,17 @@ type SyncRecord struct {
 type Store interface {
 	// PutResourceType creates or updates the (Name, Version) row. It fails
 	// with an *OwnerConflictError when the row belongs to another source, and
-	// with ErrConflict when another version of the name has a different group.
+	// with ErrConflict when another version of the name has a different group,
+	// or a different scope while resources of the name exist (a change of
+	// scope would change their identity). A scope written over rows stored
+	// before types had one (empty) is theirs from now on, on every version
+	// of the name; when it is ScopeCluster, the resources of the name, which
+	// the migration placed in the namespace it recorded, lose their
+	// namespace, and dependencies on them too: the type was cluster-scoped
+	// all along. That fails with ErrConflict when some are in another
+	// namespace.
+	//
+	// The scope written is t.Scope, ScopeNamespaced when empty.
 	PutResourceType(ctx context.Context, t *ResourceType) (*ResourceType, error)
 	GetResourceType(ctx context.Context, id int64) (*ResourceType, error)
 	GetResourceTypeByName(ctx context.Context, name, version string) (*ResourceType, error)
@@ -733,10 +758,10 @@ type Store interface {
 	DeleteResourceType(ctx context.Context, name, version string) error
 
 	// CreateResource inserts a new resource at generation 1, phase pending.
-	// It fails with ErrConflict when (Kind, Name) exists.
+	// It fails with ErrConflict when (Kind, Namespace, Name) exists.
 	CreateResource(ctx context.Context, r *manifest.Resource, src SourceRef) (*Resource, error)
 	// ApplyResource creates the resource or updates the one with the same
-	// (Kind, Name) owned by src.Name. The generation goes up by one exactly when
+	// (Kind, Namespace, Name) owned by src.Name. The generation goes up by one exactly when
 	// SpecHash or Action differ from the stored ones; labels, annotations,
 	// dependsOn and the source path and revision are refreshed either way. A
 	// resource whose deletion was requested is brought back with a new
@@ -748,7 +773,8 @@ type Store interface {
 	// source fails with an *OwnerConflictError and is left untouched.
 	ApplyResource(ctx context.Context, r *manifest.Resource, src SourceRef) (*Resource, ApplyOutcome, error)
 	GetResource(ctx context.Context, id int64) (*Resource, error)
-	GetResourceByName(ctx context.Context, kind, name string) (*Resource, error)
+	// GetResourceByName returns the resource ref names, or ErrNotFound.
+	GetResourceByName(ctx context.Context, ref manifest.ObjectRef) (*Resource, error)
 	// ListResources returns resources ordered by ID.
 	ListResources(ctx context.Context, f ResourceFilter) ([]*Resource, error)
 	// SetResourceStatus writes the observed state of a resource.
@@ -912,11 +938,81 @@ type Store interface {
 	// that issued n began: a write followed by a fence is seen by whoever
 	// has heard the fence's version. Outside InTx only.
 	Fence(ctx context.Context) (int64, error)
+	// DefaultNamespace returns the default namespace the store records: the
+	// one the resources declared without a namespace were placed in.
+	DefaultNamespace(ctx context.Context) (string, error)
+	// SetDefaultNamespace records ns as the default namespace. When it
+	// differs from the one recorded while resources are in the recorded one
+	// it fails, changing nothing, with a *DefaultNamespaceError (which
+	// matches ErrConflict): those resources, declared without a namespace,
+	// would be destroyed and created again in ns.
+	SetDefaultNamespace(ctx context.Context, ns string) error
 	// Ping reports whether the backend is reachable and its schema current.
 	Ping(ctx context.Context) error
 	// Close releases the backend's resources.
 	Close()
 }
+
+// DefaultNamespaceError refuses a change of the default namespace while
+// resources are in the one recorded. It matches ErrConflict.
+type DefaultNamespaceError struct {
+	// Recorded is the default namespace the store records, Configured the
+	// one asked for, and Resources how many resources are in Recorded.
+	Recorded, Configured string
+	Resources            int
+}
+
+// Error implements error.
+func (e *DefaultNamespaceError) Error() string {
+	return fmt.Sprintf("the default namespace is %q in the configuration but %q in the store, which holds %d resource(s) there: "+
+		"changing it would destroy every resource declared without a namespace and create it again in %q. "+
+		"Declare metadata.namespace: %s explicitly in those manifests (they then stay where they are), or keep defaultNamespace: %s",
+		e.Configured, e.Recorded, e.Resources, e.Configured, e.Recorded, e.Recorded)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *DefaultNamespaceError) Is(target error) bool { return target == ErrConflict }
+
+// CheckDefaultNamespace says whether the default namespace may change from
+// recorded to configured while n resources are in recorded: nil when
+// it may (or does not change). Backends call it, so that both answer alike.
+func CheckDefaultNamespace(recorded, configured string, n int) error {
+	if !manifest.ValidNamespace(configured) {
+		return fmt.Errorf("default namespace %q: must be a DNS-1123 label: %w", configured, ErrInvalid)
+	}
+	if recorded == configured || n == 0 {
+		return nil
+	}
+	return &DefaultNamespaceError{Recorded: recorded, Configured: configured, Resources: n}
+}
+
+// ScopeOf returns the scope of a stored type: ScopeNamespaced for a row
+// stored before types had one.
+func (t *ResourceType) ScopeOf() manifest.Scope {
+	if t.Scope == manifest.ScopeCluster {
+		return manifest.ScopeCluster
+	}
+	return manifest.ScopeNamespaced
+}
+
+// ScopeChangeError refuses a change of a type's scope while resources of
+// it exist. It matches ErrConflict.
+type ScopeChangeError struct {
+	Type     string
+	From, To manifest.Scope
+	// Resources counts the resources of the type.
+	Resources int
+}
+
+// Error implements error.
+func (e *ScopeChangeError) Error() string {
+	return fmt.Sprintf("resource type %s cannot change its scope from %s to %s while %d resource(s) of it exist: "+
+		"it would change their identity (kind, namespace, name); remove them first, or keep the scope",
+		e.Type, e.From, e.To, e.Resources)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ScopeChangeError) Is(target error) bool { return target == ErrConflict }
 
 // Check refuses a filter no backend can serve: a negative limit or cursor,
 // or an unknown phase. Backends call it first, so that both answer alike.

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/no8s/no8s-agent/admission"
 	"github.com/no8s/no8s-agent/manifest"
@@ -70,19 +69,15 @@ func (s *Syncer) planChecked(ctx context.Context, st store.Store, t Target, snap
 }
 
 // find returns the resource of set named ref, or nil: by binary search, as
-// a Set's resources are in (kind, name) order, unless they are not.
+// a Set's resources are in (kind, namespace, name) order, unless they are
+// not.
 func find(set *manifest.Set, ref manifest.ObjectRef) *manifest.Resource {
-	compare := func(r *manifest.Resource, ref manifest.ObjectRef) int {
-		if c := strings.Compare(r.Kind, ref.Kind); c != 0 {
-			return c
-		}
-		return strings.Compare(r.Name, ref.Name)
-	}
+	compare := func(r *manifest.Resource, ref manifest.ObjectRef) int { return r.Ref().Compare(ref) }
 	if i, ok := slices.BinarySearchFunc(set.Resources, ref, compare); ok {
 		return set.Resources[i]
 	}
 	for _, r := range set.Resources {
-		if r.Kind == ref.Kind && r.Name == ref.Name {
+		if r.Ref() == ref {
 			return r
 		}
 	}
@@ -193,7 +188,7 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 			}
 			return nil
 		}
-		req := admission.Request{Kind: c.Kind, Name: c.Name, Operation: op, Source: t.Name,
+		req := admission.Request{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, Operation: op, Source: t.Name,
 			Revision: string(snap.Revision), DryRun: dryRun}
 		var err error
 		if r != nil {
@@ -206,14 +201,14 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 			if c.ID != 0 {
 				old, err = st.GetResource(ctx, c.ID)
 			} else {
-				old, err = st.GetResourceByName(ctx, c.Kind, c.Name)
+				old, err = st.GetResourceByName(ctx, c.Ref())
 			}
 			if errors.Is(err, store.ErrNotFound) {
 				// Gone since the plan was made: plan again.
-				return fmt.Errorf("read %s/%s for admission: %w", c.Kind, c.Name, errPlanMoved)
+				return fmt.Errorf("read %s for admission: %w", c.Ref(), errPlanMoved)
 			}
 			if err != nil {
-				return fmt.Errorf("read %s/%s for admission: %w", c.Kind, c.Name, err)
+				return fmt.Errorf("read %s for admission: %w", c.Ref(), err)
 			}
 			if req.OldObject, err = old.Resource.Object(); err != nil {
 				return err
@@ -229,7 +224,7 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 			return err
 		}
 		for _, w := range res.Warnings {
-			warnings = append(warnings, fmt.Sprintf("%s/%s: %s", c.Kind, c.Name, w))
+			warnings = append(warnings, fmt.Sprintf("%s: %s", c.Ref(), w))
 		}
 		at := manifest.Origin{File: c.File, Line: c.Line}
 		if r != nil {
@@ -238,7 +233,7 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 		if !res.Allowed {
 			denied = denied || !res.Denial.Failed
 			problems = append(problems, manifest.Problem{File: at.File, Line: at.Line, Document: at.Document,
-				Message: fmt.Sprintf("%s %s/%s: %s", op, c.Kind, c.Name, res.Denial.Error())})
+				Message: fmt.Sprintf("%s %s: %s", op, c.Ref(), res.Denial.Error())})
 			return nil
 		}
 		if !res.Patched || r == nil {
@@ -249,13 +244,13 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 				return err
 			}
 		}
-		mutated, ps, ws := manifest.ParseResourceObject(res.Object, r.Origin, lookup, t.UnknownFields)
+		mutated, ps, ws := manifest.ParseResourceObject(res.Object, r.Origin, lookup, t.UnknownFields, s.DefaultNamespace())
 		denied = denied || len(ps) > 0
 		for _, w := range ws {
-			warnings = append(warnings, fmt.Sprintf("%s/%s as admission hooks patched it: %s", c.Kind, c.Name, w.Message))
+			warnings = append(warnings, fmt.Sprintf("%s as admission hooks patched it: %s", c.Ref(), w.Message))
 		}
 		for _, pr := range ps {
-			pr.Message = fmt.Sprintf("%s/%s as admission hooks patched it: %s", c.Kind, c.Name, pr.Message)
+			pr.Message = fmt.Sprintf("%s as admission hooks patched it: %s", c.Ref(), pr.Message)
 			problems = append(problems, pr)
 		}
 		switch {
@@ -263,7 +258,7 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 		case mutated.Ref() != r.Ref():
 			denied = true
 			problems = append(problems, manifest.Problem{File: at.File, Line: at.Line, Document: at.Document,
-				Message: fmt.Sprintf("%s/%s: admission hooks may not rename it (to %s)", c.Kind, c.Name, mutated.Ref())})
+				Message: fmt.Sprintf("%s: admission hooks may not rename it (to %s)", c.Ref(), mutated.Ref())})
 		default:
 			if patched == nil {
 				patched = map[int]*manifest.Resource{}
@@ -281,7 +276,7 @@ func (s *Syncer) admit(ctx context.Context, st store.Store, chain *admission.Cha
 	}
 	for _, r := range p.writes {
 		if !changed[r.Ref()] {
-			metadataOnly = append(metadataOnly, Change{Action: Update, Kind: r.Kind, Name: r.Name, File: r.Origin.File, Line: r.Origin.Line})
+			metadataOnly = append(metadataOnly, Change{Action: Update, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, File: r.Origin.File, Line: r.Origin.Line})
 		}
 	}
 	for _, group := range []struct {
@@ -361,8 +356,8 @@ func writePlan(ctx context.Context, st store.Store, set *manifest.Set, rev manif
 	}
 	sum := sha256.Sum256(obj)
 	p.basis = hex.EncodeToString(sum[:])
-	c := Change{Kind: r.Kind, Name: r.Name, File: r.Origin.File, Line: r.Origin.Line}
-	old, err := st.GetResourceByName(ctx, r.Kind, r.Name)
+	c := Change{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, File: r.Origin.File, Line: r.Origin.Line}
+	old, err := st.GetResourceByName(ctx, r.Ref())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		c.Action = Create

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/admission"
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
 )
@@ -180,7 +181,7 @@ func TestAdmissionHooks(t *testing.T) {
 	if got := get(t, st, "Widget", "keep"); got.Generation != before.Generation || string(got.Spec) != string(before.Spec) {
 		t.Errorf("a refused revision changed keep: %s", got.Spec)
 	}
-	if _, err := st.GetResourceByName(ctx, "Widget", "b"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Namespace: "default", Name: "b"}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a refused revision created b: %v", err)
 	}
 	src, _ := st.GetSource(ctx, "infra")
@@ -261,7 +262,7 @@ func TestAdmissionHookTimeout(t *testing.T) {
 				if !errors.As(err, &serr) || serr.Reason != tt.want || !strings.Contains(err.Error(), "slow") {
 					t.Fatalf("under Fail: %v", err)
 				}
-				if _, err := st.GetResourceByName(context.Background(), "Widget", "a"); !errors.Is(err, store.ErrNotFound) {
+				if _, err := st.GetResourceByName(context.Background(), manifest.ObjectRef{Kind: "Widget", Namespace: "default", Name: "a"}); !errors.Is(err, store.ErrNotFound) {
 					t.Errorf("created despite the failed hook: %v", err)
 				}
 			case err != nil:

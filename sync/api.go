@@ -123,9 +123,9 @@ func (s *Syncer) ApplyDocument(ctx context.Context, build DocumentFunc) (*Writte
 					r = rv.set.Resources[0]
 					p.Warnings = append(p.Warnings, rv.warnings...)
 				}
-				if old, err := tx.GetResourceByName(ctx, r.Kind, r.Name); err == nil && old.Source.Name == apiTarget.Name {
+				if old, err := tx.GetResourceByName(ctx, r.Ref()); err == nil && old.Source.Name == apiTarget.Name {
 					written := &manifest.Set{Types: set.Types, Resources: []*manifest.Resource{r}}
-					if err := s.checkTransitions(ctx, tx, apiTarget, written, []Change{{Kind: r.Kind, Name: r.Name, ID: old.ID}}, nil); err != nil {
+					if err := s.checkTransitions(ctx, tx, apiTarget, written, []Change{{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, ID: old.ID}}, nil); err != nil {
 						return err
 					}
 				} else if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -180,7 +180,7 @@ func (s *Syncer) buildDocument(ctx context.Context, st store.Store, build Docume
 	if err != nil {
 		return nil, rev, err
 	}
-	set, err := manifest.ValidateWith(docs, known, s.apiWrites().UnknownFields)
+	set, err := manifest.ValidateWith(docs, known, s.apiWrites().UnknownFields, s.DefaultNamespace())
 	var verr *manifest.ValidationError
 	switch {
 	case errors.As(err, &verr):
@@ -255,7 +255,7 @@ func writeResource(ctx context.Context, tx store.Store, r *manifest.Resource, re
 	if err != nil {
 		return err
 	}
-	c := Change{Kind: r.Kind, Name: r.Name, ID: row.ID, After: r.Spec, Labels: r.Labels, Generation: row.Generation,
+	c := Change{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, ID: row.ID, After: r.Spec, Labels: r.Labels, Generation: row.Generation,
 		PluginConfig: r.PluginConfig}
 	switch outcome {
 	case store.Created:
@@ -293,7 +293,7 @@ func (s *Syncer) DeleteResource(ctx context.Context, id int64) (*store.Resource,
 		rev := manifest.Revision("api@delete:" + r.Ref().String())
 		var rv *review
 		if !r.PruneDisabled() {
-			p := &Plan{Source: apiTarget.Name, Revision: rev, Deletes: []Change{{Action: Delete, Kind: r.Kind, Name: r.Name, ID: r.ID, File: r.Source.Path}},
+			p := &Plan{Source: apiTarget.Name, Revision: rev, Deletes: []Change{{Action: Delete, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, ID: r.ID, File: r.Source.Path}},
 				deleteIDs: []int64{r.ID}}
 			if rv, err = s.admit(ctx, s.store, s.admissionChain(), apiTarget, apiSnapshot(ctx, rev), &manifest.Set{}, p, false); err != nil {
 				return err
@@ -316,7 +316,7 @@ func (s *Syncer) DeleteResource(ctx context.Context, id int64) (*store.Resource,
 			}
 			rev := manifest.Revision("api@delete:" + r.Ref().String())
 			p := &Plan{Source: apiTarget.Name, Revision: rev}
-			c := Change{Kind: r.Kind, Name: r.Name, ID: r.ID, File: r.Source.Path}
+			c := Change{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, ID: r.ID, File: r.Source.Path}
 			if r.PruneDisabled() {
 				c.Action = Forget
 				p.Forgets = append(p.Forgets, c)

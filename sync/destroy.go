@@ -140,7 +140,7 @@ func (p *Plan) stateBasis() string {
 	var b []byte
 	for _, d := range owned {
 		b = strconv.AppendInt(b[:0], d.ID, 10)
-		for _, f := range []string{d.Kind, d.Name, d.SpecHash, d.Action, d.MetaHash} {
+		for _, f := range []string{d.Kind, d.Namespace, d.Name, d.SpecHash, d.Action, d.MetaHash} {
 			b = append(append(b, 0), f...)
 		}
 		b = append(b, 0)

@@ -121,7 +121,7 @@ func TestSyncFromGit(t *testing.T) {
 			if b := get(t, st, "Widget", "b"); b.Phase != manifest.PhaseDeleting {
 				t.Errorf("b phase %s", b.Phase)
 			}
-			if _, err := st.GetResourceByName(t.Context(), "Widget", "kept"); !errors.Is(err, store.ErrNotFound) {
+			if _, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Widget", Namespace: "default", Name: "kept"}); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("kept: %v", err)
 			}
 

@@ -10,13 +10,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/redact"
 )
 
 // ActionPlan is what an action's Plan said about a change a preview would
 // make: whether the world would change, and how.
 type ActionPlan struct {
-	Kind, Name string
+	Kind, Namespace, Name string
 	// Instance is the action instance asked.
 	Instance string
 	Changes  bool
@@ -54,7 +55,7 @@ func WriteMarkdown(w io.Writer, p *Plan, planErr error, actionPlans ...ActionPla
 			if c.Generation > 0 {
 				gen = fmt.Sprint(c.Generation)
 			}
-			fmt.Fprintf(&b, "| %s | %s/%s | %s | %s | %s |\n", c.Action, mdEscape(c.Kind), mdEscape(c.Name), mdEscape(c.Location()), gen,
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", c.Action, mdEscape(c.Ref().String()), mdEscape(c.Location()), gen,
 				specDiff(c))
 		}
 		b.WriteString("\n")
@@ -80,7 +81,8 @@ func WriteMarkdown(w io.Writer, p *Plan, planErr error, actionPlans ...ActionPla
 		case summary == "":
 			summary = "changes"
 		}
-		fmt.Fprintf(&b, "<details><summary>Plan of %s/%s by %s: %s</summary>\n\n", htmlEscape(ap.Kind), htmlEscape(ap.Name),
+		ref := manifest.ObjectRef{Kind: ap.Kind, Namespace: ap.Namespace, Name: ap.Name}
+		fmt.Fprintf(&b, "<details><summary>Plan of %s by %s: %s</summary>\n\n", htmlEscape(ref.String()),
 			htmlEscape(ap.Instance), htmlEscape(summary))
 		if out := strings.TrimRight(ap.Output, "\n"); out != "" {
 			fence := "```"

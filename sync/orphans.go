@@ -255,7 +255,7 @@ func (s *Syncer) reviewRemoval(ctx context.Context, st store.Store, src *store.S
 	snap := &source.Snapshot{Revision: src.LastAppliedRevision}
 	p := &Plan{Source: src.Name, Revision: src.LastAppliedRevision}
 	for _, d := range destroy {
-		p.Deletes = append(p.Deletes, Change{Action: Delete, Kind: d.Kind, Name: d.Name, File: d.Path, ID: d.ID})
+		p.Deletes = append(p.Deletes, Change{Action: Delete, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, File: d.Path, ID: d.ID})
 		p.deleteIDs = append(p.deleteIDs, d.ID)
 	}
 	return s.admit(ctx, st, s.admissionChain(), t, snap, &manifest.Set{}, p, false)

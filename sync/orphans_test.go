@@ -137,7 +137,7 @@ func TestRemoveSourceRules(t *testing.T) {
 	if r := get(t, st, "Widget", "w1"); r.Phase != manifest.PhaseDeleting {
 		t.Fatalf("w1 after the prune: %s, want deleting", r.Phase)
 	}
-	if _, err := st.GetResourceByName(ctx, "Widget", "w2"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Namespace: "default", Name: "w2"}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("w2 (prune disabled) after the prune: %v, want forgotten", err)
 	}
 	if src, err := st.GetSource(ctx, "infra"); err != nil || src.Phase != store.SourcePruning {

@@ -92,7 +92,7 @@ type keptResource struct {
 
 // ownedAfter works out the resources the source owns once p is applied:
 // those it declares, with the IDs and generations of their rows, in the
-// set's order (kind, then name), which the next plan walks side by side
+// set's order (kind, then namespace, then name), which the next plan walks side by side
 // with the next set. It returns nil when a resource is being deleted, as the
 // reconciler removes it once destroyed.
 func ownedAfter(p *Plan) []ownedEntry {
@@ -114,6 +114,6 @@ func ownedAfter(p *Plan) []ownedEntry {
 // digestOf is the digest of r as ApplyResources writes it, in the row id
 // at generation gen: its deletion, if one was requested, is called off.
 func digestOf(r *manifest.Resource, id, gen int64) store.ResourceDigest {
-	return store.ResourceDigest{ID: id, Kind: r.Kind, Name: r.Name, SpecHash: r.SpecHash, Action: r.Action,
+	return store.ResourceDigest{ID: id, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, SpecHash: r.SpecHash, Action: r.Action,
 		MetaHash: r.MetaHash(), Generation: gen, PruneDisabled: r.PruneDisabled(), Path: r.Origin.File}
 }

@@ -162,7 +162,7 @@ func TestSyncPlansFromWhatItApplied(t *testing.T) {
 				t.Fatalf("deletion: plan %s, want d deleted", p.Summary())
 			}
 			// Its destruction done, the reconciler removes it.
-			d, err := st.GetResourceByName(ctx, "Widget", "d")
+			d, err := st.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Namespace: "default", Name: "d"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -33,15 +33,16 @@ const (
 
 // Change is one planned change to a resource.
 type Change struct {
-	Action Action            `json:"action"`
-	Kind   string            `json:"kind"`
-	Name   string            `json:"name"`
-	File   string            `json:"file,omitempty"`
-	Line   int               `json:"line,omitempty"`
-	ID     int64             `json:"id,omitempty"`
-	Before json.RawMessage   `json:"before,omitempty"`
-	After  json.RawMessage   `json:"after,omitempty"`
-	Labels map[string]string `json:"labels,omitempty"`
+	Action    Action            `json:"action"`
+	Kind      string            `json:"kind"`
+	Namespace string            `json:"namespace,omitempty"`
+	Name      string            `json:"name"`
+	File      string            `json:"file,omitempty"`
+	Line      int               `json:"line,omitempty"`
+	ID        int64             `json:"id,omitempty"`
+	Before    json.RawMessage   `json:"before,omitempty"`
+	After     json.RawMessage   `json:"after,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
 	// Generation is the generation after the change (creates and updates).
 	Generation int64 `json:"generation,omitempty"`
 	// Instance is the action instance the resource is bound to (creates
@@ -52,7 +53,9 @@ type Change struct {
 }
 
 // Ref returns the resource the change is about.
-func (c Change) Ref() manifest.ObjectRef { return manifest.ObjectRef{Kind: c.Kind, Name: c.Name} }
+func (c Change) Ref() manifest.ObjectRef {
+	return manifest.ObjectRef{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name}
+}
 
 // TypeChange is one planned change to a resource type version.
 type TypeChange struct {
@@ -84,8 +87,13 @@ type Plan struct {
 	// types to write, and type rows to remove.
 	putTypes    []*store.ResourceType
 	removeTypes []TypeChange
-	deleteIDs   []int64
-	forgetIDs   []int64
+	// storedScopes are the scopes the store holds of the types, by name
+	// (none for those stored before types had one); typeOrigins where the
+	// set declares each.
+	storedScopes map[string]manifest.Scope
+	typeOrigins  map[string]manifest.Origin
+	deleteIDs    []int64
+	forgetIDs    []int64
 	// basis fingerprints the stored state the plan was made from (see
 	// stateBasis; an API write's is its object and the stamp of its one
 	// resource): an admission review of the plan holds while the basis
@@ -235,6 +243,9 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 			return nil, fmt.Errorf("list resources of %s: %w", t.Name, err)
 		}
 	}
+	if owned, err = adoptScopes(ctx, st, set, owned); err != nil {
+		return nil, err
+	}
 	p.Owned = len(owned)
 	p.owned = owned
 	p.kept = make([]keptResource, 0, len(set.Resources))
@@ -268,12 +279,12 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 				conflicts = append(conflicts, conflictProblem(r, owner, hint))
 				continue
 			}
-			p.Creates = append(p.Creates, Change{Action: Create, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
+			p.Creates = append(p.Creates, Change{Action: Create, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, File: r.Origin.File,
 				Line: r.Origin.Line, After: r.Spec, Labels: r.Labels, Generation: 1, Instance: r.Action, PluginConfig: r.PluginConfig})
 			p.kept = append(p.kept, keptResource{r: r, write: len(p.writes)})
 			p.writes = append(p.writes, r)
 		case o.SpecHash != r.SpecHash || o.Action != r.Action || o.Deleting:
-			p.Updates = append(p.Updates, Change{Action: Update, Kind: r.Kind, Name: r.Name, File: r.Origin.File,
+			p.Updates = append(p.Updates, Change{Action: Update, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, File: r.Origin.File,
 				Line: r.Origin.Line, ID: o.ID, After: r.Spec, Labels: r.Labels, Generation: o.Generation + 1, Instance: r.Action,
 				PluginConfig: r.PluginConfig})
 			p.kept = append(p.kept, keptResource{r: r, write: len(p.writes)})
@@ -298,7 +309,7 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 			p.keepsDeleting = true
 			continue
 		}
-		c := Change{Kind: o.Kind, Name: o.Name, File: o.Path, ID: o.ID}
+		c := Change{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, File: o.Path, ID: o.ID}
 		if !t.Prune.Enabled || o.PruneDisabled {
 			c.Action = Forget
 			p.Forgets = append(p.Forgets, c)
@@ -325,6 +336,9 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 	if err != nil {
 		return nil, err
 	}
+	if err := checkScopes(ctx, st, p, snap.Files); err != nil {
+		return p, err
+	}
 	conflicts = append(conflicts, typeConflicts...)
 	if len(conflicts) > 0 {
 		manifest.SortProblems(conflicts)
@@ -337,19 +351,53 @@ func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapsh
 	return p, pruneGuard(t, snap, set, cur, p)
 }
 
+// adoptScopes returns owned as the plan's apply leaves it when the set
+// declares cluster-scoped a type stored before types had a scope: writing
+// the type takes the namespace away from its resources (see
+// store.Store.PutResourceType), so they are matched without one, and
+// neither destroyed nor created again. owned is not changed (it may be
+// cached); a copy is returned when anything differs.
+func adoptScopes(ctx context.Context, st store.Store, set *manifest.Set, owned []store.ResourceDigest) ([]store.ResourceDigest, error) {
+	var cluster []string
+	for _, t := range set.Types {
+		if !t.Namespaced() {
+			cluster = append(cluster, t.Name)
+		}
+	}
+	if len(cluster) == 0 {
+		return owned, nil
+	}
+	legacy := map[string]bool{}
+	for _, name := range cluster {
+		rows, err := st.ListResourceTypes(ctx, store.TypeFilter{Name: name})
+		if err != nil {
+			return nil, fmt.Errorf("list resource types: %w", err)
+		}
+		for _, r := range rows {
+			if r.Scope == "" {
+				legacy[name] = true
+			}
+		}
+	}
+	if len(legacy) == 0 {
+		return owned, nil
+	}
+	out := slices.Clone(owned)
+	for i := range out {
+		if legacy[out[i].Kind] {
+			out[i].Namespace = ""
+		}
+	}
+	return out, nil
+}
+
 // matchStored finds the stored row of each declared resource: stored[i] is
 // the row of resources[i], and declared[j] tells whether owned[j] is
-// declared. Both sides in (kind, name) order, as a Set's resources and the
-// owned cache are, are walked side by side; otherwise they are matched
-// through a map.
+// declared. Both sides in (kind, namespace, name) order, as a Set's
+// resources and the owned cache are, are walked side by side; otherwise
+// they are matched through a map.
 func matchStored(resources []*manifest.Resource, owned []store.ResourceDigest, stored []*store.ResourceDigest, declared []bool) {
-	byKindName := func(a, b *manifest.Resource) int {
-		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	}
-	if !slices.IsSortedFunc(resources, byKindName) {
+	if !slices.IsSortedFunc(resources, manifest.CompareResources) {
 		byRef := make(map[manifest.ObjectRef]int, len(owned))
 		for i := range owned {
 			byRef[owned[i].Ref()] = i
@@ -363,6 +411,9 @@ func matchStored(resources []*manifest.Resource, owned []store.ResourceDigest, s
 	}
 	compare := func(o *store.ResourceDigest, r *manifest.Resource) int {
 		if c := strings.Compare(o.Kind, r.Kind); c != 0 {
+			return c
+		}
+		if c := strings.Compare(o.Namespace, r.Namespace); c != 0 {
 			return c
 		}
 		return strings.Compare(o.Name, r.Name)
@@ -388,9 +439,12 @@ func matchStored(resources []*manifest.Resource, owned []store.ResourceDigest, s
 	}
 }
 
-// compareDigests orders digests by kind, then name.
+// compareDigests orders digests by kind, then namespace, then name.
 func compareDigests(a, b store.ResourceDigest) int {
 	if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
 		return c
 	}
 	return strings.Compare(a.Name, b.Name)
@@ -448,7 +502,15 @@ func planTypes(ctx context.Context, st store.Store, t Target, snap *source.Snaps
 	}
 	var conflicts []manifest.Problem
 	declared := map[key]bool{}
+	p.storedScopes = map[string]manifest.Scope{}
+	for _, r := range rows {
+		if r.Scope != "" {
+			p.storedScopes[r.Name] = r.Scope
+		}
+	}
+	p.typeOrigins = map[string]manifest.Origin{}
 	for _, ty := range set.Types {
+		p.typeOrigins[ty.Name] = ty.Origin
 		if owner, taken := otherOwner[ty.Name]; taken {
 			where := owner.Name
 			if owner.Path != "" {
@@ -466,6 +528,7 @@ func planTypes(ctx context.Context, st store.Store, t Target, snap *source.Snaps
 			k := key{ty.Name, v.Name}
 			declared[k] = true
 			row := &store.ResourceType{Name: ty.Name, Version: v.Name, Group: ty.Group, Description: ty.Description, Annotations: ty.Annotations,
+				Scope:  ty.Scope,
 				Action: ty.Action, DriftInterval: ty.DriftInterval, Schema: v.Schema, Deprecated: v.Deprecated,
 				Source: store.SourceRef{Name: t.Name, Path: ty.Origin.File, Revision: snap.Revision}}
 			old := mine[k]
@@ -497,10 +560,50 @@ func planTypes(ctx context.Context, st store.Store, t Target, snap *source.Snaps
 	return conflicts, nil
 }
 
+// checkScopes refuses a change of a type's scope while resources of it
+// exist: it would change their identity (kind, namespace, name). A type
+// stored before types had a scope takes the one it is declared with.
+// Problems are placed at the line of spec.scope in files.
+func checkScopes(ctx context.Context, st store.Store, p *Plan, files []manifest.File) error {
+	var problems []manifest.Problem
+	checked := map[string]bool{}
+	for _, row := range p.putTypes {
+		if checked[row.Name] {
+			continue
+		}
+		checked[row.Name] = true
+		from := p.storedScopes[row.Name]
+		if from == "" || from == row.ScopeOf() {
+			continue
+		}
+		users, err := st.ListResources(ctx, store.ResourceFilter{Kind: row.Name, Limit: 3})
+		if err != nil {
+			return fmt.Errorf("list resources of %s: %w", row.Name, err)
+		}
+		if len(users) == 0 {
+			continue
+		}
+		var names []string
+		for _, u := range users {
+			names = append(names, fmt.Sprintf("%s (source %s)", u.Ref(), u.Source.Name))
+		}
+		at := p.typeOrigins[row.Name]
+		problems = append(problems, manifest.Problem{File: at.File, Line: at.Line, Document: at.Document, Pointer: "/spec/scope",
+			Message: fmt.Sprintf("spec.scope: ResourceType %s cannot change its scope from %s to %s while resources of it exist (%s): "+
+				"it would change their identity (kind, namespace, name); remove them first, or keep the scope",
+				row.Name, from, row.ScopeOf(), strings.Join(names, ", "))})
+	}
+	if len(problems) > 0 {
+		manifest.PlaceProblems(files, problems)
+		return &Error{Reason: ReasonScopeChange, Problems: problems, Message: problems[0].Message}
+	}
+	return nil
+}
+
 func typeChanged(old, row *store.ResourceType) bool {
 	return old.Group != row.Group || old.Description != row.Description || old.Action != row.Action ||
 		old.DriftInterval != row.DriftInterval || !bytes.Equal(old.Schema, row.Schema) || old.Source.Path != row.Source.Path ||
-		old.Deprecated != row.Deprecated || !maps.Equal(old.Annotations, row.Annotations)
+		old.Deprecated != row.Deprecated || !maps.Equal(old.Annotations, row.Annotations) || old.Scope != row.ScopeOf()
 }
 
 // checkTypesInUse refuses to remove a type version that resources still use,
@@ -635,7 +738,7 @@ func (c Change) Location() string {
 
 // String renders a change as "create Kind/name (file:line)".
 func (c Change) String() string {
-	s := fmt.Sprintf("%s %s/%s", c.Action, c.Kind, c.Name)
+	s := fmt.Sprintf("%s %s", c.Action, c.Ref())
 	if c.File != "" {
 		s += " (" + c.Location() + ")"
 	}

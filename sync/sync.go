@@ -33,6 +33,7 @@ const (
 	ReasonPruneLimitExceeded = "PruneLimitExceeded"
 	ReasonEmptySnapshot      = "EmptySnapshotRefused"
 	ReasonTypeInUse          = "TypeInUse"
+	ReasonScopeChange        = "ScopeChangeRefused"
 	ReasonFetchFailed        = "FetchFailed"
 )
 
@@ -165,6 +166,9 @@ type Syncer struct {
 	// apiUnknownFields is what the API's writes do with the fields of a
 	// spec that its schema does not declare.
 	apiUnknownFields manifest.UnknownFields
+	// defaultNS is the namespace of resources of namespaced kinds declared
+	// without one; empty is manifest.DefaultNamespace.
+	defaultNS string
 	// refusals are the last refusal of each source, with what it was
 	// judged against, so that a refused revision is judged again only
 	// when something that could change the outcome changed.
@@ -196,6 +200,30 @@ func New(st store.Store, log *slog.Logger) *Syncer {
 	}
 	return &Syncer{store: st, log: log, now: time.Now, validators: map[string]*manifest.Validator{},
 		compiled: map[string]*manifest.ResourceType{}, refusals: map[string]refusal{}, owned: map[string]*ownedCache{}}
+}
+
+// UseDefaultNamespace sets the namespace of resources of namespaced kinds
+// declared without one, by sources and the API alike; the default, empty,
+// is manifest.DefaultNamespace. Call it before the first sync.
+func (s *Syncer) UseDefaultNamespace(ns string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.defaultNS = ns
+}
+
+// DefaultNamespace returns the namespace of resources of namespaced kinds
+// declared without one.
+func (s *Syncer) DefaultNamespace() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.defaultNSLocked()
+}
+
+func (s *Syncer) defaultNSLocked() string {
+	if s.defaultNS == "" {
+		return manifest.DefaultNamespace
+	}
+	return s.defaultNS
 }
 
 // errSkip ends the apply transaction when another agent applied the
@@ -682,10 +710,11 @@ func (s *Syncer) validate(ctx context.Context, t Target, snap *source.Snapshot) 
 	}
 	s.mu.Lock()
 	v := s.validators[t.Name]
-	if v == nil || v.Decode.MaxExpandedSize != t.MaxFileSize || v.UnknownFields != t.UnknownFields {
+	if v == nil || v.Decode.MaxExpandedSize != t.MaxFileSize || v.UnknownFields != t.UnknownFields || v.DefaultNamespace != s.defaultNSLocked() {
 		// A Validator's settings never change once it is in use: a
 		// preview may be validating with it meanwhile.
-		v = &manifest.Validator{Decode: manifest.DecodeOptions{MaxExpandedSize: t.MaxFileSize}, UnknownFields: t.UnknownFields}
+		v = &manifest.Validator{Decode: manifest.DecodeOptions{MaxExpandedSize: t.MaxFileSize}, UnknownFields: t.UnknownFields,
+			DefaultNamespace: s.defaultNSLocked()}
 		s.validators[t.Name] = v
 	}
 	s.mu.Unlock()
@@ -726,7 +755,8 @@ func (s *Syncer) otherTypes(ctx context.Context, st store.Store, self string) (m
 		}
 		t := &manifest.ResourceType{Name: name, Group: versions[0].Group, Action: versions[0].Action,
 			Description: versions[0].Description, DriftInterval: versions[0].DriftInterval,
-			Annotations: versions[0].Annotations, NameFormat: manifest.NameFormatOf(versions[0].Annotations)}
+			Annotations: versions[0].Annotations, NameFormat: manifest.NameFormatOf(versions[0].Annotations),
+			Scope: versions[0].ScopeOf()}
 		for _, v := range versions {
 			t.Versions = append(t.Versions, manifest.TypeVersion{Name: v.Version, Schema: v.Schema})
 			// The API stores each version's metadata apart: one version

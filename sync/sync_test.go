@@ -80,9 +80,14 @@ func mustSync(t *testing.T, s *sync.Syncer, tg sync.Target, snap *source.Snapsho
 	return res
 }
 
+// get returns the resource kind/name: in the default namespace, or
+// cluster-scoped.
 func get(t *testing.T, st store.Store, kind, name string) *store.Resource {
 	t.Helper()
-	r, err := st.GetResourceByName(t.Context(), kind, name)
+	r, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: kind, Namespace: "default", Name: name})
+	if errors.Is(err, store.ErrNotFound) {
+		r, err = st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: kind, Name: name})
+	}
 	if err != nil {
 		t.Fatalf("get %s/%s: %v", kind, name, err)
 	}
@@ -174,7 +179,7 @@ func TestSyncForgetsWhenPruneDisabled(t *testing.T) {
 	if len(res.Plan.Forgets) != 1 || res.Plan.Forgets[0].Name != "kept" || len(res.Plan.Deletes) != 1 || res.Plan.Deletes[0].Name != "gone" {
 		t.Fatalf("plan: forgets %v deletes %v", res.Plan.Forgets, res.Plan.Deletes)
 	}
-	if _, err := st.GetResourceByName(t.Context(), "Widget", "kept"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Widget", Namespace: "default", Name: "kept"}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("forgotten resource still stored: %v", err)
 	}
 	if h, err := st.ListReconcileRecords(t.Context(), keptID, 10); err != nil || len(h) != 1 {
@@ -296,7 +301,7 @@ func TestSyncOwnershipConflicts(t *testing.T) {
 	if r := get(t, st, "Widget", "shared"); r.Source.Name != "platform" || r.Generation != 1 {
 		t.Errorf("the owner's resource changed: %+v gen %d", r.Source, r.Generation)
 	}
-	if _, err := st.GetResourceByName(t.Context(), "Widget", "mine"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Widget", Namespace: "default", Name: "mine"}); !errors.Is(err, store.ErrNotFound) {
 		t.Error("a refused sync created resources")
 	}
 
@@ -515,7 +520,7 @@ func TestPlanChangesNothing(t *testing.T) {
 	if a := get(t, st, "Widget", "a"); a.Generation != 1 || !after.UpdatedAt.Equal(before.UpdatedAt) {
 		t.Error("planning changed the store")
 	}
-	if _, err := st.GetResourceByName(t.Context(), "Widget", "b"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Widget", Namespace: "default", Name: "b"}); !errors.Is(err, store.ErrNotFound) {
 		t.Error("planning created a resource")
 	}
 }

@@ -110,7 +110,7 @@ const supervisorEnv = proc.SupervisorEnv
 // may not set them, since they would be overwritten.
 var reservedEnv = []string{
 	"NO8S_OPERATION", "NO8S_ACTION", "NO8S_TRIGGER",
-	"NO8S_RESOURCE_ID", "NO8S_RESOURCE_KIND", "NO8S_RESOURCE_NAME",
+	"NO8S_RESOURCE_ID", "NO8S_RESOURCE_KIND", "NO8S_RESOURCE_NAMESPACE", "NO8S_RESOURCE_NAME",
 	"NO8S_RESOURCE_API_VERSION", "NO8S_RESOURCE_GENERATION",
 	"NO8S_RESOURCE_SOURCE", "NO8S_RESOURCE_REVISION",
 	"NO8S_RESOURCE_SPEC", "NO8S_RESOURCE_SPEC_OMITTED", "NO8S_RESOURCE_PLUGIN_CONFIG", "NO8S_FENCING_TOKEN",
@@ -497,6 +497,8 @@ func requestEnv(r *action.Request) []string {
 		"NO8S_FENCING_TOKEN=" + strconv.FormatInt(r.FencingToken, 10),
 		"NO8S_RESOURCE_ID=" + strconv.FormatInt(res.ID, 10),
 		"NO8S_RESOURCE_KIND=" + res.Kind,
+		// Empty for a resource of a cluster-scoped kind.
+		"NO8S_RESOURCE_NAMESPACE=" + res.Namespace,
 		"NO8S_RESOURCE_NAME=" + res.Name,
 		"NO8S_RESOURCE_API_VERSION=" + res.APIVersion,
 		"NO8S_RESOURCE_GENERATION=" + strconv.FormatInt(res.Generation, 10),

@@ -182,13 +182,15 @@ func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
 	return res, nil
 }
 
-// requestEnv gives the module the resource's kind, name and generation as
-// the variables no8s_kind, no8s_name and no8s_generation. In the
+// requestEnv gives the module the resource's kind, namespace (empty for a
+// cluster-scoped kind), name and generation as the variables no8s_kind,
+// no8s_namespace, no8s_name and no8s_generation. In the
 // environment, unlike in a variables file, they raise no warning in a
 // module that does not declare them, whose warnings would otherwise fill
 // every plan (in an order that changes from run to run).
 func requestEnv(req *action.Request) []string {
-	return []string{"TF_VAR_no8s_kind=" + req.Resource.Kind, "TF_VAR_no8s_name=" + req.Resource.Name,
+	return []string{"TF_VAR_no8s_kind=" + req.Resource.Kind, "TF_VAR_no8s_namespace=" + req.Resource.Namespace,
+		"TF_VAR_no8s_name=" + req.Resource.Name,
 		"TF_VAR_no8s_generation=" + strconv.FormatInt(req.Resource.Generation, 10)}
 }
 

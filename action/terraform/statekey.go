@@ -11,11 +11,17 @@ import (
 	"strings"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/manifest"
 )
 
 // A resource's state is keyed by the instance and the resource's whole
 // identity: the work folder is <workingDir>/<instance>/<kind>/<name>, and
-// a backend's key, {{ .Key }}, is <instance>/<kind>/<name>. Another
+// a backend's key, {{ .Key }}, is <instance>/<kind>/<name>, for a resource
+// in the namespace "default" or of a cluster-scoped kind (as before
+// namespaces, so that their state stays where it is); a resource in
+// another namespace has it before the kind: <instance>/<namespace>/<kind>/
+// <name>. A namespace is lower case and a kind starts with a capital, so
+// the two layouts never meet. Another
 // instance never finds the state of a resource that was bound to it
 // before, so it can never run its own module against it: a change of
 // instance would otherwise plan the first instance's infrastructure away
@@ -23,9 +29,19 @@ import (
 // resource that has a work folder under another instance of the same
 // workingDir, and says how to move the state.
 
-// identity is the resource's identity, outermost first. A namespace, when
-// resources have one, belongs before the kind.
-func identity(res action.Resource) []string { return []string{res.Kind, res.Name} }
+// identity is the resource's identity, outermost first: its namespace,
+// unless it is the default one or none, then its kind and name.
+func identity(res action.Resource) []string {
+	if legacyNamespace(res.Namespace) {
+		return []string{res.Kind, res.Name}
+	}
+	return []string{res.Namespace, res.Kind, res.Name}
+}
+
+// legacyNamespace reports whether resources in namespace ns keep their
+// state where it was before namespaces: in "default", where the upgrade
+// placed every resource, and in none (cluster-scoped kinds).
+func legacyNamespace(ns string) bool { return ns == "" || ns == manifest.DefaultNamespace }
 
 // stateKey is the instance and the resource's identity, each encoded as a
 // path component: the work folder's path under workingDir, and, joined by
@@ -34,7 +50,7 @@ func (a *Action) stateKey(res action.Resource) ([]string, error) {
 	parts := append([]string{a.instance}, identity(res)...)
 	for i, p := range parts {
 		if p == "" {
-			return nil, fmt.Errorf("cannot key the state of %s/%s: empty name", res.Kind, res.Name)
+			return nil, fmt.Errorf("cannot key the state of %s: empty name", res.Ref())
 		}
 		parts[i] = encodeComponent(p)
 	}
@@ -68,8 +84,13 @@ func decodeComponent(s string) string {
 }
 
 // legacyDir is where the earlier layout, <workingDir>/<kind>/<name>, kept
-// the resource's work folder; empty when it could not have.
+// the resource's work folder; empty when it could not have: that layout
+// knew no namespaces, so a resource in a namespace of its own never had
+// one there (the folder is the default namespace's resource's).
 func (a *Action) legacyDir(res action.Resource) string {
+	if !legacyNamespace(res.Namespace) {
+		return ""
+	}
 	for _, part := range []string{res.Kind, res.Name} {
 		if part == "" || part == "." || part == ".." || strings.ContainsAny(part, `/\`) {
 			return ""
@@ -103,7 +124,7 @@ func (a *Action) locate(ctx context.Context, res action.Resource, adopt bool) (d
 		return "", "", err
 	}
 	dir = filepath.Join(append([]string{a.root}, parts...)...)
-	ref := res.Kind + "/" + res.Name
+	ref := res.Ref().String()
 
 	entries, err := os.ReadDir(a.root)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

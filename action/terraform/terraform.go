@@ -126,8 +126,12 @@ type Action struct {
 	module   module
 	root     string // absolute workingDir
 	backend  *template.Template
-	env      []string
-	secrets  []string
+	// backendNamespaced is true when the backend template renders a
+	// different key for each namespace: only then may it serve resources
+	// in namespaces of their own.
+	backendNamespaced bool
+	env               []string
+	secrets           []string
 	// masker masks the secrets in output before the plugin cuts it: the
 	// agent masks again, but cannot find a piece a cut left.
 	masker      *redact.Masker
@@ -214,10 +218,10 @@ func New(s action.Settings) (action.Action, error) {
 		t, err := template.New("backend").Option("missingkey=error").Parse(cfg.Backend)
 		if err != nil {
 			fail("backend: %w", err)
-		} else if err := checkBackend(t, s.Instance); err != nil {
+		} else if namespaced, err := checkBackend(t, s.Instance); err != nil {
 			fail("backend: %w", err)
 		} else {
-			a.backend = t
+			a.backend, a.backendNamespaced = t, namespaced
 		}
 	}
 
@@ -317,9 +321,22 @@ func lookPath(name string, lookupEnv func(string) (string, bool)) (string, error
 
 // backendData is what the backend template is given.
 type backendData struct {
-	// Key is Instance/Kind/Name, each part a safe path component.
-	Key                  string
-	Instance, Kind, Name string
+	// Key is Instance/Kind/Name, or Instance/Namespace/Kind/Name for a
+	// resource in a namespace other than "default", each part a safe path
+	// component (see stateKey).
+	Key string
+	// Namespace is the resource's namespace: "default", another, or none
+	// for a cluster-scoped kind.
+	Instance, Namespace, Kind, Name string
+}
+
+// keyData is the backend template's data for a resource of instance inst.
+func keyData(inst, ns, kind, name string) backendData {
+	parts := append([]string{inst}, identity(action.Resource{Namespace: ns, Kind: kind, Name: name})...)
+	for i, p := range parts {
+		parts[i] = encodeComponent(p)
+	}
+	return backendData{Key: strings.Join(parts, "/"), Instance: inst, Namespace: ns, Kind: kind, Name: name}
 }
 
 // render renders the backend template for one key.
@@ -343,7 +360,11 @@ func (a *Action) renderBackend(res action.Resource) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := render(a.backend, backendData{Key: strings.Join(parts, "/"), Instance: a.instance, Kind: res.Kind, Name: res.Name})
+	if !legacyNamespace(res.Namespace) && !a.backendNamespaced {
+		return "", fmt.Errorf("the backend template gives %s the state of the same kind and name in every other namespace: "+
+			"use {{ .Key }} (<instance>/<namespace>/<kind>/<name> outside the namespace \"default\"), or {{ .Namespace }}", res.Ref())
+	}
+	out, err := render(a.backend, backendData{Key: strings.Join(parts, "/"), Instance: a.instance, Namespace: res.Namespace, Kind: res.Kind, Name: res.Name})
 	if err != nil {
 		return "", err
 	}
@@ -351,10 +372,10 @@ func (a *Action) renderBackend(res action.Resource) (string, error) {
 		const maxIdentifier = 63
 		for _, m := range regexp.MustCompile(`\bschema_name\s*=\s*"((?:[^"\\]|\\.)*)"`).FindAllStringSubmatch(out, -1) {
 			if len(m[1]) > maxIdentifier {
-				return "", fmt.Errorf("the pg backend's schema_name for %s/%s, %q, is %d bytes: PostgreSQL keeps the first %d bytes of a schema's name, "+
+				return "", fmt.Errorf("the pg backend's schema_name for %s, %q, is %d bytes: PostgreSQL keeps the first %d bytes of a schema's name, "+
 					"so resources whose names begin alike would share one state; keep schema_name within %d bytes "+
 					"(a shorter template; shorter names, such as labels: spec.nameFormat: label), or use a backend whose keys hold the whole name",
-					res.Kind, res.Name, m[1], len(m[1]), maxIdentifier, maxIdentifier)
+					res.Ref(), m[1], len(m[1]), maxIdentifier, maxIdentifier)
 			}
 		}
 	}
@@ -364,34 +385,44 @@ func (a *Action) renderBackend(res action.Resource) (string, error) {
 // checkBackend renders the backend template for keys that differ in one
 // part each: a template that renders two of them alike would give two
 // instances, or two resources, one state, and let one's module destroy
-// what the other made.
-func checkBackend(t *template.Template, instance string) error {
-	key := func(inst, kind, name string) backendData {
-		return backendData{Key: encodeComponent(inst) + "/" + encodeComponent(kind) + "/" + encodeComponent(name), Instance: inst, Kind: kind, Name: name}
-	}
-	base, err := render(t, key(instance, "Kind", "name"))
+// what the other made. It reports whether the key changes with the
+// namespace: a template written before namespaces may not, and serves
+// then only resources in the namespace "default" (or none).
+func checkBackend(t *template.Template, instance string) (namespaced bool, err error) {
+	base, err := render(t, keyData(instance, "default", "Kind", "name"))
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, v := range []struct {
 		part string
 		data backendData
 	}{
-		{"instance", key(instance+"-other", "Kind", "name")},
-		{"kind", key(instance, "OtherKind", "name")},
-		{"name", key(instance, "Kind", "other-name")},
+		{"instance", keyData(instance+"-other", "default", "Kind", "name")},
+		{"kind", keyData(instance, "default", "OtherKind", "name")},
+		{"name", keyData(instance, "default", "Kind", "other-name")},
 	} {
 		got, err := render(t, v.data)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if got == base {
-			return fmt.Errorf("the state's key or workspace must differ for each instance and resource, and this one does not change with the %s: "+
+			return false, fmt.Errorf("the state's key or workspace must differ for each instance and resource, and this one does not change with the %s: "+
 				"use {{ .Key }} (<instance>/<kind>/<name>), e.g. key = \"no8s/{{ .Key }}.tfstate\"; "+
 				"a work folder initialised with an earlier key moves its state to the new one (init -migrate-state) on its next run", v.part)
 		}
 	}
-	return checkSeparators(t, instance)
+	// A namespace of its own against another, and against the default
+	// one: all three must differ for the template to serve namespaces.
+	a, err := render(t, keyData(instance, "team-a", "Kind", "name"))
+	if err != nil {
+		return false, err
+	}
+	b, err := render(t, keyData(instance, "team-b", "Kind", "name"))
+	if err != nil {
+		return false, err
+	}
+	namespaced = a != b && a != base && b != base
+	return namespaced, checkSeparators(t, instance)
 }
 
 // instanceNameRE is what the configuration accepts as an instance's name.
@@ -413,14 +444,12 @@ func checkSeparators(t *template.Template, instance string) error {
 	}
 	parts := []part{
 		{"instance", "zqinstancezq", instanceNameRE.MatchString},
+		{"namespace", "zqnamespacezq", manifest.ValidNamespace},
 		{"kind", "ZqkindZq", manifest.ValidKindName},
 		{"name", "zqnamezq", manifest.ValidName},
 	}
-	data := func(v [3]string) backendData {
-		return backendData{Key: encodeComponent(v[0]) + "/" + encodeComponent(v[1]) + "/" + encodeComponent(v[2]),
-			Instance: v[0], Kind: v[1], Name: v[2]}
-	}
-	out, err := render(t, data([3]string{parts[0].marker, parts[1].marker, parts[2].marker}))
+	data := func(v [4]string) backendData { return keyData(v[0], v[1], v[2], v[3]) }
+	out, err := render(t, data([4]string{parts[0].marker, parts[1].marker, parts[2].marker, parts[3].marker}))
 	if err != nil {
 		return err
 	}
@@ -437,7 +466,7 @@ func checkSeparators(t *template.Template, instance string) error {
 		}
 	}
 	slices.SortFunc(occ, func(a, b occurrence) int { return a.start - b.start })
-	base := [3]string{instance, "Kind", "name"}
+	base := [4]string{instance, "ns", "Kind", "name"}
 	if len(instance) > 48 {
 		base[0] = "a" // room for a separator and more
 	}
@@ -474,9 +503,9 @@ func checkSeparators(t *template.Template, instance string) error {
 				if sep == "" {
 					between = "with nothing between them"
 				}
-				return fmt.Errorf("the template renders the same for instance %q, kind %q, name %q and instance %q, kind %q, name %q: "+
+				return fmt.Errorf("the template renders the same for instance %q, namespace %q, kind %q, name %q and instance %q, namespace %q, kind %q, name %q: "+
 					"the %s and the %s meet %s, and the one may end or the other begin with the same; separate them with '/' or use {{ .Key }} (<instance>/<kind>/<name>)",
-					left[0], left[1], left[2], right[0], right[1], right[2], parts[x.part].label, parts[y.part].label, between)
+					left[0], left[1], left[2], left[3], right[0], right[1], right[2], right[3], parts[x.part].label, parts[y.part].label, between)
 			}
 		}
 	}
@@ -484,7 +513,8 @@ func checkSeparators(t *template.Template, instance string) error {
 }
 
 // agentVarPrefix starts the names of the variables the plugin sets:
-// no8s_kind, no8s_name, no8s_generation, and any it may set later.
+// no8s_kind, no8s_namespace, no8s_name, no8s_generation, and any it may
+// set later.
 const agentVarPrefix = "no8s_"
 
 // checkSpec refuses a spec that is not an object of variables, or that

@@ -235,7 +235,7 @@ api: {writeTokenEnv: %s}
 			if strings.Count(out.String(), "\n") > 2 {
 				return true, out.String()
 			}
-			r, err := st.GetResourceByName(t.Context(), "Job", "good")
+			r, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Job", Namespace: "default", Name: "good"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -250,7 +250,7 @@ api: {writeTokenEnv: %s}
 			t.Errorf("get -w:\n%s", o)
 		}
 		// A suspension is announced too.
-		r, err := st.GetResourceByName(t.Context(), "Job", "good")
+		r, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Job", Namespace: "default", Name: "good"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,7 +266,7 @@ api: {writeTokenEnv: %s}
 	})
 
 	// The failing attempt --wait saw is in the history.
-	r, err := st.GetResourceByName(t.Context(), "Job", "bad")
+	r, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Job", Namespace: "default", Name: "bad"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/no8s/no8s-agent/api"
 	"github.com/no8s/no8s-agent/client"
+	"github.com/no8s/no8s-agent/manifest"
 )
 
 // describeAttempts is how many of the last attempts describe shows.
@@ -23,10 +24,11 @@ const describeAttempts = 5
 func describeCommand(stdout, _ io.Writer) *cobra.Command {
 	var sf serverFlags
 	res := &cobra.Command{
-		Use: "resource KIND/NAME", Aliases: resourceWords[1:], Short: "show a resource: status, conditions, lease, dependencies, last attempts",
-		Args: cobra.ExactArgs(1),
+		Use: "resource KIND/NAME", Aliases: resourceWords[1:],
+		Short: "show a resource (KIND/NAME or KIND/NAMESPACE/NAME): status, conditions, lease, dependencies, last attempts",
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, name, err := splitRef(args[0])
+			ref, err := parseRef(args[0], sf.namespace)
 			if err != nil {
 				return err
 			}
@@ -34,9 +36,10 @@ func describeCommand(stdout, _ io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return describeResource(cmd.Context(), c, stdout, kind, name)
+			return describeResource(cmd.Context(), c, stdout, ref)
 		},
 	}
+	sf.namespaceFlag(res)
 	res.ValidArgsFunction = resourceRefs(&sf)
 	src := &cobra.Command{
 		Use: "source NAME", Aliases: sourceWords[1:], Short: "show a source: phase, revisions, errors, resources, last syncs",
@@ -55,18 +58,20 @@ func describeCommand(stdout, _ io.Writer) *cobra.Command {
 	return v
 }
 
-func describeResource(ctx context.Context, c *client.Client, w io.Writer, kind, name string) error {
-	all, err := c.ListResources(ctx, "", "")
+// describeResource shows the resource ref names: without a namespace, in
+// the agent's default namespace, or cluster-scoped.
+func describeResource(ctx context.Context, c *client.Client, w io.Writer, ref manifest.ObjectRef) error {
+	all, defaultNS, err := c.Resources(ctx, client.ResourceQuery{})
 	// A token limited to some kinds may list those only: this kind's then,
 	// and what depends on the others is not shown.
 	partial := forbidden(err)
 	if partial {
-		all, err = c.ListResources(ctx, kind, "")
+		all, defaultNS, err = c.Resources(ctx, client.ResourceQuery{Kind: ref.Kind})
 	}
 	if err != nil {
 		return err
 	}
-	r, err := client.MatchResource(all, kind, name)
+	r, err := client.Match(all, ref, defaultNS)
 	if err != nil {
 		var e *client.Error
 		if errors.As(err, &e) {
@@ -96,6 +101,9 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, kind, 
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	field := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	field("Name", orDash(r.Name))
+	if r.Namespace != "" {
+		field("Namespace", r.Namespace)
+	}
 	field("Kind", r.Kind+" ("+r.APIVersion+")")
 	field("ID", fmt.Sprint(r.ID))
 	src := r.Source.Name
@@ -172,19 +180,19 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, kind, 
 		if partial && d.Kind != r.Kind {
 			state = "not shown: the token may not list " + d.Kind
 		}
-		for _, o := range all {
-			if o.Kind == d.Kind && o.Name == d.Name {
-				state = string(o.Status)
+		for i := range all {
+			if all[i].Ref() == d {
+				state = string(all[i].Status)
 			}
 		}
 		fmt.Fprintf(w, "  %s (%s)\n", d, state)
 	}
 	fmt.Fprintln(w, "Required by:")
 	var dependents []string
-	for _, o := range all {
-		for _, d := range o.DependsOn {
-			if d.Kind == r.Kind && d.Name == r.Name {
-				dependents = append(dependents, fmt.Sprintf("%s/%s (%s)", o.Kind, o.Name, o.Status))
+	for i := range all {
+		for _, d := range all[i].DependsOn {
+			if d == r.Ref() {
+				dependents = append(dependents, fmt.Sprintf("%s (%s)", all[i].Ref(), all[i].Status))
 			}
 		}
 	}

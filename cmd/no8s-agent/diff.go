@@ -65,7 +65,7 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "diff", err)
 	}
 	tg := diffTarget(cfg, *name, path)
-	plan, planErr := sync.New(st, nil).Plan(ctx, tg, snap)
+	plan, planErr := diffSyncer(cfg, st).Plan(ctx, tg, snap)
 	var serr *sync.Error
 	if planErr != nil && !errors.As(planErr, &serr) {
 		return fail(stderr, "diff", planErr)
@@ -115,7 +115,7 @@ func baseStore(ctx context.Context, sf storeFlags, name, base string) (*config.C
 		cleanup.Close()
 		return nil, nil, fmt.Errorf("--base: %w", err)
 	}
-	if _, err := sync.New(st, nil).Sync(ctx, diffTarget(cfg, name, base), snap, false); err != nil {
+	if _, err := diffSyncer(cfg, st).Sync(ctx, diffTarget(cfg, name, base), snap, false); err != nil {
 		cleanup.Close()
 		return nil, nil, fmt.Errorf("--base %s does not sync: %w", base, err)
 	}
@@ -146,6 +146,14 @@ func folderSnapshot(path string, maxFileSize int64) (*source.Snapshot, error) {
 		return nil, err
 	}
 	return &source.Snapshot{Revision: source.DigestRevision(files, problems), Files: files, Problems: problems}, nil
+}
+
+// diffSyncer is a Syncer of st that places resources declared without a
+// namespace where the agent would.
+func diffSyncer(cfg *config.Config, st store.Store) *sync.Syncer {
+	s := sync.New(st, nil)
+	s.UseDefaultNamespace(cfg.Namespace())
+	return s
 }
 
 // diffTarget is the configured source of that name, with its prune rules

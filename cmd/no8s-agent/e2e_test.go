@@ -91,7 +91,7 @@ actions:
 	st := openTestStore(t, url)
 
 	get := func(name string) (*store.Resource, error) {
-		return st.GetResourceByName(t.Context(), "Site", name)
+		return st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Site", Namespace: "default", Name: name})
 	}
 	// ready waits until the site is reconciled at generation gen.
 	ready := func(agent *agentRun, name string, gen int64) *store.Resource {

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -42,7 +44,9 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("get", "get types|resources|sources|history [NAME] [flags]\n\n"+
 		"Reads the store. Short names: rt (types), res (resources), src (sources). NAME picks one\n"+
 		"object by name. history lists sync attempts of sources, or with --resource KIND/NAME the\n"+
-		"reconcile attempts of one resource. -o json prints the objects the HTTP API returns; -o wide\n"+
+		"reconcile attempts of one resource (KIND/NAME or KIND/NAMESPACE/NAME). Resources are those of the\n"+
+		"default namespace (the store records it) and cluster-scoped ones, as kubectl lists them; -n picks\n"+
+		"another namespace, -A all of them with a NAMESPACE column. -o json prints the objects the HTTP API returns; -o wide\n"+
 		"adds columns; -o name prints kind/name. -w then watches the running agent's event stream\n"+
 		"(--server, default from --config's listen address; token from NO8S_TOKEN or --token-env).", stdout, stderr)
 	var sf storeFlags
@@ -54,7 +58,13 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var labels repeated
 	fs.Var(&labels, "label", "only resources with this label, as key=value; repeatable")
 	limit := fs.Int("limit", 0, "at most this many rows (0: all; history: 20)")
-	resource := fs.String("resource", "", "history of this resource, as KIND/NAME")
+	resource := fs.String("resource", "", "history of this resource, as KIND/NAME or KIND/NAMESPACE/NAME")
+	var namespace string
+	var allNamespaces bool
+	fs.StringVar(&namespace, "n", "", "resources of this namespace (and cluster-scoped ones); default: the default namespace")
+	fs.StringVar(&namespace, "namespace", "", "same as -n")
+	fs.BoolVar(&allNamespaces, "A", false, "resources of every namespace, with a NAMESPACE column")
+	fs.BoolVar(&allNamespaces, "all-namespaces", false, "same as -A")
 	watch := fs.Bool("w", false, "after the list, watch the agent's event stream for changes (resources, sources)")
 	fs.BoolVar(watch, "watch", false, "same as -w")
 	server := fs.String("server", "", "with -w: the agent's API, as http://host:port (default: --config's listen address)")
@@ -85,12 +95,25 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *watch && object != "resources" && object != "sources" {
 		return fail(stderr, "get", fmt.Errorf("-w watches resources or sources, not %s", object))
 	}
+	if namespace != "" && allNamespaces {
+		return fail(stderr, "get", errors.New("-n and -A: give one namespace, or all of them, not both"))
+	}
+	if namespace != "" && !manifest.ValidNamespace(namespace) {
+		return fail(stderr, "get", fmt.Errorf("-n %q: not a namespace (%s)", namespace, strings.Join(manifest.NamespaceProblems(namespace), "; ")))
+	}
 	cfg, st, err := sf.open(ctx)
 	if err != nil {
 		return fail(stderr, "get", err)
 	}
 	defer st.Close()
 	m := cliMasker(cfg, sf.config, stderr)
+	// Without -n, the default namespace the store records: the one the
+	// agents place resources declared without one in.
+	if namespace == "" && !allNamespaces && object == "resources" {
+		if namespace, err = st.DefaultNamespace(ctx); err != nil {
+			return fail(stderr, "get", err)
+		}
+	}
 
 	var n int
 	switch object {
@@ -111,7 +134,12 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			f.Labels[k] = v
 		}
-		n, err = getResources(ctx, st, m, stdout, *output, f, *kind, name, *limit)
+		if !allNamespaces {
+			// Cluster-scoped resources are in no namespace: every
+			// namespace's list shows them, as kubectl does.
+			f.Namespaces = []string{namespace, ""}
+		}
+		n, err = getResources(ctx, st, m, stdout, *output, f, *kind, name, *limit, allNamespaces)
 	case "sources":
 		n, err = getSources(ctx, st, m, stdout, *output, name)
 	case "history":
@@ -120,7 +148,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			lim = 20
 		}
 		if *resource != "" {
-			n, err = getReconcileHistory(ctx, st, m, stdout, *output, *resource, lim)
+			n, err = getReconcileHistory(ctx, st, m, stdout, *output, *resource, namespace, lim)
 		} else {
 			n, err = getSyncHistory(ctx, st, m, stdout, *output, *sourceName, lim)
 		}
@@ -139,7 +167,8 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "get", err)
 	}
-	if err := watchEvents(ctx, c, m, stdout, object, *output, *kind, *sourceName, name); err != nil && ctx.Err() == nil {
+	watched := watchFilter{kind: *kind, source: *sourceName, name: name, namespace: namespace, all: allNamespaces}
+	if err := watchEvents(ctx, c, m, stdout, object, *output, watched); err != nil && ctx.Err() == nil {
 		return fail(stderr, "get", err)
 	}
 	return exitOK
@@ -177,7 +206,9 @@ func getTypes(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer
 
 // getResources lists resources; kind matches any case, and the limit
 // applies after that match.
-func getResources(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format string, f store.ResourceFilter, kind, name string, limit int) (int, error) {
+// With allNamespaces, a NAMESPACE column comes first.
+func getResources(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format string, f store.ResourceFilter, kind, name string, limit int,
+	allNamespaces bool) (int, error) {
 	rows, err := st.ListResources(ctx, f)
 	if err != nil {
 		return 0, err
@@ -195,31 +226,37 @@ func getResources(ctx context.Context, st store.Store, m *redact.Masker, w io.Wr
 	// Specs, labels and annotations are stored as declared: a secret
 	// quoted in them is masked before anything escapes, quotes or cuts it.
 	objs = redact.MaskValues(m, objs)
+	// Tables read by kind, then namespace, then name; the store lists by id.
+	slices.SortStableFunc(objs, func(a, b api.Resource) int { return a.Ref().Compare(b.Ref()) })
 	if format == "name" {
 		for _, o := range objs {
-			fmt.Fprintf(w, "%s/%s\n", o.Kind, o.Name)
+			fmt.Fprintln(w, o.Ref())
 		}
 		return len(objs), nil
 	}
 	wide := format == "wide"
+	nsCol, nsCell := "", func(api.Resource) string { return "" }
+	if allNamespaces {
+		nsCol, nsCell = "NAMESPACE\t", func(o api.Resource) string { return orDash(o.Namespace) + "\t" }
+	}
 	if len(objs) == 0 && isTable(format) {
 		return 0, nil
 	}
 	return len(objs), printObjects(w, format, objs, func(tw *tabwriter.Writer) {
 		if wide {
-			fmt.Fprintln(tw, "ID\tKIND\tNAME\tREADY\tSTATUS\tREASON\tSUSPENDED\tGEN\tOBSERVED\tACTION\tSOURCE\tAGE\tMESSAGE")
+			fmt.Fprintln(tw, nsCol+"ID\tKIND\tNAME\tREADY\tSTATUS\tREASON\tSUSPENDED\tGEN\tOBSERVED\tACTION\tSOURCE\tAGE\tMESSAGE")
 		} else {
-			fmt.Fprintln(tw, "KIND\tNAME\tREADY\tSTATUS\tREASON\tSUSPENDED\tAGE\tMESSAGE")
+			fmt.Fprintln(tw, nsCol+"KIND\tNAME\tREADY\tSTATUS\tREASON\tSUSPENDED\tAGE\tMESSAGE")
 		}
 		for _, o := range objs {
 			ready, reason := readiness(o.Conditions)
 			msg := orDash(oneLine(o.StatusMessage))
 			if wide {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", o.ID, o.Kind, o.Name, ready, o.Status, reason,
+				fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", nsCell(o), o.ID, o.Kind, o.Name, ready, o.Status, reason,
 					suspendedCell(o.Suspended), o.Generation, o.ObservedGeneration, orDash(o.ActionPlugin), o.Source.Name, age(o.CreatedAt), msg)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Kind, o.Name, ready, o.Status, reason, suspendedCell(o.Suspended),
+			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", nsCell(o), o.Kind, o.Name, ready, o.Status, reason, suspendedCell(o.Suspended),
 				age(o.CreatedAt), shorten(msg, 60))
 		}
 	})
@@ -330,12 +367,8 @@ func getSyncHistory(ctx context.Context, st store.Store, m *redact.Masker, w io.
 	})
 }
 
-func getReconcileHistory(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format, ref string, limit int) (int, error) {
-	kind, name, ok := strings.Cut(ref, "/")
-	if !ok || kind == "" || name == "" {
-		return 0, fmt.Errorf("--resource %q: want KIND/NAME", ref)
-	}
-	r, err := st.GetResourceByName(ctx, kind, name)
+func getReconcileHistory(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format, ref, namespace string, limit int) (int, error) {
+	r, err := resourceByRef(ctx, st, ref, namespace)
 	if err != nil {
 		return 0, err
 	}
@@ -418,12 +451,21 @@ func sourceReady(phase string) string {
 	return "Unknown"
 }
 
+// watchFilter is what get -w shows of the event stream: resources of kind
+// (any case) and name when set, from source, in namespace and
+// cluster-scoped, or in every namespace when all.
+type watchFilter struct {
+	kind, source, name, namespace string
+	all                           bool
+}
+
 // watchEvents prints a row for every change the agent's event stream
 // announces of the objects get listed, until ctx ends.
-func watchEvents(ctx context.Context, c *client.Client, m *redact.Masker, w io.Writer, object, format, kind, source, name string) error {
+func watchEvents(ctx context.Context, c *client.Client, m *redact.Masker, w io.Writer, object, format string, f watchFilter) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	kind, name := f.kind, f.name
 	// The server filters kinds exactly; kinds match any case here.
-	return c.Events(ctx, "", source, nil, func(ev client.Event) (bool, error) {
+	return c.Events(ctx, "", f.source, nil, func(ev client.Event) (bool, error) {
 		switch {
 		case ev.Name == api.EventResource && object == "resources":
 			var e store.StatusEvent
@@ -431,7 +473,8 @@ func watchEvents(ctx context.Context, c *client.Client, m *redact.Masker, w io.W
 				return false, fmt.Errorf("a resource event: %w", err)
 			}
 			e = redact.MaskValues(m, e)
-			if (kind != "" && !strings.EqualFold(e.Kind, kind)) || (name != "" && e.Name != name) {
+			if (kind != "" && !strings.EqualFold(e.Kind, kind)) || (name != "" && e.Name != name) ||
+				(!f.all && e.Namespace != f.namespace && e.Namespace != "") {
 				return true, nil
 			}
 			status := string(e.Phase)
@@ -444,8 +487,11 @@ func watchEvents(ctx context.Context, c *client.Client, m *redact.Masker, w io.W
 			case "json", "yaml":
 				return true, printObjects(w, format, e, nil)
 			case "name":
-				fmt.Fprintf(w, "%s/%s\n", e.Kind, e.Name)
+				fmt.Fprintln(w, manifest.ObjectRef{Kind: e.Kind, Namespace: e.Namespace, Name: e.Name})
 				return true, nil
+			}
+			if f.all {
+				fmt.Fprintf(tw, "%s\t", orDash(e.Namespace))
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\n", e.Kind, e.Name, status, e.ObservedGeneration, e.Generation,
 				shorten(orDash(oneLine(e.Message)), 60))
@@ -482,3 +528,72 @@ func watchEvents(ctx context.Context, c *client.Client, m *redact.Masker, w io.W
 // isTable reports whether format prints a table, which an empty result
 // leaves out: "No resources found" says it instead.
 func isTable(format string) bool { return format == "table" || format == "wide" }
+
+// resourceByRef finds the resource ref names, KIND/NAME or
+// KIND/NAMESPACE/NAME: without a namespace, in namespace (-n, or the
+// default namespace the store records); a resource of a cluster-scoped
+// kind whatever the namespace, as kubectl -n has it.
+func resourceByRef(ctx context.Context, st store.Store, s, namespace string) (*store.Resource, error) {
+	ref, err := parseRef(s, "")
+	if err != nil {
+		return nil, fmt.Errorf("--resource %w", err)
+	}
+	switch {
+	case ref.Namespace != "" && namespace != "" && ref.Namespace != namespace:
+		return nil, fmt.Errorf("--resource %q is in namespace %s, but -n says %s", s, ref.Namespace, namespace)
+	case ref.Namespace == "":
+		ref.Namespace = namespace
+	}
+	if ref.Namespace == "" {
+		if ref.Namespace, err = st.DefaultNamespace(ctx); err != nil {
+			return nil, err
+		}
+	}
+	r, err := st.GetResourceByName(ctx, ref)
+	if errors.Is(err, store.ErrNotFound) {
+		in := ref.Namespace
+		ref.Namespace = ""
+		if cluster, cerr := st.GetResourceByName(ctx, ref); cerr == nil {
+			return cluster, nil
+		}
+		others, lerr := st.ListResources(ctx, store.ResourceFilter{Kind: ref.Kind, Name: ref.Name})
+		if lerr == nil && len(others) > 0 {
+			var nss []string
+			for _, o := range others {
+				nss = append(nss, o.Namespace)
+			}
+			slices.Sort(nss)
+			return nil, fmt.Errorf("resource %s/%s not found in namespace %s; it is in namespace(s) %s: name one with -n NAMESPACE or as %s/NAMESPACE/%s: %w",
+				ref.Kind, ref.Name, in, strings.Join(nss, ", "), ref.Kind, ref.Name, err)
+		}
+	}
+	return r, err
+}
+
+// parseRef reads KIND/NAME or KIND/NAMESPACE/NAME, as the verbs take a
+// resource; namespace (-n), when not empty, is the namespace of a ref that
+// names none, and must agree with one that does. The kind is not checked:
+// the verbs match it in any case.
+func parseRef(s, namespace string) (manifest.ObjectRef, error) {
+	parts := strings.Split(s, "/")
+	var ref manifest.ObjectRef
+	switch {
+	case len(parts) == 2 && parts[0] != "" && parts[1] != "":
+		ref = manifest.ObjectRef{Kind: parts[0], Name: parts[1]}
+	case len(parts) == 3 && parts[0] != "" && parts[2] != "" && manifest.ValidNamespace(parts[1]):
+		ref = manifest.ObjectRef{Kind: parts[0], Namespace: parts[1], Name: parts[2]}
+	default:
+		return ref, fmt.Errorf("%q: want KIND/NAME or KIND/NAMESPACE/NAME", s)
+	}
+	if namespace == "" {
+		return ref, nil
+	}
+	if !manifest.ValidNamespace(namespace) {
+		return ref, fmt.Errorf("-n %q: not a namespace (%s)", namespace, strings.Join(manifest.NamespaceProblems(namespace), "; "))
+	}
+	if ref.Namespace != "" && ref.Namespace != namespace {
+		return ref, fmt.Errorf("%q is in namespace %s, but -n says %s", s, ref.Namespace, namespace)
+	}
+	ref.Namespace = namespace
+	return ref, nil
+}

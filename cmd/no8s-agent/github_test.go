@@ -70,7 +70,7 @@ reconcile: {backoff: {initial: 1h, max: 2h}}
 	url := pgtest.URL(t)
 	st := openTestStore(t, url)
 	get := func(name string) *store.Resource {
-		r, err := st.GetResourceByName(t.Context(), "Site", name)
+		r, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Site", Namespace: "default", Name: name})
 		if err != nil {
 			return nil
 		}

@@ -54,7 +54,8 @@ func newDispatcher(cfg *config.Config, st store.Store, masker *redact.Masker, m 
 	}
 	alerts := make([]notify.Alert, len(cfg.Notifications.Alerts))
 	for i, a := range cfg.Notifications.Alerts {
-		alerts[i] = notify.Alert{Providers: a.Providers, Events: a.Events, Sources: a.Sources, Kinds: a.Kinds, Labels: a.Labels}
+		alerts[i] = notify.Alert{Providers: a.Providers, Events: a.Events, Sources: a.Sources, Kinds: a.Kinds,
+			Namespaces: a.Namespaces, Labels: a.Labels}
 	}
 	return notify.New(st, notify.Options{Owner: owner, Providers: providers, Alerts: alerts, Commits: commits,
 		Follows: follows, OnDelivery: m.ObserveNotification, Masker: masker, Logger: log}), nil

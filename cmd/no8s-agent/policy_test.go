@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source/git/commitsig/sigtest"
 	"github.com/no8s/no8s-agent/source/git/gittest"
 	"github.com/no8s/no8s-agent/store"
@@ -71,7 +72,7 @@ admission:
 		return repo.CommitSigned(msg, keys.Env(), sigtest.SignWithSSH(ops)...)
 	}
 	exists := func(name string) bool {
-		_, err := st.GetResourceByName(t.Context(), "Site", name)
+		_, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Site", Namespace: "default", Name: name})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			t.Fatal(err)
 		}

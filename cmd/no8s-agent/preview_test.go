@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/action/githubactions/githubtest"
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source/git/gittest"
 	"github.com/no8s/no8s-agent/store/postgres/pgtest"
 )
@@ -64,10 +65,10 @@ actions: {web: {plugin: noop}}
 		t.Errorf("status = %+v", last[len(last)-1])
 	}
 	// The store holds main's state only.
-	if _, err := st.GetResourceByName(t.Context(), "Site", "blog"); err == nil {
+	if _, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Site", Namespace: "default", Name: "blog"}); err == nil {
 		t.Error("the preview created Site/blog in the store")
 	}
-	if shop, err := st.GetResourceByName(t.Context(), "Site", "shop"); err != nil || shop.Generation != 1 || !strings.Contains(string(shop.Spec), `"replicas":2`) {
+	if shop, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Site", Namespace: "default", Name: "shop"}); err != nil || shop.Generation != 1 || !strings.Contains(string(shop.Spec), `"replicas":2`) {
 		t.Errorf("shop = %+v %v", shop, err)
 	}
 	if strings.Contains(agent.log.String(), ghToken) {

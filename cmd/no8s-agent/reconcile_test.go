@@ -642,7 +642,7 @@ reconcile: {leaseDuration: 5s}
 		_, err := os.Stat(filepath.Join(marks, "started"))
 		return err == nil, describe(listResources(t, st))
 	})
-	r, err := st.GetResourceByName(t.Context(), "Job", "nightly")
+	r, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Job", Namespace: "default", Name: "nightly"})
 	if err != nil {
 		t.Fatal(err)
 	}

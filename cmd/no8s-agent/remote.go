@@ -25,6 +25,8 @@ const defaultTokenEnv = "NO8S_TOKEN"
 type serverFlags struct {
 	server, config, tokenEnv string
 	timeout                  time.Duration
+	// namespace is -n, on the commands that take a resource.
+	namespace string
 }
 
 func (f *serverFlags) register(c *cobra.Command) {
@@ -205,14 +207,14 @@ func reconcileCommand(stdout, stderr io.Writer) *cobra.Command {
 	var sf serverFlags
 	var wait bool
 	res := &cobra.Command{
-		Use: "resource KIND/NAME", Aliases: resourceWords[1:], Short: "reconcile a resource now",
+		Use: "resource KIND/NAME", Aliases: resourceWords[1:], Short: "reconcile a resource now (KIND/NAME or KIND/NAMESPACE/NAME)",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, r, err := sf.findResource(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			ref := r.Kind + "/" + r.Name
+			ref := r.Ref().String()
 			if !wait {
 				if _, err := c.Reconcile(cmd.Context(), r.ID); err != nil {
 					return err
@@ -256,15 +258,17 @@ func reconcileCommand(stdout, stderr io.Writer) *cobra.Command {
 		},
 	}
 	res.Flags().BoolVar(&wait, "wait", false, "wait for the attempt and print its outcome; exit 1 if it failed")
+	sf.namespaceFlag(res)
 	res.ValidArgsFunction = resourceRefs(&sf)
 	return verb("reconcile", "reconcile a resource now", &sf, res)
 }
 
-// splitRef splits KIND/NAME.
 // findResource returns a client of the agent the flags name and the
-// resource ref (KIND/NAME) names there.
-func (f *serverFlags) findResource(ctx context.Context, ref string) (*client.Client, *client.Resource, error) {
-	kind, name, err := splitRef(ref)
+// resource ref (KIND/NAME or KIND/NAMESPACE/NAME) names there: without a
+// namespace, in -n's, else in the agent's default namespace, or
+// cluster-scoped.
+func (f *serverFlags) findResource(ctx context.Context, arg string) (*client.Client, *client.Resource, error) {
+	ref, err := parseRef(arg, f.namespace)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -272,19 +276,18 @@ func (f *serverFlags) findResource(ctx context.Context, ref string) (*client.Cli
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := c.FindResource(ctx, kind, name)
+	r, err := c.FindResource(ctx, ref)
 	if err != nil {
 		return nil, nil, err
 	}
 	return c, r, nil
 }
 
-func splitRef(ref string) (kind, name string, err error) {
-	kind, name, ok := strings.Cut(ref, "/")
-	if !ok || kind == "" || name == "" {
-		return "", "", fmt.Errorf("%q: want KIND/NAME", ref)
-	}
-	return kind, name, nil
+// namespaceFlag registers -n/--namespace on a command that takes a
+// resource.
+func (f *serverFlags) namespaceFlag(c *cobra.Command) {
+	c.Flags().StringVarP(&f.namespace, "namespace", "n", "",
+		"the namespace of a KIND/NAME (default: the agent's default namespace; KIND/NAMESPACE/NAME names one too)")
 }
 
 // pollInterval is how often waitOutcome also asks, in case an event is
@@ -371,7 +374,8 @@ func sourceNames(sf *serverFlags) cobra.CompletionFunc {
 	}
 }
 
-// resourceRefs completes KIND/NAME from the agent.
+// resourceRefs completes KIND/NAME (KIND/NAMESPACE/NAME outside the
+// default namespace) from the agent, of -n's namespace when given.
 func resourceRefs(sf *serverFlags) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if len(args) > 0 {
@@ -381,13 +385,13 @@ func resourceRefs(sf *serverFlags) cobra.CompletionFunc {
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
-		rs, err := c.ListResources(cmd.Context(), "", "")
+		rs, _, err := c.Resources(cmd.Context(), client.ResourceQuery{Namespace: sf.namespace})
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
 		var out []cobra.Completion
 		for _, r := range rs {
-			out = append(out, r.Kind+"/"+r.Name)
+			out = append(out, r.Ref().String())
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}

@@ -90,6 +90,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := st.Migrate(ctx); err != nil {
 		return fail(stderr, "run", err)
 	}
+	// Before anything is synced: a default namespace that moved while
+	// resources are in the old one would destroy and create them again.
+	if err := st.SetDefaultNamespace(ctx, cfg.Namespace()); err != nil {
+		return fail(stderr, "run", err)
+	}
 	b := currentBuild()
 	mopts := metrics.Options{Logger: log, Version: b.Version, Commit: b.Commit, Bindings: bindings(ctx, st, log),
 		ResourceSeriesLimit: cfg.Metrics.ResourceSeriesLimit}
@@ -124,6 +129,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	syncer := sync.New(st, log)
 	syncer.CountWork(work)
 	syncer.UseAPIUnknownFields(manifest.UnknownFields(cfg.API.UnknownFields))
+	syncer.UseDefaultNamespace(cfg.Namespace())
 	hooks, err := admission.New(cfg.Admission, os.LookupEnv, log, nil)
 	if err != nil {
 		return fail(stderr, "run", err)

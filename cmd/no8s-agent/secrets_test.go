@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source/git/gittest"
 	"github.com/no8s/no8s-agent/store/postgres/pgtest"
 )
@@ -193,7 +194,7 @@ actions:
 
 	resourceIn := func(kind, name string, done func(phase, message string, outputs string) bool) func() (bool, string) {
 		return func() (bool, string) {
-			r, err := st.GetResourceByName(t.Context(), kind, name)
+			r, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: kind, Namespace: "default", Name: name})
 			if err != nil {
 				return false, err.Error()
 			}
@@ -237,7 +238,7 @@ actions:
 	// stream follows, so that their failures are events.
 	ids := map[string]string{}
 	for _, ref := range [][2]string{{"Site", "shop"}, {"Site", "failsite"}, {"Task", "good"}, {"Task", "bad"}} {
-		r, err := st.GetResourceByName(t.Context(), ref[0], ref[1])
+		r, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: ref[0], Namespace: "default", Name: ref[1]})
 		if err != nil {
 			t.Fatal(err)
 		}

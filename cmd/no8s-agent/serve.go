@@ -105,7 +105,8 @@ func apiTokens(c config.API) []api.Token {
 	for i, t := range c.Tokens {
 		out[i] = api.Token{Name: t.Name, Value: t.Value()}
 		for _, g := range t.Allow {
-			out[i].Grants = append(out[i].Grants, api.Grant{Verbs: g.Verbs, Kinds: g.Kinds, Sources: g.Sources, Actions: g.Actions})
+			out[i].Grants = append(out[i].Grants, api.Grant{Verbs: g.Verbs, Kinds: g.Kinds, Sources: g.Sources, Actions: g.Actions,
+				Namespaces: g.Namespaces})
 		}
 	}
 	return out

@@ -230,8 +230,8 @@ notifications:
 	base := agent.addr()
 
 	waitFor(t, 60*time.Second, agent, "good to be ready and bad to fail", func() (bool, string) {
-		good, err1 := st.GetResourceByName(t.Context(), "Task", "good")
-		bad, err2 := st.GetResourceByName(t.Context(), "Task", "bad")
+		good, err1 := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Task", Namespace: "default", Name: "good"})
+		bad, err2 := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Task", Namespace: "default", Name: "bad"})
 		if err1 != nil || err2 != nil {
 			return false, fmt.Sprint(err1, err2)
 		}
@@ -274,8 +274,8 @@ notifications:
 		}
 		return string(body)
 	}
-	good, _ := st.GetResourceByName(t.Context(), "Task", "good")
-	bad, _ := st.GetResourceByName(t.Context(), "Task", "bad")
+	good, _ := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Task", Namespace: "default", Name: "good"})
+	bad, _ := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Task", Namespace: "default", Name: "bad"})
 	for _, p := range []string{"/api/v1/resources", "/api/v1/sources", "/api/v1/sources/tasks", "/api/v1/sources/tasks/history",
 		"/api/v1/resource-types"} {
 		surfaces["API "+p] = get(p)

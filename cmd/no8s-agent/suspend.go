@@ -34,7 +34,7 @@ func suspendCommand(stdout io.Writer, suspend bool) *cobra.Command {
 	}
 	src.ValidArgsFunction = sourceNames(&sf)
 	res := &cobra.Command{
-		Use: "resource KIND/NAME", Aliases: resourceWords[1:], Short: use + " a resource: " + map[bool]string{
+		Use: "resource KIND/NAME", Aliases: resourceWords[1:], Short: use + " a resource (KIND/NAME or KIND/NAMESPACE/NAME): " + map[bool]string{
 			true: "no reconcile, no drift check, no destroy", false: "reconcile what waited"}[suspend],
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -46,10 +46,11 @@ func suspendCommand(stdout io.Writer, suspend bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "%s/%s: %s\n", r.Kind, r.Name, suspensionState(done, r.Suspended, r.SuspendedBy))
+			fmt.Fprintf(stdout, "%s: %s\n", r.Ref(), suspensionState(done, r.Suspended, r.SuspendedBy))
 			return nil
 		},
 	}
+	sf.namespaceFlag(res)
 	res.ValidArgsFunction = resourceRefs(&sf)
 	c := verb(use, short, &sf, src)
 	c.AddCommand(res)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source/git/gittest"
 	"github.com/no8s/no8s-agent/store/postgres/pgtest"
 )
@@ -105,7 +106,7 @@ actions: {web: {plugin: noop}}
 	waitFor(t, 30*time.Second, agent, "the push to be synced", func() (bool, string) {
 		return strings.HasSuffix(revision(), head), revision()
 	})
-	r, err := st.GetResourceByName(t.Context(), "Site", "shop")
+	r, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Site", Namespace: "default", Name: "shop"})
 	if err != nil || r.Generation != 2 {
 		t.Fatalf("shop after the push: %+v %v", r, err)
 	}

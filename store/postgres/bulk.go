@@ -24,6 +24,7 @@ const lockClassSource int32 = lockClass + 2
 // bulkRow is one resource of ApplyResources as json_to_recordset reads it.
 type bulkRow struct {
 	Kind        string               `json:"kind"`
+	Namespace   string               `json:"namespace"`
 	Grp         string               `json:"grp"`
 	Version     string               `json:"type_version"`
 	Name        string               `json:"name"`
@@ -75,7 +76,10 @@ func (s *Store) ApplyResources(ctx context.Context, rs []*manifest.Resource, src
 		if deps == nil {
 			deps = []manifest.ObjectRef{}
 		}
-		rows[i] = bulkRow{Kind: r.Kind, Grp: r.Group, Version: r.Version, Name: r.Name, Labels: labels,
+		if r.Namespace != "" && !manifest.ValidNamespace(r.Namespace) {
+			return nil, invalid("apply resources: %s: namespace %q is not a DNS-1123 label", r.Ref(), r.Namespace)
+		}
+		rows[i] = bulkRow{Kind: r.Kind, Namespace: r.Namespace, Grp: r.Group, Version: r.Version, Name: r.Name, Labels: labels,
 			Annotations: annotations, Spec: spec, SpecHash: r.SpecHash, Action: r.Action, DependsOn: deps,
 			Document: r.Origin.Document, Line: r.Origin.Line, Path: path, MetaHash: r.MetaHash(), PluginConfig: r.PluginConfig}
 	}
@@ -84,9 +88,10 @@ func (s *Store) ApplyResources(ctx context.Context, rs []*manifest.Resource, src
 		return nil, fmt.Errorf("apply resources: encode: %w", err)
 	}
 	kinds := make([]string, len(rs))
+	namespaces := make([]string, len(rs))
 	names := make([]string, len(rs))
 	for i, r := range rs {
-		kinds[i], names[i] = r.Kind, r.Name
+		kinds[i], namespaces[i], names[i] = r.Kind, r.Namespace, r.Name
 	}
 	type previous struct {
 		gen   int64
@@ -95,21 +100,22 @@ func (s *Store) ApplyResources(ctx context.Context, rs []*manifest.Resource, src
 	old := make(map[manifest.ObjectRef]previous, len(rs))
 	applied := make(map[manifest.ObjectRef]store.Applied, len(rs))
 	err = s.withTx(ctx, func(s *Store) error {
-		// Lock the existing rows in (kind, name) order before writing, so
+		// Lock the existing rows in (kind, namespace, name) order before writing, so
 		// that agents applying overlapping sets queue up instead of
 		// deadlocking, and read their generations to tell the outcomes.
 		// (One statement cannot do both: FOR UPDATE skips rows its own
 		// upsert already changed.)
-		rows, err := s.q.Query(ctx, `SELECT r.kind, r.name, r.generation, r.source_name, r.source_path, r.source_revision
-			FROM resources r JOIN unnest($1::text[], $2::text[]) AS w(kind, name) ON r.kind = w.kind AND r.name = w.name
-			ORDER BY r.kind, r.name FOR UPDATE OF r`, kinds, names)
+		rows, err := s.q.Query(ctx, `SELECT r.kind, r.namespace, r.name, r.generation, r.source_name, r.source_path, r.source_revision
+			FROM resources r JOIN unnest($1::text[], $2::text[], $3::text[]) AS w(kind, namespace, name)
+				ON r.kind = w.kind AND r.namespace = w.namespace AND r.name = w.name
+			ORDER BY r.kind, r.namespace, r.name FOR UPDATE OF r`, kinds, namespaces, names)
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
 			var ref manifest.ObjectRef
 			var p previous
-			if err := rows.Scan(&ref.Kind, &ref.Name, &p.gen, &p.owner.Name, &p.owner.Path, &p.owner.Revision); err != nil {
+			if err := rows.Scan(&ref.Kind, &ref.Namespace, &ref.Name, &p.gen, &p.owner.Name, &p.owner.Path, &p.owner.Revision); err != nil {
 				rows.Close()
 				return err
 			}
@@ -125,16 +131,16 @@ func (s *Store) ApplyResources(ctx context.Context, rs []*manifest.Resource, src
 		}
 		rows, err = s.q.Query(ctx, `
 WITH input AS (
-	SELECT * FROM json_to_recordset($1::json) AS x(kind text, grp text, type_version text, name text,
+	SELECT * FROM json_to_recordset($1::json) AS x(kind text, namespace text, grp text, type_version text, name text,
 		labels jsonb, annotations jsonb, spec json, spec_hash text, action text, depends_on jsonb,
 		origin_document int, origin_line int, source_path text, meta_hash text, plugin_config json)
 )
-INSERT INTO resources (kind, grp, type_version, name, labels, annotations, spec, spec_hash, action,
+INSERT INTO resources (kind, namespace, grp, type_version, name, labels, annotations, spec, spec_hash, action,
 	depends_on, origin_document, origin_line, source_name, source_path, source_revision, meta_hash, plugin_config)
-SELECT kind, grp, type_version, name, labels, annotations, spec, spec_hash, action,
+SELECT kind, namespace, grp, type_version, name, labels, annotations, spec, spec_hash, action,
 	depends_on, origin_document, origin_line, $2, source_path, $3, meta_hash, plugin_config
-FROM input ORDER BY kind, name
-ON CONFLICT (kind, name) DO UPDATE SET
+FROM input ORDER BY kind, namespace, name
+ON CONFLICT (kind, namespace, name) DO UPDATE SET
 	grp = EXCLUDED.grp, type_version = EXCLUDED.type_version, labels = EXCLUDED.labels,
 	annotations = EXCLUDED.annotations, spec = EXCLUDED.spec, spec_hash = EXCLUDED.spec_hash,
 	action = EXCLUDED.action, depends_on = EXCLUDED.depends_on,
@@ -165,14 +171,14 @@ ON CONFLICT (kind, name) DO UPDATE SET
 	updated_at = now()
 -- A row another source created since the lock above is left alone.
 WHERE resources.source_name = EXCLUDED.source_name
-RETURNING id, kind, name, generation`, input, src.Name, string(src.Revision))
+RETURNING id, kind, namespace, name, generation`, input, src.Name, string(src.Revision))
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
 			var ref manifest.ObjectRef
 			var a store.Applied
-			if err := rows.Scan(&a.ID, &ref.Kind, &ref.Name, &a.Generation); err != nil {
+			if err := rows.Scan(&a.ID, &ref.Kind, &ref.Namespace, &ref.Name, &a.Generation); err != nil {
 				rows.Close()
 				return err
 			}
@@ -255,13 +261,15 @@ func (s *Store) Owners(ctx context.Context, refs []manifest.ObjectRef) (map[mani
 		return out, nil
 	}
 	kinds := make([]string, len(refs))
+	namespaces := make([]string, len(refs))
 	names := make([]string, len(refs))
 	for i, r := range refs {
-		kinds[i], names[i] = r.Kind, r.Name
+		kinds[i], namespaces[i], names[i] = r.Kind, r.Namespace, r.Name
 	}
-	rows, err := s.q.Query(ctx, `SELECT r.kind, r.name, r.source_name, r.source_path, r.source_revision
-		FROM resources r JOIN unnest($1::text[], $2::text[]) AS w(kind, name) ON r.kind = w.kind AND r.name = w.name`,
-		kinds, names)
+	rows, err := s.q.Query(ctx, `SELECT r.kind, r.namespace, r.name, r.source_name, r.source_path, r.source_revision
+		FROM resources r JOIN unnest($1::text[], $2::text[], $3::text[]) AS w(kind, namespace, name)
+			ON r.kind = w.kind AND r.namespace = w.namespace AND r.name = w.name`,
+		kinds, namespaces, names)
 	if err != nil {
 		return nil, mapErr(err, "find owners")
 	}
@@ -269,7 +277,7 @@ func (s *Store) Owners(ctx context.Context, refs []manifest.ObjectRef) (map[mani
 	for rows.Next() {
 		var ref manifest.ObjectRef
 		var src store.SourceRef
-		if err := rows.Scan(&ref.Kind, &ref.Name, &src.Name, &src.Path, &src.Revision); err != nil {
+		if err := rows.Scan(&ref.Kind, &ref.Namespace, &ref.Name, &src.Name, &src.Path, &src.Revision); err != nil {
 			return nil, mapErr(err, "find owners")
 		}
 		out[ref] = src
@@ -306,7 +314,8 @@ func (s *Store) Notify(ctx context.Context, topic, payload string) error {
 // repeat on every row and are shared.
 func (s *Store) ListResourceDigests(ctx context.Context, source string) ([]store.ResourceDigest, error) {
 	rows, err := s.q.Query(ctx, `SELECT id, kind, name, spec_hash, action, meta_hash, generation,
-			deletion_requested_at IS NOT NULL, annotations->>'`+manifest.AnnotationPrune+`' = 'disabled', source_path
+			deletion_requested_at IS NOT NULL, annotations->>'`+manifest.AnnotationPrune+`' = 'disabled', source_path,
+			namespace
 		FROM resources WHERE source_name = $1`, source)
 	if err != nil {
 		return nil, mapErr(err, "list resources of "+source)
@@ -329,7 +338,7 @@ func (s *Store) ListResourceDigests(ctx context.Context, source string) ([]store
 }
 
 // digestDecoder decodes ListResourceDigests' rows from their wire form, text
-// or binary, and shares equal kinds and actions between rows.
+// or binary, and shares equal kinds, namespaces and actions between rows.
 type digestDecoder struct {
 	shared map[string]string
 	buf    []byte
@@ -337,8 +346,8 @@ type digestDecoder struct {
 
 // decode decodes one row of ListResourceDigests' query.
 func (d *digestDecoder) decode(fields []pgconn.FieldDescription, vals [][]byte) (store.ResourceDigest, error) {
-	if len(vals) != 10 || len(fields) != 10 {
-		return store.ResourceDigest{}, fmt.Errorf("resource digest: %d columns, want 10", len(vals))
+	if len(vals) != 11 || len(fields) != 11 {
+		return store.ResourceDigest{}, fmt.Errorf("resource digest: %d columns, want 11", len(vals))
 	}
 	var r store.ResourceDigest
 	var err error
@@ -347,6 +356,7 @@ func (d *digestDecoder) decode(fields []pgconn.FieldDescription, vals [][]byte) 
 	}
 	r.Kind = d.share(vals[1])
 	r.Action = d.share(vals[4])
+	r.Namespace = d.share(vals[10])
 	// The row's own strings are cut from one allocation.
 	d.buf = append(append(append(append(d.buf[:0], vals[2]...), vals[3]...), vals[5]...), vals[9]...)
 	all := string(d.buf)

@@ -18,13 +18,13 @@ func TestDigestDecoderFormats(t *testing.T) {
 	t.Parallel()
 	int8Bin := func(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
 	fields := func(format int16) []pgconn.FieldDescription {
-		fs := make([]pgconn.FieldDescription, 10)
+		fs := make([]pgconn.FieldDescription, 11)
 		for i := range fs {
 			fs[i].Format = format
 		}
 		return fs
 	}
-	want := store.ResourceDigest{ID: 1 << 40, Kind: "Widget", Name: "a", SpecHash: "s", Action: "make",
+	want := store.ResourceDigest{ID: 1 << 40, Kind: "Widget", Namespace: "team-a", Name: "a", SpecHash: "s", Action: "make",
 		MetaHash: "m", Generation: 7, Deleting: true, Path: "w/a.yaml"}
 	tests := []struct {
 		name    string
@@ -34,16 +34,16 @@ func TestDigestDecoderFormats(t *testing.T) {
 		wantErr bool
 	}{
 		{"text", fields(pgx.TextFormatCode), [][]byte{[]byte("1099511627776"), []byte("Widget"), []byte("a"), []byte("s"),
-			[]byte("make"), []byte("m"), []byte("7"), []byte("t"), nil, []byte("w/a.yaml")}, want, false},
+			[]byte("make"), []byte("m"), []byte("7"), []byte("t"), nil, []byte("w/a.yaml"), []byte("team-a")}, want, false},
 		{"binary", fields(pgx.BinaryFormatCode), [][]byte{int8Bin(1 << 40), []byte("Widget"), []byte("a"), []byte("s"),
-			[]byte("make"), []byte("m"), int8Bin(7), {1}, nil, []byte("w/a.yaml")}, want, false},
+			[]byte("make"), []byte("m"), int8Bin(7), {1}, nil, []byte("w/a.yaml"), []byte("team-a")}, want, false},
 		{"prune disabled", fields(pgx.BinaryFormatCode), [][]byte{int8Bin(1), []byte("Widget"), []byte("a"), []byte("s"),
-			[]byte(""), []byte("m"), int8Bin(1), {0}, {1}, []byte("")},
+			[]byte(""), []byte("m"), int8Bin(1), {0}, {1}, []byte(""), []byte("")},
 			store.ResourceDigest{ID: 1, Kind: "Widget", Name: "a", SpecHash: "s", MetaHash: "m", Generation: 1, PruneDisabled: true}, false},
-		{"short binary id", fields(pgx.BinaryFormatCode), [][]byte{{1, 2}, nil, nil, nil, nil, nil, int8Bin(1), {0}, nil, nil}, store.ResourceDigest{}, true},
-		{"null generation", fields(pgx.TextFormatCode), [][]byte{[]byte("1"), nil, nil, nil, nil, nil, nil, nil, nil, nil}, store.ResourceDigest{}, true},
-		{"bad text id", fields(pgx.TextFormatCode), [][]byte{[]byte("x"), nil, nil, nil, nil, nil, []byte("1"), nil, nil, nil}, store.ResourceDigest{}, true},
-		{"missing column", fields(pgx.TextFormatCode)[:9], make([][]byte, 9), store.ResourceDigest{}, true},
+		{"short binary id", fields(pgx.BinaryFormatCode), [][]byte{{1, 2}, nil, nil, nil, nil, nil, int8Bin(1), {0}, nil, nil, nil}, store.ResourceDigest{}, true},
+		{"null generation", fields(pgx.TextFormatCode), [][]byte{[]byte("1"), nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}, store.ResourceDigest{}, true},
+		{"bad text id", fields(pgx.TextFormatCode), [][]byte{[]byte("x"), nil, nil, nil, nil, nil, []byte("1"), nil, nil, nil, nil}, store.ResourceDigest{}, true},
+		{"missing column", fields(pgx.TextFormatCode)[:10], make([][]byte, 10), store.ResourceDigest{}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/no8s/no8s-agent/store"
 )
 
-const reconcileCols = `id, resource_id, kind, name, generation, source_revision, trigger, phase, success, error,
+const reconcileCols = `id, resource_id, kind, namespace, name, generation, source_revision, trigger, phase, success, error,
 	created_count, updated_count, deleted_count, outputs, plan_output, duration_ms, agent_id, started_at, finished_at,
 	no_drift_checks, last_checked_at`
 
@@ -40,15 +40,15 @@ func (s *Store) AddReconcileRecord(ctx context.Context, h *store.ReconcileRecord
 		), ins AS (
 			INSERT INTO reconcile_history (resource_id, kind, name, generation, source_revision,
 				trigger, phase, success, error, created_count, updated_count, deleted_count, outputs, plan_output,
-				duration_ms, agent_id, started_at, finished_at, no_drift_checks)
-			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19
+				duration_ms, agent_id, started_at, finished_at, no_drift_checks, namespace)
+			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20
 			WHERE NOT EXISTS (SELECT 1 FROM fold)
 			RETURNING id
 		)
 		SELECT id FROM fold UNION ALL SELECT id FROM ins`,
 		h.ResourceID, h.Kind, h.Name, h.Generation, string(h.SourceRevision), string(h.Trigger), h.Phase,
 		h.Success, h.Error, h.Created, h.Updated, h.Deleted, jsonDoc(h.Outputs), h.PlanOutput,
-		millis(h.Duration), h.AgentID, h.StartedAt, h.FinishedAt, h.NoDriftChecks).Scan(&id)
+		millis(h.Duration), h.AgentID, h.StartedAt, h.FinishedAt, h.NoDriftChecks, h.Namespace).Scan(&id)
 	if err != nil {
 		return 0, mapErr(err, fmt.Sprintf("add reconcile record of resource %d", h.ResourceID))
 	}
@@ -77,7 +77,7 @@ func (s *Store) ListReconcileRecords(ctx context.Context, resourceID int64, limi
 			out []byte
 			ms  int64
 		)
-		err := row.Scan(&h.ID, &h.ResourceID, &h.Kind, &h.Name, &h.Generation, &h.SourceRevision, &h.Trigger,
+		err := row.Scan(&h.ID, &h.ResourceID, &h.Kind, &h.Namespace, &h.Name, &h.Generation, &h.SourceRevision, &h.Trigger,
 			&h.Phase, &h.Success, &h.Error, &h.Created, &h.Updated, &h.Deleted, &out, &h.PlanOutput, &ms,
 			&h.AgentID, &h.StartedAt, &h.FinishedAt, &h.NoDriftChecks, &h.LastCheckedAt)
 		h.Outputs = rawDoc(out)

@@ -11,7 +11,7 @@ import (
 	"github.com/no8s/no8s-agent/store"
 )
 
-const noticeCols = `id, event, severity, source, revision, kind, name, generation, labels, message, created_at,
+const noticeCols = `id, event, severity, source, revision, kind, namespace, name, generation, labels, message, created_at,
 	routed, pending, results, attempts, next_attempt_at, done_at, lease_owner, lease_token`
 
 func scanNotice(row pgx.Row) (*store.Notice, error) {
@@ -19,7 +19,7 @@ func scanNotice(row pgx.Row) (*store.Notice, error) {
 		n                        store.Notice
 		labels, pending, results []byte
 	)
-	err := row.Scan(&n.ID, &n.Event, &n.Severity, &n.Source, &n.Revision, &n.Kind, &n.Name, &n.Generation, &labels,
+	err := row.Scan(&n.ID, &n.Event, &n.Severity, &n.Source, &n.Revision, &n.Kind, &n.Namespace, &n.Name, &n.Generation, &labels,
 		&n.Message, &n.CreatedAt, &n.Routed, &pending, &results, &n.Attempts, &n.NextAttemptAt, &n.DoneAt,
 		&n.LeaseOwner, &n.LeaseToken)
 	if err != nil {

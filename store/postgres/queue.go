@@ -212,10 +212,10 @@ var completeSQL = `WITH upd AS (
 	FROM upd WHERE $17 AND ` + foldNoDrift("$1", "$4", "$27", "$21", "$34::int") + `
 	RETURNING h.id
 ), hist AS (
-	INSERT INTO reconcile_history (resource_id, kind, name, generation, source_revision,
+	INSERT INTO reconcile_history (resource_id, kind, namespace, name, generation, source_revision,
 		trigger, phase, success, error, created_count, updated_count, deleted_count, outputs, plan_output,
 		duration_ms, agent_id, started_at, finished_at, no_drift_checks)
-	SELECT $1, upd.kind, upd.name, $4, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $34
+	SELECT $1, upd.kind, upd.namespace, upd.name, $4, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $34
 	FROM upd WHERE $17 AND NOT EXISTS (SELECT 1 FROM fold)
 	RETURNING id
 )
@@ -380,13 +380,10 @@ func (s *Store) wakeDependencies(ctx context.Context, c *store.Claim) (bool, err
 	if len(c.DependsOn) == 0 {
 		return false, nil
 	}
-	kinds, names := make([]string, len(c.DependsOn)), make([]string, len(c.DependsOn))
-	for i, d := range c.DependsOn {
-		kinds[i], names[i] = d.Kind, d.Name
-	}
+	kinds, namespaces, names := refColumns(c.DependsOn)
 	tag, err := s.q.Exec(ctx, `UPDATE resources SET next_reconcile_at = now()
 		WHERE waiting AND next_reconcile_at > now()
-		  AND (kind, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, kinds, names)
+		  AND (kind, namespace, name) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))`, kinds, namespaces, names)
 	if err != nil {
 		return false, err
 	}
@@ -403,12 +400,10 @@ func (s *Store) waitIsOver(ctx context.Context, ready, gone []manifest.ObjectRef
 	if len(refs) == 0 {
 		return false, nil
 	}
-	kinds, names := make([]string, len(refs)), make([]string, len(refs))
-	for i, r := range refs {
-		kinds[i], names[i] = r.Kind, r.Name
-	}
+	kinds, namespaces, names := refColumns(refs)
 	rows, err := s.q.Query(ctx, `SELECT `+resourceCols+` FROM resources
-		WHERE (kind, name) IN (SELECT * FROM unnest($1::text[], $2::text[])) ORDER BY id FOR SHARE`, kinds, names)
+		WHERE (kind, namespace, name) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[])) ORDER BY id FOR SHARE`,
+		kinds, namespaces, names)
 	if err != nil {
 		return false, err
 	}
@@ -616,10 +611,10 @@ var completeBatchSQL = `WITH inp AS (
 	FROM upd WHERE upd.c_recorded AND ` + foldNoDrift("upd.id", "upd.c_gen", "upd.c_plan", "upd.c_success", "upd.c_checks") + `
 	RETURNING upd.id AS folded
 ), hist AS (
-	INSERT INTO reconcile_history (resource_id, kind, name, generation, source_revision,
+	INSERT INTO reconcile_history (resource_id, kind, namespace, name, generation, source_revision,
 		trigger, phase, success, error, created_count, updated_count, deleted_count, outputs, plan_output,
 		duration_ms, agent_id, started_at, finished_at, no_drift_checks)
-	SELECT id, kind, name, c_gen, c_revision, c_trigger, c_stage, c_success, c_error, c_created, c_updated, c_deleted,
+	SELECT id, kind, namespace, name, c_gen, c_revision, c_trigger, c_stage, c_success, c_error, c_created, c_updated, c_deleted,
 		c_rec_outputs::json, c_plan, c_duration, c_agent, c_started, c_finished, c_checks
 	FROM upd WHERE c_recorded AND id NOT IN (SELECT folded FROM fold) ORDER BY c_ord
 	RETURNING id

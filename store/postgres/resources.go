@@ -15,7 +15,7 @@ import (
 	"github.com/no8s/no8s-agent/store"
 )
 
-const resourceCols = `id, kind, grp, type_version, name, labels, annotations, spec, spec_hash, action, depends_on,
+const resourceCols = `id, kind, namespace, grp, type_version, name, labels, annotations, spec, spec_hash, action, depends_on,
 	origin_document, origin_line, source_name, source_path, source_revision, generation, observed_generation,
 	phase, status_message, conditions, outputs, retry_count, next_reconcile_at, deletion_requested_at,
 	reconcile_requested_at, last_reconcile_time, lease_owner, lease_expires_at, lease_token, created_at, updated_at,
@@ -28,7 +28,7 @@ func scanResource(row pgx.Row, extra ...any) (*store.Resource, error) {
 		r                                                         store.Resource
 		labels, annotations, spec, deps, conds, out, pluginConfig []byte
 	)
-	dest := []any{&r.ID, &r.Kind, &r.Group, &r.Version, &r.Name, &labels, &annotations, &spec, &r.SpecHash,
+	dest := []any{&r.ID, &r.Kind, &r.Namespace, &r.Group, &r.Version, &r.Name, &labels, &annotations, &spec, &r.SpecHash,
 		&r.Action, &deps, &r.Origin.Document, &r.Origin.Line, &r.Source.Name, &r.Source.Path, &r.Source.Revision,
 		&r.Generation, &r.ObservedGeneration, &r.Phase, &r.StatusMessage, &conds, &out, &r.RetryCount,
 		&r.NextReconcileAt, &r.DeletionRequestedAt, &r.ReconcileRequestedAt, &r.LastReconcileTime,
@@ -90,6 +90,9 @@ func encodeDesired(r *manifest.Resource, src store.SourceRef) (*desired, error) 
 	if r == nil || r.Kind == "" || r.Name == "" || src.Name == "" {
 		return nil, invalid("resource: kind, name and source are required")
 	}
+	if r.Namespace != "" && !manifest.ValidNamespace(r.Namespace) {
+		return nil, invalid("%s: namespace %q is not a DNS-1123 label", resourceWhat(r.Ref()), r.Namespace)
+	}
 	var (
 		d   desired
 		err error
@@ -110,24 +113,26 @@ func encodeDesired(r *manifest.Resource, src store.SourceRef) (*desired, error) 
 	return &d, nil
 }
 
-func resourceWhat(kind, name string) string { return "resource " + kind + "/" + name }
+func resourceWhat(ref manifest.ObjectRef) string { return "resource " + ref.String() }
 
-// insertResource inserts r; with onConflictNothing, an existing (kind, name)
+// insertResource inserts r; with onConflictNothing, an existing (kind, namespace, name)
 // yields pgx.ErrNoRows instead of a unique violation.
 func (s *Store) insertResource(ctx context.Context, r *manifest.Resource, src store.SourceRef, d *desired, onConflictNothing bool) (*store.Resource, error) {
 	sql := `INSERT INTO resources (kind, grp, type_version, name, labels, annotations, spec, spec_hash, action,
-			depends_on, origin_document, origin_line, source_name, source_path, source_revision, meta_hash, plugin_config)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
+			depends_on, origin_document, origin_line, source_name, source_path, source_revision, meta_hash, plugin_config,
+			namespace)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 	if onConflictNothing {
-		sql += ` ON CONFLICT (kind, name) DO NOTHING`
+		sql += ` ON CONFLICT (kind, namespace, name) DO NOTHING`
 	}
 	return scanResource(s.q.QueryRow(ctx, sql+` RETURNING `+resourceCols,
 		r.Kind, r.Group, r.Version, r.Name, d.labels, d.annotations, jsonDoc(r.Spec), r.SpecHash, r.Action,
-		d.deps, r.Origin.Document, r.Origin.Line, src.Name, d.path, string(src.Revision), r.MetaHash(), jsonDoc(r.PluginConfig)))
+		d.deps, r.Origin.Document, r.Origin.Line, src.Name, d.path, string(src.Revision), r.MetaHash(), jsonDoc(r.PluginConfig),
+		r.Namespace))
 }
 
 // CreateResource inserts r at generation 1, phase pending, owned by src;
-// ErrConflict when (Kind, Name) exists.
+// ErrConflict when (Kind, Namespace, Name) exists.
 func (s *Store) CreateResource(ctx context.Context, r *manifest.Resource, src store.SourceRef) (*store.Resource, error) {
 	d, err := encodeDesired(r, src)
 	if err != nil {
@@ -141,12 +146,12 @@ func (s *Store) CreateResource(ctx context.Context, r *manifest.Resource, src st
 		return s.Notify(ctx, store.TopicResources, r.Ref().String())
 	})
 	if err != nil {
-		return nil, mapErr(err, "create "+resourceWhat(r.Kind, r.Name))
+		return nil, mapErr(err, "create "+resourceWhat(r.Ref()))
 	}
 	return out, nil
 }
 
-// ApplyResource creates r or updates the resource with the same (Kind, Name)
+// ApplyResource creates r or updates the resource with the same (Kind, Namespace, Name)
 // owned by src.Name. The stored row is locked while the new generation is
 // computed, so concurrent applies each see the previous one's result. See
 // store.Store for the rules.
@@ -155,7 +160,7 @@ func (s *Store) ApplyResource(ctx context.Context, r *manifest.Resource, src sto
 	if err != nil {
 		return nil, "", err
 	}
-	what := resourceWhat(r.Kind, r.Name)
+	what := resourceWhat(r.Ref())
 	var (
 		out     *store.Resource
 		outcome store.ApplyOutcome
@@ -174,7 +179,7 @@ func (s *Store) ApplyResource(ctx context.Context, r *manifest.Resource, src sto
 			)
 			err := s.q.QueryRow(ctx, `SELECT id, generation, spec_hash, action, deletion_requested_at IS NOT NULL,
 					source_name, source_path, source_revision
-				FROM resources WHERE kind = $1 AND name = $2 FOR UPDATE`, r.Kind, r.Name).
+				FROM resources WHERE kind = $1 AND namespace = $2 AND name = $3 FOR UPDATE`, r.Kind, r.Namespace, r.Name).
 				Scan(&id, &gen, &hash, &action, &deleting, &owner.Name, &owner.Path, &owner.Revision)
 			if errors.Is(err, pgx.ErrNoRows) {
 				out, err = s.insertResource(ctx, r, src, d, true)
@@ -191,7 +196,7 @@ func (s *Store) ApplyResource(ctx context.Context, r *manifest.Resource, src sto
 				return err
 			}
 			if owner.Name != src.Name {
-				return &store.OwnerConflictError{What: r.Kind + "/" + r.Name, Owner: owner}
+				return &store.OwnerConflictError{What: r.Ref().String(), Owner: owner}
 			}
 			changed := hash != r.SpecHash || action != r.Action
 			bump := changed || deleting
@@ -245,14 +250,23 @@ func (s *Store) GetResource(ctx context.Context, id int64) (*store.Resource, err
 	return r, nil
 }
 
-// GetResourceByName returns the resource kind/name, or ErrNotFound.
-func (s *Store) GetResourceByName(ctx context.Context, kind, name string) (*store.Resource, error) {
+// GetResourceByName returns the resource ref names, or ErrNotFound.
+func (s *Store) GetResourceByName(ctx context.Context, ref manifest.ObjectRef) (*store.Resource, error) {
 	r, err := scanResource(s.q.QueryRow(ctx,
-		`SELECT `+resourceCols+` FROM resources WHERE kind = $1 AND name = $2`, kind, name))
+		`SELECT `+resourceCols+` FROM resources WHERE kind = $1 AND namespace = $2 AND name = $3`, ref.Kind, ref.Namespace, ref.Name))
 	if err != nil {
-		return nil, mapErr(err, resourceWhat(kind, name))
+		return nil, mapErr(err, resourceWhat(ref))
 	}
 	return r, nil
+}
+
+// refColumns returns the kinds, namespaces and names of refs, for unnest.
+func refColumns(refs []manifest.ObjectRef) (kinds, namespaces, names []string) {
+	kinds, namespaces, names = make([]string, len(refs)), make([]string, len(refs)), make([]string, len(refs))
+	for i, r := range refs {
+		kinds[i], namespaces[i], names[i] = r.Kind, r.Namespace, r.Name
+	}
+	return kinds, namespaces, names
 }
 
 // ListResources returns the resources matching f, ordered by ID. Labels
@@ -271,6 +285,12 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*s
 	}
 	if f.Kind != "" {
 		add("kind = $%d", f.Kind)
+	}
+	if f.Name != "" {
+		add("name = $%d", f.Name)
+	}
+	if f.Namespaces != nil {
+		add("namespace = ANY($%d::text[])", f.Namespaces)
 	}
 	if f.Phase != "" {
 		add("phase = $%d", string(f.Phase))
@@ -295,12 +315,10 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*s
 		add("id = ANY($%d)", f.IDs)
 	}
 	if f.Refs != nil {
-		kinds, names := make([]string, len(f.Refs)), make([]string, len(f.Refs))
-		for i, r := range f.Refs {
-			kinds[i], names[i] = r.Kind, r.Name
-		}
-		args = append(args, kinds, names)
-		where = append(where, fmt.Sprintf("(kind, name) IN (SELECT * FROM unnest($%d::text[], $%d::text[]))", len(args)-1, len(args)))
+		kinds, namespaces, names := refColumns(f.Refs)
+		args = append(args, kinds, namespaces, names)
+		where = append(where, fmt.Sprintf("(kind, namespace, name) IN (SELECT * FROM unnest($%d::text[], $%d::text[], $%d::text[]))",
+			len(args)-2, len(args)-1, len(args)))
 	}
 	if f.DependsOn != nil {
 		b, err := json.Marshal([]manifest.ObjectRef{*f.DependsOn})
@@ -308,6 +326,11 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*s
 			return nil, err
 		}
 		add("depends_on @> $%d::jsonb AND depends_on <> '[]'::jsonb", b)
+		// Containment finds the rows through the index; a reference
+		// without a namespace also contains one with a namespace.
+		args = append(args, f.DependsOn.Kind, f.DependsOn.Namespace, f.DependsOn.Name)
+		where = append(where, fmt.Sprintf(`EXISTS (SELECT 1 FROM jsonb_array_elements(depends_on) e
+			WHERE e->>'kind' = $%d AND coalesce(e->>'namespace', '') = $%d AND e->>'name' = $%d)`, len(args)-2, len(args)-1, len(args)))
 	}
 	sql := `SELECT ` + resourceCols + ` FROM resources`
 	if len(where) > 0 {

@@ -101,7 +101,7 @@ func (s *Store) ResourceStates(ctx context.Context, limit int) ([]store.Resource
 	if limit <= 0 {
 		return nil, invalid("resource states: limit %d is not positive", limit)
 	}
-	rows, err := s.q.Query(ctx, `SELECT kind, name, source_name, action, phase, ready, NOT (`+notSuspended+`)
+	rows, err := s.q.Query(ctx, `SELECT kind, namespace, name, source_name, action, phase, ready, NOT (`+notSuspended+`)
 		FROM (SELECT *, phase = 'ready' AND observed_generation = generation AS ready FROM resources) r
 		ORDER BY ready, id LIMIT $1`, limit)
 	if err != nil {
@@ -109,7 +109,7 @@ func (s *Store) ResourceStates(ctx context.Context, limit int) ([]store.Resource
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.ResourceState, error) {
 		var st store.ResourceState
-		err := row.Scan(&st.Kind, &st.Name, &st.Source, &st.Action, &st.Phase, &st.Ready, &st.Suspended)
+		err := row.Scan(&st.Kind, &st.Namespace, &st.Name, &st.Source, &st.Action, &st.Phase, &st.Ready, &st.Suspended)
 		return st, err
 	})
 	return out, mapErr(err, "resource states")

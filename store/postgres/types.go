@@ -8,11 +8,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
 )
 
 const typeCols = `id, name, version, grp, description, action, drift_interval_ms, schema,
-	source_name, source_path, source_revision, created_at, updated_at, deprecated, annotations`
+	source_name, source_path, source_revision, created_at, updated_at, deprecated, annotations, scope`
 
 func scanType(row pgx.Row) (*store.ResourceType, error) {
 	var (
@@ -21,7 +22,7 @@ func scanType(row pgx.Row) (*store.ResourceType, error) {
 		schema, annotations []byte
 	)
 	err := row.Scan(&t.ID, &t.Name, &t.Version, &t.Group, &t.Description, &t.Action, &drift, &schema,
-		&t.Source.Name, &t.Source.Path, &t.Source.Revision, &t.CreatedAt, &t.UpdatedAt, &t.Deprecated, &annotations)
+		&t.Source.Name, &t.Source.Path, &t.Source.Revision, &t.CreatedAt, &t.UpdatedAt, &t.Deprecated, &annotations, &t.Scope)
 	if err != nil {
 		return nil, err
 	}
@@ -79,18 +80,23 @@ func (s *Store) PutResourceType(ctx context.Context, t *store.ResourceType) (*st
 			t.Name, t.Version).Scan(&id, &owner.Name, &owner.Path, &owner.Revision)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			out, err = scanType(s.q.QueryRow(ctx, `INSERT INTO resource_types
-				(name, version, grp, description, action, drift_interval_ms, schema, source_name, source_path, source_revision,
-				deprecated, annotations)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-				RETURNING `+typeCols,
-				t.Name, t.Version, t.Group, t.Description, t.Action, millis(t.DriftInterval), jsonDoc(t.Schema),
-				t.Source.Name, t.Source.Path, string(t.Source.Revision), t.Deprecated, annotations))
-			return err
 		case err != nil:
 			return err
 		case owner.Name != t.Source.Name:
 			return &store.OwnerConflictError{What: what, Owner: owner}
+		}
+		if err := s.setTypeScope(ctx, t.Name, t.ScopeOf()); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if id == 0 {
+			out, err = scanType(s.q.QueryRow(ctx, `INSERT INTO resource_types
+				(name, version, grp, description, action, drift_interval_ms, schema, source_name, source_path, source_revision,
+				deprecated, annotations, scope)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+				RETURNING `+typeCols,
+				t.Name, t.Version, t.Group, t.Description, t.Action, millis(t.DriftInterval), jsonDoc(t.Schema),
+				t.Source.Name, t.Source.Path, string(t.Source.Revision), t.Deprecated, annotations, string(t.ScopeOf())))
+			return err
 		}
 		out, err = scanType(s.q.QueryRow(ctx, `UPDATE resource_types SET
 				grp = $2, description = $3, action = $4, drift_interval_ms = $5, schema = $6,
@@ -105,6 +111,64 @@ func (s *Store) PutResourceType(ctx context.Context, t *store.ResourceType) (*st
 		return nil, mapErr(err, "put "+what)
 	}
 	return out, nil
+}
+
+// setTypeScope gives every version of the type name the scope scope, as
+// store.Store.PutResourceType says: refused while resources of it exist
+// if that changes a scope written before; and when it is ScopeCluster
+// over rows stored before types had a scope, the resources of the name,
+// and dependencies on them, lose their namespace. The caller holds the
+// type name's lock.
+func (s *Store) setTypeScope(ctx context.Context, name string, scope manifest.Scope) error {
+	var legacy, changed bool
+	var from string
+	if err := s.q.QueryRow(ctx, `SELECT coalesce(bool_or(scope = ''), false), coalesce(bool_or(scope NOT IN ('', $2)), false),
+			coalesce(min(scope) FILTER (WHERE scope NOT IN ('', $2)), '')
+		FROM resource_types WHERE name = $1`, name, string(scope)).Scan(&legacy, &changed, &from); err != nil {
+		return err
+	}
+	if !legacy && !changed {
+		return nil
+	}
+	var n int
+	if err := s.q.QueryRow(ctx, `SELECT count(*) FROM resources WHERE kind = $1`, name).Scan(&n); err != nil {
+		return err
+	}
+	if changed && n > 0 {
+		return &store.ScopeChangeError{Type: name, From: manifest.Scope(from), To: scope, Resources: n}
+	}
+	if legacy && scope == manifest.ScopeCluster && n > 0 {
+		var dup string
+		err := s.q.QueryRow(ctx, `SELECT name FROM resources WHERE kind = $1 GROUP BY name HAVING count(*) > 1 ORDER BY name LIMIT 1`,
+			name).Scan(&dup)
+		switch {
+		case err == nil:
+			return fmt.Errorf("%s becomes cluster-scoped, but %s/%s is declared in several namespaces: keep one: %w",
+				name, name, dup, store.ErrConflict)
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		// The owners' rows change too: what a syncer remembers of a
+		// source's resources holds while its row stays the same.
+		if _, err := s.q.Exec(ctx, `UPDATE sources SET updated_at = clock_timestamp()
+			WHERE name IN (SELECT source_name FROM resources WHERE kind = $1 AND namespace <> '')`, name); err != nil {
+			return err
+		}
+		if _, err := s.q.Exec(ctx, `UPDATE resources SET namespace = '', updated_at = now() WHERE kind = $1 AND namespace <> ''`,
+			name); err != nil {
+			return err
+		}
+		if _, err := s.q.Exec(ctx, `UPDATE resources SET updated_at = now(), depends_on = (
+				SELECT jsonb_agg(CASE WHEN d.e->>'kind' = $1 THEN d.e - 'namespace' ELSE d.e END ORDER BY d.i)
+				FROM jsonb_array_elements(resources.depends_on) WITH ORDINALITY AS d(e, i))
+			WHERE depends_on @> jsonb_build_array(jsonb_build_object('kind', $1::text)) AND depends_on <> '[]'::jsonb`,
+			name); err != nil {
+			return err
+		}
+	}
+	_, err := s.q.Exec(ctx, `UPDATE resource_types SET scope = $2, updated_at = now() WHERE name = $1 AND scope <> $2`,
+		name, string(scope))
+	return err
 }
 
 // GetResourceType returns the type with the given ID, or ErrNotFound.
@@ -167,18 +231,18 @@ func (s *Store) DeleteResourceType(ctx context.Context, name, version string) er
 			return err
 		}
 		// count(*) OVER () is the total before LIMIT: the message names a few users and counts all.
-		rows, err := s.q.Query(ctx, `SELECT name, count(*) OVER () FROM resources
-			WHERE kind = $1 AND type_version = $2 ORDER BY name LIMIT 3`, name, version)
+		rows, err := s.q.Query(ctx, `SELECT namespace, name, count(*) OVER () FROM resources
+			WHERE kind = $1 AND type_version = $2 ORDER BY namespace, name LIMIT 3`, name, version)
 		if err != nil {
 			return err
 		}
 		var (
 			users []string
-			user  string
+			user  = manifest.ObjectRef{Kind: name}
 			total int64
 		)
-		if _, err := pgx.ForEachRow(rows, []any{&user, &total}, func() error {
-			users = append(users, name+"/"+user)
+		if _, err := pgx.ForEachRow(rows, []any{&user.Namespace, &user.Name, &total}, func() error {
+			users = append(users, user.String())
 			return nil
 		}); err != nil {
 			return err

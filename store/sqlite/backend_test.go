@@ -92,7 +92,7 @@ func TestExclusiveOpen(t *testing.T) {
 	if err := reader.Ping(t.Context()); err != nil {
 		t.Errorf("Ping of the non-exclusive store: %v", err)
 	}
-	if r, err := reader.GetResourceByName(t.Context(), "Widget", "a"); err != nil || r.Generation != 1 {
+	if r, err := reader.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Widget", Name: "a"}); err != nil || r.Generation != 1 {
 		t.Errorf("non-exclusive read = %+v, %v", r, err)
 	}
 	if reader.Path() != path {
@@ -700,7 +700,7 @@ func TestDependentsFollowDependsOn(t *testing.T) {
 	if got := dependents(cache); got != "app" {
 		t.Errorf("dependents of cache = %q, want app", got)
 	}
-	r, err := s.GetResourceByName(ctx, "Widget", "api")
+	r, err := s.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Name: "api"})
 	if err != nil {
 		t.Fatal(err)
 	}

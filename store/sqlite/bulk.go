@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
@@ -14,7 +13,7 @@ import (
 // ApplyResources applies many resources of one source in one transaction,
 // with the rules of ApplyResource. Owners are checked first, in input
 // order, so that a conflict is reported before anything is written; rows
-// are then written in (kind, name) order, which is also the order in which
+// are then written in (kind, namespace, name) order, which is also the order in which
 // new ones get their IDs, as in PostgreSQL.
 func (s *Store) ApplyResources(ctx context.Context, rs []*manifest.Resource, src store.SourceRef) ([]store.Applied, error) {
 	if len(rs) == 0 {
@@ -51,12 +50,7 @@ func (s *Store) ApplyResources(ctx context.Context, rs []*manifest.Resource, src
 		items[i] = item{r: r, d: d, at: i}
 		refs[i] = r.Ref()
 	}
-	slices.SortFunc(items, func(a, b item) int {
-		if c := strings.Compare(a.r.Kind, b.r.Kind); c != 0 {
-			return c
-		}
-		return strings.Compare(a.r.Name, b.r.Name)
-	})
+	slices.SortFunc(items, func(a, b item) int { return manifest.CompareResources(a.r, b.r) })
 	out := make([]store.Applied, len(rs))
 	err := s.withTx(ctx, func(s *Store) error {
 		owners, err := s.Owners(ctx, refs)
@@ -142,7 +136,7 @@ func (s *Store) Owners(ctx context.Context, refs []manifest.ObjectRef) (map[mani
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.query(ctx, `SELECT kind, name, source_name, source_path, source_revision
+	rows, err := s.query(ctx, `SELECT kind, namespace, name, source_name, source_path, source_revision
 		FROM resources WHERE `+fmt.Sprintf(refsIn, 1), list)
 	if err != nil {
 		return nil, mapErr(err, "find owners")
@@ -151,7 +145,7 @@ func (s *Store) Owners(ctx context.Context, refs []manifest.ObjectRef) (map[mani
 	for rows.Next() {
 		var ref manifest.ObjectRef
 		var src store.SourceRef
-		if err := rows.Scan(&ref.Kind, &ref.Name, &src.Name, &src.Path, &src.Revision); err != nil {
+		if err := rows.Scan(&ref.Kind, &ref.Namespace, &ref.Name, &src.Name, &src.Path, &src.Revision); err != nil {
 			return nil, mapErr(err, "find owners")
 		}
 		out[ref] = src
@@ -191,10 +185,10 @@ func (s *Store) Notify(ctx context.Context, topic, payload string) error {
 func (s *Store) ListResourceDigests(ctx context.Context, source string) ([]store.ResourceDigest, error) {
 	out, err := collect(ctx, s, func(row scanner) (store.ResourceDigest, error) {
 		var d store.ResourceDigest
-		err := row.Scan(&d.ID, &d.Kind, &d.Name, &d.SpecHash, &d.Action, &d.MetaHash, &d.Generation,
+		err := row.Scan(&d.ID, &d.Kind, &d.Namespace, &d.Name, &d.SpecHash, &d.Action, &d.MetaHash, &d.Generation,
 			&d.Deleting, &d.PruneDisabled, &d.Path)
 		return d, err
-	}, `SELECT id, kind, name, spec_hash, action, meta_hash, generation, deletion_requested_at IS NOT NULL,
+	}, `SELECT id, kind, namespace, name, spec_hash, action, meta_hash, generation, deletion_requested_at IS NOT NULL,
 			EXISTS (SELECT 1 FROM json_each(resources.annotations) a WHERE a.key = $2 AND a.value = 'disabled'),
 			source_path
 		FROM resources WHERE source_name = $1 ORDER BY id`, source, manifest.AnnotationPrune)

@@ -7,17 +7,18 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
 )
 
-const reconcileCols = `id, resource_id, kind, name, generation, source_revision, trigger, phase, success, error,
+const reconcileCols = `id, resource_id, kind, namespace, name, generation, source_revision, trigger, phase, success, error,
 	created_count, updated_count, deleted_count, outputs, plan_output, duration_ms, agent_id, started_at, finished_at,
 	no_drift_checks, last_checked_at`
 
 const insertReconcileSQL = `INSERT INTO reconcile_history (resource_id, kind, name, generation, source_revision,
 		trigger, phase, success, error, created_count, updated_count, deleted_count, outputs, plan_output,
-		duration_ms, agent_id, started_at, finished_at, no_drift_checks)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		duration_ms, agent_id, started_at, finished_at, no_drift_checks, namespace)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 	RETURNING id`
 
 // foldNoDriftSQL folds a successful no-drift check into the resource's
@@ -31,7 +32,7 @@ const foldNoDriftSQL = `UPDATE reconcile_history SET no_drift_checks = no_drift_
 
 // writeReconcileRecord folds h into the record before it or inserts it,
 // for the given resource, and returns the ID of the record written.
-func (s *Store) writeReconcileRecord(ctx context.Context, h *store.ReconcileRecord, resourceID int64, kind, name string, generation int64) (int64, error) {
+func (s *Store) writeReconcileRecord(ctx context.Context, h *store.ReconcileRecord, resourceID int64, ref manifest.ObjectRef, generation int64) (int64, error) {
 	var id int64
 	if h.NoDriftChecks > 0 {
 		err := s.queryRow(ctx, foldNoDriftSQL, resourceID, generation, h.PlanOutput, h.Success,
@@ -43,16 +44,16 @@ func (s *Store) writeReconcileRecord(ctx context.Context, h *store.ReconcileReco
 			return 0, err
 		}
 	}
-	err := s.queryRow(ctx, insertReconcileSQL, reconcileArgs(h, resourceID, kind, name, generation)...).Scan(&id)
+	err := s.queryRow(ctx, insertReconcileSQL, reconcileArgs(h, resourceID, ref, generation)...).Scan(&id)
 	return id, err
 }
 
 // reconcileArgs are the arguments of insertReconcileSQL for h, recorded
 // for the given resource.
-func reconcileArgs(h *store.ReconcileRecord, resourceID int64, kind, name string, generation int64) []any {
-	return []any{resourceID, kind, name, generation, string(h.SourceRevision), string(h.Trigger), h.Phase,
+func reconcileArgs(h *store.ReconcileRecord, resourceID int64, ref manifest.ObjectRef, generation int64) []any {
+	return []any{resourceID, ref.Kind, ref.Name, generation, string(h.SourceRevision), string(h.Trigger), h.Phase,
 		h.Success, h.Error, h.Created, h.Updated, h.Deleted, jsonDoc(h.Outputs), h.PlanOutput,
-		millis(h.Duration), h.AgentID, ms(h.StartedAt), ms(h.FinishedAt), h.NoDriftChecks}
+		millis(h.Duration), h.AgentID, ms(h.StartedAt), ms(h.FinishedAt), h.NoDriftChecks, ref.Namespace}
 }
 
 // AddReconcileRecord appends a reconcile attempt and returns its ID. The
@@ -70,7 +71,8 @@ func (s *Store) AddReconcileRecord(ctx context.Context, h *store.ReconcileRecord
 	var id int64
 	err := s.withTx(ctx, func(s *Store) error {
 		var err error
-		id, err = s.writeReconcileRecord(ctx, h, h.ResourceID, h.Kind, h.Name, h.Generation)
+		id, err = s.writeReconcileRecord(ctx, h, h.ResourceID,
+			manifest.ObjectRef{Kind: h.Kind, Namespace: h.Namespace, Name: h.Name}, h.Generation)
 		return err
 	})
 	if err != nil {
@@ -99,7 +101,7 @@ func (s *Store) ListReconcileRecords(ctx context.Context, resourceID int64, limi
 			started, finished int64
 			checked           sql.NullInt64
 		)
-		err := row.Scan(&h.ID, &h.ResourceID, &h.Kind, &h.Name, &h.Generation, &h.SourceRevision, &h.Trigger,
+		err := row.Scan(&h.ID, &h.ResourceID, &h.Kind, &h.Namespace, &h.Name, &h.Generation, &h.SourceRevision, &h.Trigger,
 			&h.Phase, &h.Success, &h.Error, &h.Created, &h.Updated, &h.Deleted, &out, &h.PlanOutput, &dur,
 			&h.AgentID, &started, &finished, &h.NoDriftChecks, &checked)
 		if checked.Valid {

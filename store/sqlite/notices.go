@@ -10,7 +10,7 @@ import (
 	"github.com/no8s/no8s-agent/store"
 )
 
-const noticeCols = `id, event, severity, source, revision, kind, name, generation, labels, message, created_at,
+const noticeCols = `id, event, severity, source, revision, kind, namespace, name, generation, labels, message, created_at,
 	routed, pending, results, attempts, next_attempt_at, done_at, lease_owner, lease_token`
 
 func scanNotice(row scanner) (*store.Notice, error) {
@@ -20,7 +20,7 @@ func scanNotice(row scanner) (*store.Notice, error) {
 		created, next            int64
 		done                     sql.NullInt64
 	)
-	err := row.Scan(&n.ID, &n.Event, &n.Severity, &n.Source, &n.Revision, &n.Kind, &n.Name, &n.Generation, &labels,
+	err := row.Scan(&n.ID, &n.Event, &n.Severity, &n.Source, &n.Revision, &n.Kind, &n.Namespace, &n.Name, &n.Generation, &labels,
 		&n.Message, &created, &n.Routed, &pending, &results, &n.Attempts, &next, &done, &n.LeaseOwner, &n.LeaseToken)
 	if err != nil {
 		return nil, err

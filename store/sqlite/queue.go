@@ -390,7 +390,7 @@ func (s *Store) complete(ctx context.Context, c *store.Claim, done store.Complet
 		return nil, false, err
 	}
 	if rec := done.Record; rec != nil {
-		if _, err := s.writeReconcileRecord(ctx, rec, c.ID, r.Kind, r.Name, c.Generation); err != nil {
+		if _, err := s.writeReconcileRecord(ctx, rec, c.ID, r.Ref(), c.Generation); err != nil {
 			return nil, false, err
 		}
 	}
@@ -411,8 +411,8 @@ func (s *Store) complete(ctx context.Context, c *store.Claim, done store.Complet
 func (s *Store) wakeDependents(ctx context.Context, ref manifest.ObjectRef, now int64) (bool, error) {
 	res, err := s.exec(ctx, `UPDATE resources SET next_reconcile_at = $1
 		WHERE waiting AND next_reconcile_at > $1
-		  AND id IN (SELECT resource_id FROM resource_dependencies WHERE kind = $2 AND name = $3)`,
-		now, ref.Kind, ref.Name)
+		  AND id IN (SELECT resource_id FROM resource_dependencies WHERE kind = $2 AND namespace = $3 AND name = $4)`,
+		now, ref.Kind, ref.Namespace, ref.Name)
 	if err != nil {
 		return false, err
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/no8s/no8s-agent/store"
 )
 
-const resourceCols = `id, kind, grp, type_version, name, labels, annotations, spec, spec_hash, action, depends_on,
+const resourceCols = `id, kind, namespace, grp, type_version, name, labels, annotations, spec, spec_hash, action, depends_on,
 	origin_document, origin_line, source_name, source_path, source_revision, generation, observed_generation,
 	phase, status_message, conditions, outputs, retry_count, next_reconcile_at, deletion_requested_at,
 	reconcile_requested_at, last_reconcile_time, lease_owner, lease_expires_at, lease_token, created_at, updated_at,
@@ -28,7 +28,7 @@ func scanResource(row scanner, extra ...any) (*store.Resource, error) {
 		leased, suspended                    sql.NullInt64
 		created, updated                     int64
 	)
-	dest := []any{&r.ID, &r.Kind, &r.Group, &r.Version, &r.Name, &labels, &annotations, &spec, &r.SpecHash,
+	dest := []any{&r.ID, &r.Kind, &r.Namespace, &r.Group, &r.Version, &r.Name, &labels, &annotations, &spec, &r.SpecHash,
 		&r.Action, &deps, &r.Origin.Document, &r.Origin.Line, &r.Source.Name, &r.Source.Path, &r.Source.Revision,
 		&r.Generation, &r.ObservedGeneration, &r.Phase, &r.StatusMessage, &conds, &out, &r.RetryCount,
 		&next, &deletion, &request, &last, &r.LeaseOwner, &lease, &r.LeaseToken, &created, &updated, &leased, &suspended, &pluginConfig}
@@ -77,7 +77,10 @@ func encodeDesired(r *manifest.Resource, src store.SourceRef) (*desired, error) 
 	if r == nil || r.Kind == "" || r.Name == "" || src.Name == "" {
 		return nil, invalid("resource: kind, name and source are required")
 	}
-	if err := validDoc(r.Spec, "the spec of "+resourceWhat(r.Kind, r.Name)); err != nil {
+	if r.Namespace != "" && !manifest.ValidNamespace(r.Namespace) {
+		return nil, invalid("%s: namespace %q is not a DNS-1123 label", resourceWhat(r.Ref()), r.Namespace)
+	}
+	if err := validDoc(r.Spec, "the spec of "+resourceWhat(r.Ref())); err != nil {
 		return nil, err
 	}
 	var (
@@ -100,21 +103,21 @@ func encodeDesired(r *manifest.Resource, src store.SourceRef) (*desired, error) 
 	return &d, nil
 }
 
-func resourceWhat(kind, name string) string { return "resource " + kind + "/" + name }
+func resourceWhat(ref manifest.ObjectRef) string { return "resource " + ref.String() }
 
 const insertResourceSQL = `INSERT INTO resources (kind, grp, type_version, name, labels, annotations, spec, spec_hash,
 	action, depends_on, origin_document, origin_line, source_name, source_path, source_revision, meta_hash,
-	created_at, updated_at, plugin_config)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17, $18)`
+	created_at, updated_at, plugin_config, namespace)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17, $18, $19)`
 
 // insertArgs are the arguments of insertResourceSQL.
 func insertArgs(r *manifest.Resource, src store.SourceRef, d *desired, now int64) []any {
 	return []any{r.Kind, r.Group, r.Version, r.Name, d.labels, d.annotations, d.spec, r.SpecHash, r.Action,
-		d.deps, r.Origin.Document, r.Origin.Line, src.Name, d.path, string(src.Revision), r.MetaHash(), now, d.pluginConfig}
+		d.deps, r.Origin.Document, r.Origin.Line, src.Name, d.path, string(src.Revision), r.MetaHash(), now, d.pluginConfig, r.Namespace}
 }
 
 // CreateResource inserts r at generation 1, phase pending, owned by src;
-// ErrConflict when (Kind, Name) exists.
+// ErrConflict when (Kind, Namespace, Name) exists.
 func (s *Store) CreateResource(ctx context.Context, r *manifest.Resource, src store.SourceRef) (*store.Resource, error) {
 	d, err := encodeDesired(r, src)
 	if err != nil {
@@ -129,7 +132,7 @@ func (s *Store) CreateResource(ctx context.Context, r *manifest.Resource, src st
 		return s.Notify(ctx, store.TopicResources, r.Ref().String())
 	})
 	if err != nil {
-		return nil, mapErr(err, "create "+resourceWhat(r.Kind, r.Name))
+		return nil, mapErr(err, "create "+resourceWhat(r.Ref()))
 	}
 	return out, nil
 }
@@ -155,7 +158,7 @@ type applyResult struct {
 // applySelectSQL reads what apply compares of an existing resource.
 const applySelectSQL = `SELECT id, generation, spec_hash, action, deletion_requested_at IS NOT NULL,
 	source_name, source_path, source_revision, conditions, lease_expires_at IS NOT NULL AND lease_expires_at > $3
-FROM resources WHERE kind = $1 AND name = $2`
+FROM resources WHERE kind = $1 AND namespace = $4 AND name = $2`
 
 // applyUpdateSQL refreshes the desired state of an existing resource. $14
 // says whether the generation goes up, $15 whether a deletion request is
@@ -201,7 +204,7 @@ func (a *applier) scan(row *sql.Row) (applyResult, error) {
 	return res, err
 }
 
-// apply creates r or updates the resource of the same (Kind, Name) owned
+// apply creates r or updates the resource of the same (Kind, Namespace, Name) owned
 // by the applier's source. See store.Store.ApplyResource for the rules.
 func (a *applier) apply(ctx context.Context, r *manifest.Resource, d *desired) (applyResult, error) {
 	var (
@@ -213,7 +216,7 @@ func (a *applier) apply(ctx context.Context, r *manifest.Resource, d *desired) (
 		stored   string
 		leased   bool
 	)
-	err := a.s.queryRow(ctx, applySelectSQL, r.Kind, r.Name, a.now).
+	err := a.s.queryRow(ctx, applySelectSQL, r.Kind, r.Name, a.now, r.Namespace).
 		Scan(&id, &gen, &hash, &action, &deleting, &owner.Name, &owner.Path, &owner.Revision, &stored, &leased)
 	if errors.Is(err, sql.ErrNoRows) {
 		res, err := a.scan(a.s.queryRow(ctx, insertResourceSQL+a.returning(), insertArgs(r, a.src, d, a.now)...))
@@ -248,7 +251,7 @@ func (a *applier) apply(ctx context.Context, r *manifest.Resource, d *desired) (
 	return res, err
 }
 
-// ApplyResource creates r or updates the resource with the same (Kind, Name)
+// ApplyResource creates r or updates the resource with the same (Kind, Namespace, Name)
 // owned by src.Name. Its transaction is the only writer, so it reads and
 // writes the row without racing another apply. See store.Store for the
 // rules.
@@ -267,7 +270,7 @@ func (s *Store) ApplyResource(ctx context.Context, r *manifest.Resource, src sto
 		return s.Notify(ctx, store.TopicResources, r.Ref().String())
 	})
 	if err != nil {
-		return nil, "", mapErr(err, "apply "+resourceWhat(r.Kind, r.Name))
+		return nil, "", mapErr(err, "apply "+resourceWhat(r.Ref()))
 	}
 	return res.r, res.outcome, nil
 }
@@ -281,19 +284,20 @@ func (s *Store) GetResource(ctx context.Context, id int64) (*store.Resource, err
 	return r, nil
 }
 
-// GetResourceByName returns the resource kind/name, or ErrNotFound.
-func (s *Store) GetResourceByName(ctx context.Context, kind, name string) (*store.Resource, error) {
+// GetResourceByName returns the resource ref names, or ErrNotFound.
+func (s *Store) GetResourceByName(ctx context.Context, ref manifest.ObjectRef) (*store.Resource, error) {
 	r, err := scanResource(s.queryRow(ctx,
-		`SELECT `+resourceCols+` FROM resources WHERE kind = $1 AND name = $2`, kind, name))
+		`SELECT `+resourceCols+` FROM resources WHERE kind = $1 AND namespace = $2 AND name = $3`, ref.Kind, ref.Namespace, ref.Name))
 	if err != nil {
-		return nil, mapErr(err, resourceWhat(kind, name))
+		return nil, mapErr(err, resourceWhat(ref))
 	}
 	return r, nil
 }
 
-// refsIn is true of rows whose (kind, name) is among the JSON array of
-// object references in parameter $%d.
-const refsIn = `(kind, name) IN (SELECT json_extract(value, '$.kind'), json_extract(value, '$.name') FROM json_each($%d))`
+// refsIn is true of rows whose (kind, namespace, name) is among the JSON
+// array of object references in parameter $%d.
+const refsIn = `(kind, namespace, name) IN (SELECT json_extract(value, '$.kind'), coalesce(json_extract(value, '$.namespace'), ''),
+	json_extract(value, '$.name') FROM json_each($%d))`
 
 // ListResources returns the resources matching f, ordered by ID. A resource
 // may carry more labels than asked.
@@ -311,6 +315,16 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*s
 	}
 	if f.Kind != "" {
 		add("kind = $%d", f.Kind)
+	}
+	if f.Name != "" {
+		add("name = $%d", f.Name)
+	}
+	if f.Namespaces != nil {
+		nss, err := jsonArray(f.Namespaces)
+		if err != nil {
+			return nil, err
+		}
+		add("namespace IN (SELECT value FROM json_each($%d))", nss)
 	}
 	if f.Phase != "" {
 		add("phase = $%d", string(f.Phase))
@@ -345,9 +359,10 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*s
 		add(refsIn, refs)
 	}
 	if f.DependsOn != nil {
-		args = append(args, f.DependsOn.Kind, f.DependsOn.Name)
+		args = append(args, f.DependsOn.Kind, f.DependsOn.Namespace, f.DependsOn.Name)
 		where = append(where, fmt.Sprintf(
-			"id IN (SELECT resource_id FROM resource_dependencies WHERE kind = $%d AND name = $%d)", len(args)-1, len(args)))
+			"id IN (SELECT resource_id FROM resource_dependencies WHERE kind = $%d AND namespace = $%d AND name = $%d)",
+			len(args)-2, len(args)-1, len(args)))
 	}
 	query := `SELECT ` + resourceCols + ` FROM resources`
 	if len(where) > 0 {

@@ -103,7 +103,7 @@ func (s *Store) ResourceStates(ctx context.Context, limit int) ([]store.Resource
 	if limit <= 0 {
 		return nil, invalid("resource states: limit %d is not positive", limit)
 	}
-	rows, err := s.query(ctx, `SELECT kind, name, source_name, action, phase,
+	rows, err := s.query(ctx, `SELECT kind, namespace, name, source_name, action, phase,
 			phase = 'ready' AND observed_generation = generation AS ready, NOT (`+notSuspended+`)
 		FROM resources ORDER BY ready, id LIMIT $1`, limit)
 	if err != nil {
@@ -113,7 +113,7 @@ func (s *Store) ResourceStates(ctx context.Context, limit int) ([]store.Resource
 	var out []store.ResourceState
 	for rows.Next() {
 		var st store.ResourceState
-		if err := rows.Scan(&st.Kind, &st.Name, &st.Source, &st.Action, &st.Phase, &st.Ready, &st.Suspended); err != nil {
+		if err := rows.Scan(&st.Kind, &st.Namespace, &st.Name, &st.Source, &st.Action, &st.Phase, &st.Ready, &st.Suspended); err != nil {
 			return nil, mapErr(err, "resource states")
 		}
 		out = append(out, st)

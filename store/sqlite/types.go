@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
 )
 
 const typeCols = `id, name, version, grp, description, action, drift_interval_ms, schema,
-	source_name, source_path, source_revision, created_at, updated_at, deprecated, annotations`
+	source_name, source_path, source_revision, created_at, updated_at, deprecated, annotations, scope`
 
 func scanType(row scanner) (*store.ResourceType, error) {
 	var (
@@ -22,7 +23,7 @@ func scanType(row scanner) (*store.ResourceType, error) {
 		created, updated int64
 	)
 	err := row.Scan(&t.ID, &t.Name, &t.Version, &t.Group, &t.Description, &t.Action, &drift, &schema,
-		&t.Source.Name, &t.Source.Path, &t.Source.Revision, &created, &updated, &t.Deprecated, &annotations)
+		&t.Source.Name, &t.Source.Path, &t.Source.Revision, &created, &updated, &t.Deprecated, &annotations, &t.Scope)
 	if err != nil {
 		return nil, err
 	}
@@ -81,18 +82,23 @@ func (s *Store) PutResourceType(ctx context.Context, t *store.ResourceType) (*st
 			t.Name, t.Version).Scan(&id, &owner.Name, &owner.Path, &owner.Revision)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			out, insertErr = scanType(s.queryRow(ctx, `INSERT INTO resource_types
-				(name, version, grp, description, action, drift_interval_ms, schema, source_name, source_path,
-				source_revision, created_at, updated_at, deprecated, annotations)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13)
-				RETURNING `+typeCols,
-				t.Name, t.Version, t.Group, t.Description, t.Action, millis(t.DriftInterval), jsonDoc(t.Schema),
-				t.Source.Name, t.Source.Path, string(t.Source.Revision), now, t.Deprecated, annotations))
-			return insertErr
 		case err != nil:
 			return err
 		case owner.Name != t.Source.Name:
 			return &store.OwnerConflictError{What: what, Owner: owner}
+		}
+		if err := s.setTypeScope(ctx, t.Name, t.ScopeOf(), now); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if id == 0 {
+			out, insertErr = scanType(s.queryRow(ctx, `INSERT INTO resource_types
+				(name, version, grp, description, action, drift_interval_ms, schema, source_name, source_path,
+				source_revision, created_at, updated_at, deprecated, annotations, scope)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13, $14)
+				RETURNING `+typeCols,
+				t.Name, t.Version, t.Group, t.Description, t.Action, millis(t.DriftInterval), jsonDoc(t.Schema),
+				t.Source.Name, t.Source.Path, string(t.Source.Revision), now, t.Deprecated, annotations, string(t.ScopeOf())))
+			return insertErr
 		}
 		out, updateErr = scanType(s.queryRow(ctx, `UPDATE resource_types SET
 				grp = $2, description = $3, action = $4, drift_interval_ms = $5, schema = $6,
@@ -107,6 +113,74 @@ func (s *Store) PutResourceType(ctx context.Context, t *store.ResourceType) (*st
 		return nil, mapErr(err, "put "+what)
 	}
 	return out, nil
+}
+
+// setTypeScope gives every version of the type name the scope scope, as
+// store.Store.PutResourceType says: refused while resources of it exist
+// if that changes a scope written before; and when it is ScopeCluster
+// over rows stored before types had a scope, the resources of the name,
+// and dependencies on them, lose their namespace.
+func (s *Store) setTypeScope(ctx context.Context, name string, scope manifest.Scope, now int64) error {
+	scopes, err := collect(ctx, s, func(row scanner) (string, error) {
+		var v string
+		return v, row.Scan(&v)
+	}, `SELECT DISTINCT scope FROM resource_types WHERE name = $1 ORDER BY scope`, name)
+	if err != nil {
+		return err
+	}
+	legacy, changed := false, false
+	var from manifest.Scope
+	for _, v := range scopes {
+		switch {
+		case v == "":
+			legacy = true
+		case manifest.Scope(v) != scope:
+			changed, from = true, manifest.Scope(v)
+		}
+	}
+	if !legacy && !changed {
+		return nil
+	}
+	var n int
+	if err := s.queryRow(ctx, `SELECT count(*) FROM resources WHERE kind = $1`, name).Scan(&n); err != nil {
+		return err
+	}
+	if changed && n > 0 {
+		return &store.ScopeChangeError{Type: name, From: from, To: scope, Resources: n}
+	}
+	if legacy && scope == manifest.ScopeCluster && n > 0 {
+		var dup string
+		err := s.queryRow(ctx, `SELECT name FROM resources WHERE kind = $1 GROUP BY name HAVING count(*) > 1 ORDER BY name LIMIT 1`,
+			name).Scan(&dup)
+		switch {
+		case err == nil:
+			return fmt.Errorf("%s becomes cluster-scoped, but %s/%s is declared in several namespaces: keep one: %w",
+				name, name, dup, store.ErrConflict)
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		// The owners' rows change too: what a syncer remembers of a
+		// source's resources holds while its row stays the same.
+		if _, err := s.exec(ctx, `UPDATE sources SET updated_at = $2
+			WHERE name IN (SELECT source_name FROM resources WHERE kind = $1 AND namespace <> '')`, name, now); err != nil {
+			return err
+		}
+		if _, err := s.exec(ctx, `UPDATE resources SET namespace = '', updated_at = $2 WHERE kind = $1 AND namespace <> ''`,
+			name, now); err != nil {
+			return err
+		}
+		if _, err := s.exec(ctx, `UPDATE resources SET updated_at = $2, depends_on = (
+				SELECT json_group_array(CASE WHEN json_extract(d.value, '$.kind') = $1
+					THEN json_object('kind', $1, 'name', json_extract(d.value, '$.name')) ELSE json(d.value) END)
+				FROM json_each(resources.depends_on) d)
+			WHERE id IN (SELECT resource_id FROM resource_dependencies WHERE kind = $1 AND namespace <> '')`,
+			name, now); err != nil {
+			return err
+		}
+	}
+	_, err = s.exec(ctx, `UPDATE resource_types SET scope = $2, updated_at = $3 WHERE name = $1 AND scope <> $2`,
+		name, string(scope), now)
+	return err
 }
 
 // GetResourceType returns the type with the given ID, or ErrNotFound.
@@ -172,10 +246,10 @@ func (s *Store) DeleteResourceType(ctx context.Context, name, version string) er
 		if total > 0 {
 			// The message names a few users and counts all.
 			users, err := collect(ctx, s, func(row scanner) (string, error) {
-				var user string
-				err := row.Scan(&user)
-				return name + "/" + user, err
-			}, `SELECT name FROM resources WHERE kind = $1 AND type_version = $2 ORDER BY name LIMIT 3`, name, version)
+				ref := manifest.ObjectRef{Kind: name}
+				err := row.Scan(&ref.Namespace, &ref.Name)
+				return ref.String(), err
+			}, `SELECT namespace, name FROM resources WHERE kind = $1 AND type_version = $2 ORDER BY namespace, name LIMIT 3`, name, version)
 			if err != nil {
 				return err
 			}

@@ -102,14 +102,14 @@ func testApplyResourcesOwnerConflict(t *testing.T, s store.Store) {
 	if oc.What != "Widget/shared" || oc.Owner.Name != "platform" || oc.Owner.Path != "shared/db.yaml" {
 		t.Errorf("conflict %+v does not name the owner", oc)
 	}
-	got, err := s.GetResourceByName(ctx, "Widget", "shared")
+	got, err := s.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Name: "shared"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Source.Name != "platform" || string(got.Spec) != `{"owner":"platform"}` || got.Generation != 1 {
 		t.Errorf("the other source's resource changed: %+v", got.Source)
 	}
-	if _, err := s.GetResourceByName(ctx, "Widget", "mine"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Name: "mine"}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the rolled-back batch left Widget/mine behind: %v", err)
 	}
 }

@@ -52,7 +52,7 @@ func testApplyResourceConcurrentUpdates(t *testing.T, s store.Store) {
 			t.Fatalf("returned generations %v, want each of 2..%d exactly once", gens, n+1)
 		}
 	}
-	got, err := s.GetResourceByName(ctx, "Widget", "a")
+	got, err := s.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Name: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}

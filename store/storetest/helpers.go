@@ -90,9 +90,9 @@ func checkUTC(t *testing.T, what string, tm time.Time) {
 // declared.
 func checkDesired(t *testing.T, got *store.Resource, want *manifest.Resource, src store.SourceRef) {
 	t.Helper()
-	if got.Kind != want.Kind || got.Group != want.Group || got.Version != want.Version || got.Name != want.Name {
-		t.Errorf("identity = %s %s/%s %s, want %s %s/%s %s",
-			got.Kind, got.Group, got.Version, got.Name, want.Kind, want.Group, want.Version, want.Name)
+	if got.Kind != want.Kind || got.Group != want.Group || got.Version != want.Version || got.Namespace != want.Namespace || got.Name != want.Name {
+		t.Errorf("identity = %s %s/%s %s/%s, want %s %s/%s %s/%s",
+			got.Kind, got.Group, got.Version, got.Namespace, got.Name, want.Kind, want.Group, want.Version, want.Namespace, want.Name)
 	}
 	if !sameMap(got.Labels, want.Labels) {
 		t.Errorf("Labels = %v, want %v", got.Labels, want.Labels)

@@ -46,14 +46,14 @@ func testPluginConfigAndTypeAnnotations(t *testing.T, s store.Store) {
 	if _, err := s.ApplyResources(ctx, []*manifest.Resource{batch}, src); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.GetResourceByName(ctx, "Widget", "two")
+	got, err := s.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Name: "two"})
 	if err != nil || string(got.PluginConfig) != cfg {
 		t.Errorf("ApplyResources kept plugin config %q, %v", got.PluginConfig, err)
 	}
 	if _, err := s.ApplyResources(ctx, []*manifest.Resource{resource("two", `{"size":2}`)}, src); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.GetResourceByName(ctx, "Widget", "two"); err != nil || got.PluginConfig != nil {
+	if got, err := s.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Name: "two"}); err != nil || got.PluginConfig != nil {
 		t.Errorf("ApplyResources without plugin config left %q, %v", got.PluginConfig, err)
 	}
 

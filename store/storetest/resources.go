@@ -45,7 +45,9 @@ func testCreateResource(t *testing.T, s store.Store) {
 		get  func() (*store.Resource, error)
 	}{
 		{"GetResource", func() (*store.Resource, error) { return s.GetResource(ctx, got.ID) }},
-		{"GetResourceByName", func() (*store.Resource, error) { return s.GetResourceByName(ctx, "Widget", "prod") }},
+		{"GetResourceByName", func() (*store.Resource, error) {
+			return s.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Name: "prod"})
+		}},
 	} {
 		again, err := read.get()
 		if err != nil {
@@ -82,9 +84,9 @@ func testGetResourceNotFound(t *testing.T, s store.Store) {
 	}
 	_, err = s.GetResource(ctx, r.ID+1)
 	wantErr(t, "GetResource(missing)", err, store.ErrNotFound)
-	_, err = s.GetResourceByName(ctx, "Widget", "b")
+	_, err = s.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Name: "b"})
 	wantErr(t, "GetResourceByName(missing name)", err, store.ErrNotFound)
-	_, err = s.GetResourceByName(ctx, "Gadget", "a")
+	_, err = s.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Gadget", Name: "a"})
 	wantErr(t, "GetResourceByName(missing kind)", err, store.ErrNotFound)
 }
 
@@ -383,7 +385,7 @@ func testApplyResourceOwnerConflict(t *testing.T, s store.Store) {
 		if oc.Owner != owner {
 			t.Errorf("Owner = %+v, want %+v", oc.Owner, owner)
 		}
-		got, err := s.GetResourceByName(ctx, "Widget", "a")
+		got, err := s.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Name: "a"})
 		if err != nil {
 			t.Fatal(err)
 		}

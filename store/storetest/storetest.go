@@ -86,6 +86,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PruneRemovesSource", testPruneRemovesSource},
 		{"NewGenerationPending", testNewGenerationPending},
 		{"TransitionTimes", testTransitionTimes},
+		{"Namespaces", testNamespaces},
+		{"NamespaceDependencies", testNamespaceDependencies},
+		{"NamespaceRecords", testNamespaceRecords},
+		{"DefaultNamespace", testDefaultNamespace},
+		{"TypeScope", testTypeScope},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
 )
 
@@ -28,7 +29,7 @@ func txWork(t *testing.T, ctx context.Context, tx store.Store) {
 		t.Fatalf("AddSyncRecord in tx: %v", err)
 	}
 	// The transaction sees its own writes.
-	if got, err := tx.GetResourceByName(ctx, "Widget", "a"); err != nil || got.Phase != "ready" {
+	if got, err := tx.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Name: "a"}); err != nil || got.Phase != "ready" {
 		t.Fatalf("GetResourceByName in tx = %v, %v", got, err)
 	}
 }
@@ -42,7 +43,7 @@ func testInTxCommits(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatalf("InTx: %v", err)
 	}
-	r, err := s.GetResourceByName(ctx, "Widget", "a")
+	r, err := s.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Name: "a"})
 	if err != nil || r.Phase != "ready" || r.ObservedGeneration != 1 {
 		t.Errorf("resource after commit = %+v, %v", r, err)
 	}
@@ -77,7 +78,7 @@ func testInTxRollsBack(t *testing.T, s store.Store) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("InTx = %v, want the error fn returned", err)
 	}
-	_, err = s.GetResourceByName(ctx, "Widget", "a")
+	_, err = s.GetResourceByName(ctx, manifest.ObjectRef{Kind: "Widget", Name: "a"})
 	wantErr(t, "resource created in a rolled back tx", err, store.ErrNotFound)
 	_, err = s.GetSource(ctx, "infra")
 	wantErr(t, "source put in a rolled back tx", err, store.ErrNotFound)
