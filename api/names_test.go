@@ -88,3 +88,26 @@ func TestDottedNames(t *testing.T) {
 		t.Errorf("listed %s", got)
 	}
 }
+
+// TestLabelFormatOfEveryVersion: the API declares a type one version at a
+// time, each with its own metadata. A version that asks for labels is not
+// undone by another version that says nothing of names, whichever sorts
+// first ("v10" before "v2"): a dotted name of the type is refused at every
+// version, as the stored type says.
+func TestLabelFormatOfEveryVersion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.must("POST", "/api/v1/resource-types", writeToken,
+		`{"name": "Host", "version": "v2", "metadata": {"no8s.io/name-format": "label"}, "schema": {"type": "object"}}`, http.StatusCreated, nil)
+	e.must("POST", "/api/v1/resource-types", writeToken,
+		`{"name": "Host", "version": "v10", "metadata": {"team": "web"}, "schema": {"type": "object"}}`, http.StatusCreated, nil)
+	for _, version := range []string{"v2", "v10"} {
+		body := `{"name": "web.example.org", "resource_type_name": "Host", "resource_type_version": "` + version + `", "spec": {}}`
+		st, data, _ := e.call("POST", "/api/v1/resources", writeToken, body)
+		if st != http.StatusBadRequest || !strings.Contains(string(data), `Invalid value: \"web.example.org\": a lowercase RFC 1123 label must consist of`) {
+			t.Errorf("a dotted name of Host %s = %d %s, want 400 naming the label rule", version, st, data)
+		}
+	}
+	body := `{"name": "web-1", "resource_type_name": "Host", "resource_type_version": "v2", "spec": {}}`
+	e.must("POST", "/api/v1/resources", writeToken, body, http.StatusCreated, nil)
+}

@@ -219,47 +219,62 @@ func (c *Client) FindResource(ctx context.Context, ref manifest.ObjectRef) (*Res
 	if err != nil {
 		return nil, err
 	}
-	r, elsewhere := Match(all, ref, defaultNS)
-	if r != nil {
-		return r, nil
-	}
-	ns := cmp.Or(ref.Namespace, defaultNS)
-	msg := fmt.Sprintf("resource %s/%s not found in namespace %s", ref.Kind, ref.Name, ns)
-	if len(elsewhere) > 0 {
-		msg += fmt.Sprintf("; it is in namespace(s) %s: name one with -n NAMESPACE or as %s/NAMESPACE/%s",
-			strings.Join(elsewhere, ", "), ref.Kind, ref.Name)
-	}
-	return nil, &Error{Status: http.StatusNotFound, Message: msg}
+	return Match(all, ref, defaultNS)
 }
 
-// Match finds the resource ref names among rs, as FindResource does
-// (defaultNS for a ref without a namespace), and otherwise returns the
-// namespaces in which a resource of its kind and name is, sorted.
-func Match(rs []Resource, ref manifest.ObjectRef, defaultNS string) (*Resource, []string) {
+// Match finds the resource ref names among rs, as FindResource does: in
+// ref's namespace (defaultNS when it names none), or of a cluster-scoped
+// kind, whatever the namespace, as kubectl -n has it. The kind spelt as
+// given wins over one that matches in another case. Kinds may differ only
+// in case (DataBase and Database are two types): a reference that matches
+// several of them that way is refused, naming them, rather than taken for
+// whichever rs holds first. Not found, the error names the namespaces in
+// which a resource of that kind and name is.
+func Match(rs []Resource, ref manifest.ObjectRef, defaultNS string) (*Resource, error) {
 	ns := cmp.Or(ref.Namespace, defaultNS)
-	var cluster *Resource
+	var exact, folded []*Resource
 	var elsewhere []string
 	for i := range rs {
 		r := &rs[i]
-		if !strings.EqualFold(r.Kind, ref.Kind) || r.Name != ref.Name {
-			continue
-		}
 		switch {
-		case r.Namespace == ns:
-			return r, nil
-		case r.Namespace == "":
-			// Cluster-scoped: in no namespace, so whichever is asked
-			// for, as kubectl -n has it.
-			cluster = r
-		case r.Namespace != "":
+		case r.Name != ref.Name || !strings.EqualFold(r.Kind, ref.Kind):
+		case r.Namespace != ns && r.Namespace != "":
 			elsewhere = append(elsewhere, r.Namespace)
+		case r.Kind == ref.Kind:
+			exact = append(exact, r)
+		default:
+			folded = append(folded, r)
 		}
 	}
-	if cluster != nil {
-		return cluster, nil
+	// In the namespace asked for before cluster-scoped.
+	pick := func(c []*Resource) *Resource {
+		for _, r := range c {
+			if r.Namespace == ns {
+				return r
+			}
+		}
+		return c[0]
 	}
-	slices.Sort(elsewhere)
-	return nil, slices.Compact(elsewhere)
+	switch {
+	case len(exact) > 0:
+		return pick(exact), nil
+	case len(folded) == 1:
+		return folded[0], nil
+	case len(folded) > 1:
+		refs := make([]string, len(folded))
+		for i, r := range folded {
+			refs[i] = r.Ref().String()
+		}
+		return nil, &Error{Status: http.StatusNotFound, Message: fmt.Sprintf("resource %s/%s not found; kinds differ in case only: %s: spell the kind as it is",
+			ref.Kind, ref.Name, strings.Join(refs, ", "))}
+	}
+	msg := fmt.Sprintf("resource %s/%s not found in namespace %s", ref.Kind, ref.Name, ns)
+	if len(elsewhere) > 0 {
+		slices.Sort(elsewhere)
+		msg += fmt.Sprintf("; it is in namespace(s) %s: name one with -n NAMESPACE or as %s/NAMESPACE/%s",
+			strings.Join(slices.Compact(elsewhere), ", "), ref.Kind, ref.Name)
+	}
+	return nil, &Error{Status: http.StatusNotFound, Message: msg}
 }
 
 // GetResource returns the resource with this id.

@@ -309,6 +309,11 @@ type PullRequests struct {
 // Token returns the resolved token for previews, or "".
 func (p PullRequests) Token() string { return p.token.get() }
 
+// PullRequestCacheSuffix ends the name of the cache folder that holds a
+// source's clones of pull requests, <cache-dir>/<name>-pulls: no other
+// source may have that name, whose own clone is <cache-dir>/<name>.
+const PullRequestCacheSuffix = "-pulls"
+
 // Action is one action instance: a plugin and its settings.
 type Action struct {
 	// Plugin names the plugin, e.g. "exec" or "github_actions".

@@ -248,6 +248,10 @@ func TestParseProblems(t *testing.T) {
 		{"source name ending in a dash", "sources:\n- name: infra-\n  dir: .\n", "sources[0].name", "invalid source name"},
 		{"long source name", "sources:\n- name: " + strings.Repeat("a", 64) + "\n  dir: .\n", "sources[0].name", "invalid source name"},
 		{"reserved source name", "sources:\n- name: api\n  dir: .\n", "sources[0].name", "reserved"},
+		// infra's pull requests are cloned into <cache-dir>/infra-pulls.
+		{"source name of another's pull-request clones", "sources:\n- name: infra-pulls\n  git: {url: 'https://github.com/acme/other.git'}\n" +
+			"- name: infra\n  git: {url: 'https://github.com/acme/infra.git'}\n  pullRequests: {enabled: true, tokenEnv: T}\n",
+			"sources[0].name", `source infra keeps the clones of its pull requests in the cache folder "infra-pulls"`},
 		{"source without name", "sources:\n- dir: .\n", "sources[0].name", "required"},
 		{"git and dir", git + "}\n  dir: .\n", "sources[0]", "not both"},
 		{"neither git nor dir", "sources:\n- name: x\n", "sources[0]", "set either git or dir"},
@@ -272,7 +276,7 @@ func TestParseProblems(t *testing.T) {
 		{"pull requests without a token", git + "}\n  pullRequests: {enabled: true}\n", "sources[0].pullRequests.tokenEnv", "GitHub token"},
 		{"pull requests with a bad API URL", git + "}\n  pullRequests: {enabled: true, tokenEnv: T, apiURL: 'ftp://x'}\n",
 			"sources[0].pullRequests.apiURL", "http(s) URL"},
-		{"pull requests on a folder", "sources:\n- name: s\n  dir: .\n  pullRequests: {enabled: true}\n",
+		{"pull requests on a folder", "sources:\n- name: s\n  dir: .\n  pullRequests: {enabled: true, tokenEnv: T}\n",
 			"sources[0].pullRequests.enabled", "git source"},
 		{"maxDeletes over 100%", dir + "  prune: {maxDeletes: 150%}\n", "sources[0].prune.maxDeletes", "between 0% and 100%"},
 		{"negative maxDeletes", dir + "  prune: {maxDeletes: -1}\n", "sources[0].prune.maxDeletes", "negative"},

@@ -105,6 +105,12 @@ func (c *Config) validate(ps *problems) {
 		}
 		validateSource(key, s, ps)
 	}
+	for _, s := range c.Sources {
+		if j, taken := seen[s.Name+PullRequestCacheSuffix]; taken && s.Git != nil && s.PullRequests.Enabled {
+			ps.add(fmt.Sprintf("sources[%d].name", j), "source %s keeps the clones of its pull requests in the cache folder %q, this source's own: rename one of them",
+				s.Name, s.Name+PullRequestCacheSuffix)
+		}
+	}
 
 	names := make([]string, 0, len(c.Actions))
 	for name := range c.Actions {

@@ -783,6 +783,12 @@ func (s *Syncer) otherTypes(ctx context.Context, st store.Store, self string) (m
 			Scope: versions[0].ScopeOf()}
 		for _, v := range versions {
 			t.Versions = append(t.Versions, manifest.TypeVersion{Name: v.Version, Schema: v.Schema})
+			// The API stores each version's metadata apart: one version
+			// that asks for labels holds the whole type to them, whichever
+			// version sorts first.
+			if manifest.NameFormatOf(v.Annotations) == manifest.NameLabel {
+				t.NameFormat = manifest.NameLabel
+			}
 		}
 		key := t.Fingerprint()
 		s.mu.Lock()

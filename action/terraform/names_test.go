@@ -11,6 +11,7 @@ import (
 
 	"github.com/no8s/no8s-agent/action/terraform/tofutest"
 	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store/postgres/pgtest"
 )
 
 // TestDottedNamesKeepToTheirWorkFolders: a resource's name is one path
@@ -111,4 +112,55 @@ func entries(t *testing.T, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// namedModule's one resource is named for the resource it belongs to
+// (no8s_name) and appends "created <name>" or "destroyed <name>" to a file:
+// a run against another resource's state replaces that resource's.
+const namedModule = `
+variable "no8s_name" { type = string }
+resource "terraform_data" "res" {
+  input            = var.no8s_name
+  triggers_replace = [var.no8s_name]
+  provisioner "local-exec" {
+    command = "echo created ${self.input} >> %[1]s"
+  }
+  provisioner "local-exec" {
+    when    = destroy
+    command = "echo destroyed ${self.input} >> %[1]s"
+  }
+}
+`
+
+// TestPostgresSchemaNameWithinIdentifierLimit: the pg backend keeps each
+// state in the schema schema_name names, and PostgreSQL cuts identifiers
+// to 63 bytes without a word. A name of up to 253 characters makes two
+// resources' schema names differ past that point only: the second's run
+// would read the first's state and replace what it made. A rendered
+// schema name over 63 bytes is refused before the binary runs; one that
+// fits works.
+func TestPostgresSchemaNameWithinIdentifierLimit(t *testing.T) {
+	t.Parallel()
+	conn := pgtest.NewServer(t).URL(t)
+	root := t.TempDir()
+	events := filepath.Join(root, "events")
+	backend := fmt.Sprintf("backend \"pg\" {\n  conn_str    = %q\n  schema_name = \"no8s_{{ .Instance }}_{{ .Kind }}_{{ .Name }}\"\n}", conn)
+	a := mustInstance(t, "tf", fmt.Sprintf(namedModule, events), filepath.Join(root, "work"), map[string]any{"backend": backend})
+	// no8s_tf_Database_ and 46 characters: 63 bytes.
+	fits := strings.Repeat("p", 30) + ".eu.example.org"
+	fits += strings.Repeat("q", 63-len("no8s_tf_Database_")-len(fits))
+	long := fits + ".two"
+	if !manifest.ValidName(fits) || !manifest.ValidName(long) {
+		t.Fatalf("invalid names %q, %q", fits, long)
+	}
+	if _, err := a.Apply(t.Context(), request(fits, 1, `{}`, &recorder{})); err != nil {
+		t.Fatalf("apply %s: %v", fits, err)
+	}
+	_, err := a.Apply(t.Context(), request(long, 1, `{}`, &recorder{}))
+	if err == nil || !strings.Contains(err.Error(), "63 bytes") {
+		t.Errorf("apply %s: %v, want a refusal naming PostgreSQL's 63 bytes", long, err)
+	}
+	if got, want := readEvents(t, events), "created "+fits; got != want {
+		t.Errorf("events %q, want %q", got, want)
+	}
 }

@@ -349,6 +349,12 @@ func render(t *template.Template, d backendData) (string, error) {
 }
 
 // renderBackend renders the backend template for one resource.
+//
+// The pg backend keeps the state in the schema schema_name names, and
+// PostgreSQL cuts an identifier to its first 63 bytes without a word: two
+// resources whose schema names differ past that point (names run to 253
+// characters) would share one state, and the one's run would destroy what
+// the other made. Such a schema name is refused.
 func (a *Action) renderBackend(res action.Resource) (string, error) {
 	parts, err := a.stateKey(res)
 	if err != nil {
@@ -358,7 +364,22 @@ func (a *Action) renderBackend(res action.Resource) (string, error) {
 		return "", fmt.Errorf("the backend template gives %s the state of the same kind and name in every other namespace: "+
 			"use {{ .Key }} (<instance>/<namespace>/<kind>/<name> outside the namespace \"default\"), or {{ .Namespace }}", res.Ref())
 	}
-	return render(a.backend, backendData{Key: strings.Join(parts, "/"), Instance: a.instance, Namespace: res.Namespace, Kind: res.Kind, Name: res.Name})
+	out, err := render(a.backend, backendData{Key: strings.Join(parts, "/"), Instance: a.instance, Namespace: res.Namespace, Kind: res.Kind, Name: res.Name})
+	if err != nil {
+		return "", err
+	}
+	if regexp.MustCompile(`\bbackend\s+"pg"`).MatchString(out) {
+		const maxIdentifier = 63
+		for _, m := range regexp.MustCompile(`\bschema_name\s*=\s*"((?:[^"\\]|\\.)*)"`).FindAllStringSubmatch(out, -1) {
+			if len(m[1]) > maxIdentifier {
+				return "", fmt.Errorf("the pg backend's schema_name for %s, %q, is %d bytes: PostgreSQL keeps the first %d bytes of a schema's name, "+
+					"so resources whose names begin alike would share one state; keep schema_name within %d bytes "+
+					"(a shorter template; shorter names, such as labels: spec.nameFormat: label), or use a backend whose keys hold the whole name",
+					res.Ref(), m[1], len(m[1]), maxIdentifier, maxIdentifier)
+			}
+		}
+	}
+	return out, nil
 }
 
 // checkBackend renders the backend template for keys that differ in one

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,14 +71,13 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, ref ma
 	if err != nil {
 		return err
 	}
-	r, elsewhere := client.Match(all, ref, defaultNS)
-	if r == nil {
-		msg := fmt.Sprintf("resource %s/%s not found in namespace %s", ref.Kind, ref.Name, cmp.Or(ref.Namespace, defaultNS))
-		if len(elsewhere) > 0 {
-			msg += fmt.Sprintf("; it is in namespace(s) %s: name one with -n NAMESPACE or as %s/NAMESPACE/%s",
-				strings.Join(elsewhere, ", "), ref.Kind, ref.Name)
+	r, err := client.Match(all, ref, defaultNS)
+	if err != nil {
+		var e *client.Error
+		if errors.As(err, &e) {
+			return errors.New(e.Message)
 		}
-		return errors.New(msg)
+		return err
 	}
 	// The list may leave out what the single read has (the lease).
 	if one, err := c.GetResource(ctx, r.ID); err == nil {

@@ -56,7 +56,7 @@ func previewSources(cfg *config.Config, jobs []sync.Job, cacheDir string, applie
 				src, err := git.New(git.Config{
 					Name: name, URL: g.URL, Path: g.Path, Timeout: g.Timeout.Duration, Logger: log,
 					Ref:      git.Ref{PullRequest: number},
-					CacheDir: filepath.Join(cacheDir, name+"-pulls"),
+					CacheDir: filepath.Join(cacheDir, name+config.PullRequestCacheSuffix),
 					Auth: git.Auth{Username: g.Auth.Username(), Password: g.Auth.Password(), Token: g.Auth.Token(),
 						SSHKeyFile: g.Auth.SSHKeyFile, KnownHostsFile: g.Auth.KnownHostsFile, SSHKeyPassphrase: g.Auth.SSHKeyPassphrase()},
 					Verify: verify,

@@ -50,15 +50,20 @@ func serveRepo(t *testing.T, r *gittest.Repo, transport string) (string, Auth, *
 	return gs.URL + "/repo/.git", Auth{Username: "user", Password: "s3cret-pass"}, gs
 }
 
-// packs returns the pack files of the cache.
+// packs returns the pack files and loose objects of the cache.
 func packs(t *testing.T, cache string) map[string]bool {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(cache, "objects", "pack", "*.pack"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := make(map[string]bool, len(names))
-	for _, n := range names {
+	// Loose objects too: what a fetch stores may be either.
+	loose, err := filepath.Glob(filepath.Join(cache, "objects", "??", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := make(map[string]bool, len(names)+len(loose))
+	for _, n := range append(names, loose...) {
 		m[n] = true
 	}
 	return m
@@ -73,6 +78,10 @@ func newObjects(t *testing.T, cache string, before map[string]bool) int {
 		if before[p] {
 			continue
 		}
+		if !strings.HasSuffix(p, ".pack") {
+			n++
+			continue
+		}
 		f, err := os.Open(p)
 		if err != nil {
 			t.Fatal(err)
@@ -85,8 +94,7 @@ func newObjects(t *testing.T, cache string, before map[string]bool) int {
 		}
 		n += int(binary.BigEndian.Uint32(hdr[8:]))
 	}
-	loose, _ := filepath.Glob(filepath.Join(cache, "objects", "??", "*"))
-	return n + len(loose)
+	return n
 }
 
 // assertNoCheckout fails when the cache holds anything but a bare
@@ -221,6 +229,7 @@ func TestEnginesTrimCache(t *testing.T) {
 			r := gittest.NewRepo(t)
 			s := newEngineSource(t, r.URL(), e, nil)
 			s.maxPacks = 2
+			s.maxLoose = looseCount{objects: 8, bytes: 1 << 20}
 			for i := range 8 {
 				content := strings.Repeat("x", i+1) + ": 1\n"
 				r.Write(map[string]string{"a.yaml": content, fmt.Sprintf("b/%d.yaml", i): "b: 1\n"})
@@ -234,6 +243,10 @@ func TestEnginesTrimCache(t *testing.T) {
 				}
 				if n := s.countPacks(); n > s.maxPacks+1 {
 					t.Fatalf("after fetch %d the clone holds %d packs", i+1, n)
+				}
+				// A fetch adds a commit, two trees and two blobs at most.
+				if c := countLoose(filepath.Join(s.cfg.CacheDir, "objects")); c.objects > s.maxLoose.objects+5 {
+					t.Fatalf("after fetch %d the clone holds %d loose objects", i+1, c.objects)
 				}
 			}
 		})

@@ -18,6 +18,7 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/filesystem"
@@ -477,7 +478,7 @@ func (s *Source) packFiles() ([]string, error) {
 // would cost more than reading them. objects holds what is decoded (delta
 // bases mostly) while it is in use.
 func (s *Source) storage(objects cache.Object) *filesystem.Storage {
-	return filesystem.NewStorageWithOptions(osfs.New(s.cfg.CacheDir), objects,
+	return filesystem.NewStorageWithOptions(bufferedIndexes{osfs.New(s.cfg.CacheDir)}, objects,
 		filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: s.largeObject()})
 }
 
@@ -541,11 +542,12 @@ func (s *Source) fetchTarget(ctx context.Context, t *target, st *filesystem.Stor
 		// A shallow clone cannot be deepened reliably; start over instead.
 		s.log.Info("replacing shallow clone by a full one", "dir", s.cfg.CacheDir)
 		reset = true
-	case s.countPacks() > s.maxPacks:
+	case s.countPacks() > s.maxPacks || s.looseOver():
 		// go-git cannot collect the garbage of a shallow clone, and history
 		// fetched since the last start is reachable: only starting over
 		// drops it.
-		s.log.Info("starting the clone over", "dir", s.cfg.CacheDir, "packs", s.countPacks())
+		s.log.Info("starting the clone over", "dir", s.cfg.CacheDir, "packs", s.countPacks(),
+			"looseObjects", s.loose.objects, "looseBytes", s.loose.bytes)
 		reset = true
 	}
 	if reset {
@@ -569,6 +571,8 @@ func (s *Source) fetchTarget(ctx context.Context, t *target, st *filesystem.Stor
 		useGit = t.localRef == "" || s.strategy != byBranch || !hasRef(repo, t.localRef)
 	}
 	if useGit {
+		// git may leave the objects of a small fetch loose.
+		s.loose.known = false
 		if err := s.gitFetch(ctx, t, depth); err != nil {
 			return st, repo, "", err
 		}
@@ -650,6 +654,49 @@ func (s *Source) ensureRemote(repo *gogit.Repository) error {
 	return nil
 }
 
+// Loose objects (those local copies and small git fetches write) are
+// bounded as packs are: past defaultMaxLooseObjects or
+// defaultMaxLooseBytes the clone starts over.
+const (
+	defaultMaxLooseObjects = 4096
+	defaultMaxLooseBytes   = 128 << 20
+)
+
+// looseCount is what a clone holds as loose objects.
+type looseCount struct {
+	known   bool // counted since the clone last changed behind the count
+	objects int
+	bytes   int64
+}
+
+// looseOver reports whether the clone holds more loose objects than it
+// may keep, counting them when the count is not known.
+func (s *Source) looseOver() bool {
+	if !s.loose.known {
+		s.loose = countLoose(filepath.Join(s.cfg.CacheDir, "objects"))
+	}
+	return s.loose.objects > s.maxLoose.objects || s.loose.bytes > s.maxLoose.bytes
+}
+
+// countLoose counts the loose objects under the objects folder dir.
+func countLoose(dir string) looseCount {
+	c := looseCount{known: true}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if len(e.Name()) != 2 || !e.IsDir() {
+			continue
+		}
+		files, _ := os.ReadDir(filepath.Join(dir, e.Name()))
+		for _, f := range files {
+			if info, err := f.Info(); err == nil && info.Mode().IsRegular() {
+				c.objects++
+				c.bytes += info.Size()
+			}
+		}
+	}
+	return c
+}
+
 // countPacks returns the number of pack files in the clone.
 func (s *Source) countPacks() int {
 	packs, _ := filepath.Glob(filepath.Join(s.cfg.CacheDir, "objects", "pack", "*.pack"))
@@ -661,6 +708,7 @@ func (s *Source) countPacks() int {
 func (s *Source) emptyCache() error {
 	s.dropClone()
 	s.dropLocal()
+	s.loose = looseCount{}
 	entries, err := os.ReadDir(s.cfg.CacheDir)
 	if err != nil {
 		return fmt.Errorf("reset cache folder: %w", err)
@@ -743,7 +791,7 @@ func (s *Source) read(st *filesystem.Storage, c *object.Commit, t *target, key s
 			Time:    c.Author.When.UTC(),
 		},
 	}
-	tree, err := c.Tree()
+	tree, err := s.tree(st, c.TreeHash)
 	if err != nil {
 		return nil, fmt.Errorf("read tree of %s: %w", ix.revision, err)
 	}
@@ -755,7 +803,7 @@ func (s *Source) read(st *filesystem.Storage, c *object.Commit, t *target, key s
 	}
 	root := tree
 	if s.cfg.Path != "" {
-		if root, err = tree.Tree(s.cfg.Path); err != nil {
+		if root, err = s.subtree(st, tree, s.cfg.Path); err != nil {
 			return nil, fmt.Errorf("path %q does not exist at %s of %s (moved or deleted?): %w", s.cfg.Path, ix.revision, s.location, source.ErrNotFound)
 		}
 	}
@@ -763,7 +811,7 @@ func (s *Source) read(st *filesystem.Storage, c *object.Commit, t *target, key s
 	if s.last != nil && !s.last.empty {
 		prev = s.last
 	}
-	read, err := readTree(st, root, s.cfg.Load, prev, &s.reads)
+	read, err := readTree(st, root, s.trees, s.cfg.Load, prev, &s.reads)
 	if err != nil {
 		return nil, fmt.Errorf("read %s at %s: %w", s.location, ix.revision, err)
 	}
@@ -772,6 +820,36 @@ func (s *Source) read(st *filesystem.Storage, c *object.Commit, t *target, key s
 	s.retain(read)
 	s.last = read
 	return snap, nil
+}
+
+// tree returns tree h: one the last local fetch read, else decoded from st.
+func (s *Source) tree(st *filesystem.Storage, h plumbing.Hash) (*object.Tree, error) {
+	if t, ok := s.trees[h]; ok {
+		return t, nil
+	}
+	return object.GetTree(st, h)
+}
+
+// subtree returns the folder at the slash-separated path p under root, as
+// object.Tree.Tree does, without following links.
+func (s *Source) subtree(st *filesystem.Storage, root *object.Tree, p string) (*object.Tree, error) {
+	t := root
+	for _, name := range strings.Split(p, "/") {
+		if name == "" {
+			continue
+		}
+		e, err := t.FindEntry(name)
+		if err != nil {
+			return nil, err
+		}
+		if e.Mode != filemode.Dir {
+			return nil, object.ErrDirectoryNotFound
+		}
+		if t, err = s.tree(st, e.Hash); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
 }
 
 // retain drops the contents from ix when they are more than the source may

@@ -27,6 +27,7 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
@@ -140,6 +141,8 @@ type Source struct {
 	constraint *semver.Constraints
 	secrets    []string
 	maxPacks   int // clone packs beyond which the clone is trimmed
+	// maxLoose are the loose objects beyond which the clone is trimmed.
+	maxLoose looseCount
 	// maxRetained bounds the file contents kept between fetches.
 	maxRetained int64
 	engine      engine
@@ -160,7 +163,12 @@ type Source struct {
 	// local is a file:// remote's object store (see localFetch), and
 	// localMaxCommits and localMaxEntries the most commits one local fetch
 	// copies and tree entries it reads.
-	local           *localRemote
+	local *localRemote
+	// trees are the trees the last local fetch read, by hash: the
+	// snapshot of its head and the next fetch read them from here.
+	trees map[plumbing.Hash]*object.Tree
+	// loose is what the clone holds as loose objects (see looseOver).
+	loose           looseCount
 	localMaxCommits int
 	localMaxEntries int
 }
@@ -183,6 +191,7 @@ func New(cfg Config) (*Source, error) {
 		return nil, errors.New("git source: name is required")
 	}
 	s := &Source{cfg: cfg, log: cfg.Logger, maxPacks: defaultMaxPacks, maxRetained: defaultMaxRetained,
+		maxLoose:        looseCount{objects: defaultMaxLooseObjects, bytes: defaultMaxLooseBytes},
 		localMaxCommits: defaultLocalMaxCommits, localMaxEntries: defaultLocalMaxEntries}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -445,6 +445,7 @@ func TestCloneStartsOverWhenPacksPileUp(t *testing.T) {
 	r := gittest.NewRepo(t)
 	s := newSource(t, r.URL(), nil)
 	s.maxPacks = 2
+	s.maxLoose = looseCount{objects: 8, bytes: 1 << 20}
 	for i := range 6 {
 		content := strings.Repeat("x", i+1) + ": 1\n"
 		r.Write(map[string]string{"a.yaml": content})
@@ -456,6 +457,10 @@ func TestCloneStartsOverWhenPacksPileUp(t *testing.T) {
 		assertContents(t, snap, map[string]string{"a.yaml": content})
 		if n := s.countPacks(); n > s.maxPacks+1 {
 			t.Fatalf("after fetch %d the clone holds %d packs", i+1, n)
+		}
+		// A fetch adds a commit, two trees and two blobs at most.
+		if c := countLoose(filepath.Join(s.cfg.CacheDir, "objects")); c.objects > s.maxLoose.objects+5 {
+			t.Fatalf("after fetch %d the clone holds %d loose objects", i+1, c.objects)
 		}
 	}
 }

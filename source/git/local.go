@@ -20,7 +20,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
-	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
@@ -324,9 +323,13 @@ func (s *Source) localFetch(ctx context.Context, st *filesystem.Storage, repo *g
 		if c, err := s.refCommit(repo, t.localRef); err == nil {
 			base = c.TreeHash
 		}
-		missing, ok, err := missingObjects(ctx, r.st, st, t.remoteHash, base, s.localMaxCommits, s.localMaxEntries)
+		w := &missingWalk{remote: r, from: r.st, have: st, known: s.trees, maxCommits: s.localMaxCommits, maxEntries: s.localMaxEntries}
+		ok, err := w.run(ctx, t.remoteHash, base)
 		if err == nil && ok {
-			err = copyObjects(r.st, st, missing)
+			lw := &looseWriter{dir: filepath.Join(s.cfg.CacheDir, "objects")}
+			err = copyObjects(r.st, lw, w.out)
+			s.loose.objects += lw.objects
+			s.loose.bytes += lw.bytes
 		}
 		if err != nil && ctx.Err() != nil {
 			return false, err
@@ -337,130 +340,245 @@ func (s *Source) localFetch(ctx context.Context, st *filesystem.Storage, repo *g
 			s.log.Debug("cannot copy from the local remote: fetching it the usual way", "error", err)
 			return false, nil
 		}
+		// The trees read are those the snapshot reads next.
+		s.trees = w.trees
 	}
 	if err := repo.Storer.SetReference(plumbing.NewHashReference(t.localRef, t.remoteHash)); err != nil {
 		return false, fmt.Errorf("update %s: %w", t.localRef, err)
 	}
-	// The clone's store indexed the pack as it was written.
-	return true, s.packsChanged(true)
+	return true, nil
 }
 
 // errTooManyEntries ends a walk past its bound on the tree entries read.
 var errTooManyEntries = errors.New("too many tree entries")
 
-// copyObjects writes the objects named from from's store into a pack of
-// to's. No deltas: searching for them would cost more than the few objects
-// of a commit weigh.
-func copyObjects(from, to *filesystem.Storage, hashes []plumbing.Hash) error {
-	w, err := to.PackfileWriter()
-	if err != nil {
-		return err
-	}
-	_, err = packfile.NewEncoder(w, from, false).Encode(hashes, 0)
-	if cerr := w.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("copy objects: %w", err)
+// newObject is an object the clone lacks: a commit or tree with the
+// content already read and checked against its name, or a blob (data nil)
+// read and checked as it is copied.
+type newObject struct {
+	hash plumbing.Hash
+	typ  plumbing.ObjectType
+	data []byte
+}
+
+// copyObjects writes objs, read from from's store, into the clone's
+// objects folder w writes to.
+func copyObjects(from *filesystem.Storage, w *looseWriter, objs []newObject) error {
+	for _, o := range objs {
+		var err error
+		if o.data != nil {
+			err = w.addRead(o.hash, o.typ, o.data)
+		} else {
+			err = copyBlob(w, from, o.hash)
+		}
+		if err != nil {
+			return fmt.Errorf("copy objects: %w", err)
+		}
 	}
 	return nil
 }
 
-// missingObjects lists the objects of head's history that have lacks: the
-// commits down to those it has, with the trees and blobs they bring. Each
-// commit's tree is compared with base, a tree have holds whole (that of the
-// clone's head): what is the same there is not looked up one by one. ok is
-// false when more than maxCommits commits are missing, or when more than
-// maxEntries tree entries would be read.
-func missingObjects(ctx context.Context, from, have *filesystem.Storage, head, base plumbing.Hash, maxCommits, maxEntries int) (_ []plumbing.Hash, ok bool, _ error) {
-	var (
-		out     []plumbing.Hash
-		seen    = map[plumbing.Hash]bool{}
-		commits = []plumbing.Hash{head}
-		n       int
-		entries int
-	)
-	lacks := func(h plumbing.Hash) bool {
-		if seen[h] {
-			return false
-		}
-		seen[h] = true
-		return have.HasEncodedObject(h) != nil
+// copyBlob streams blob h from from's store into w.
+func copyBlob(w *looseWriter, from *filesystem.Storage, h plumbing.Hash) error {
+	obj, err := from.EncodedObject(plumbing.BlobObject, h)
+	if err != nil {
+		return fmt.Errorf("blob %s: %w", h, err)
 	}
-	// walk lists what tree h brings; old is the tree at the same place
-	// under base, or zero.
-	var walk func(h, old plumbing.Hash) error
-	walk = func(h, old plumbing.Hash) error {
-		if h == old || !lacks(h) {
-			return nil
-		}
-		tree, err := object.GetTree(from, h)
-		if err != nil {
-			return fmt.Errorf("read tree %s: %w", h, err)
-		}
-		out = append(out, h)
-		entries += len(tree.Entries)
-		var had map[string]object.TreeEntry
-		if !old.IsZero() {
-			if t, err := object.GetTree(have, old); err == nil {
-				entries += len(t.Entries)
-				had = make(map[string]object.TreeEntry, len(t.Entries))
-				for _, e := range t.Entries {
-					had[e.Name] = e
-				}
-			}
-		}
-		if entries > maxEntries {
-			return errTooManyEntries
-		}
-		for _, e := range tree.Entries {
-			before, ok := had[e.Name]
-			if ok && before.Hash == e.Hash {
-				continue
-			}
-			switch e.Mode {
-			case filemode.Dir:
-				if !ok || before.Mode != filemode.Dir {
-					before.Hash = plumbing.ZeroHash
-				}
-				if err := walk(e.Hash, before.Hash); err != nil {
-					return err
-				}
-			case filemode.Submodule:
-				// A commit of another repository: not an object here.
-			default:
-				if lacks(e.Hash) {
-					out = append(out, e.Hash)
-				}
-			}
-		}
-		return nil
+	rd, err := obj.Reader()
+	if err != nil {
+		return fmt.Errorf("blob %s: %w", h, err)
 	}
+	defer rd.Close()
+	return w.add(h, plumbing.BlobObject, obj.Size(), rd)
+}
+
+// missingWalk lists the objects of a head's history that the clone lacks:
+// the commits down to those it has, with the trees and blobs they bring.
+// Each commit's tree is compared with base, a tree the clone holds whole
+// (that of its head): what is the same there is not looked up one by one.
+type missingWalk struct {
+	remote     *localRemote // from's files
+	from, have *filesystem.Storage
+	// known are trees parsed before, by hash (those the last fetch brought).
+	known map[plumbing.Hash]*object.Tree
+	// maxCommits and maxEntries bound the walk: past either, run reports
+	// false.
+	maxCommits, maxEntries int
+
+	out     []newObject
+	trees   map[plumbing.Hash]*object.Tree // the trees read from from
+	seen    map[plumbing.Hash]bool
+	entries int
+}
+
+// run walks head's history; ok is false when more than maxCommits commits
+// are missing, or when more than maxEntries tree entries would be read.
+func (w *missingWalk) run(ctx context.Context, head, base plumbing.Hash) (ok bool, _ error) {
+	w.trees = map[plumbing.Hash]*object.Tree{}
+	w.seen = map[plumbing.Hash]bool{}
+	commits := []plumbing.Hash{head}
+	n := 0
 	for len(commits) > 0 {
 		if err := ctx.Err(); err != nil {
-			return nil, false, err
+			return false, err
 		}
 		h := commits[len(commits)-1]
 		commits = commits[:len(commits)-1]
-		if !lacks(h) {
+		if !w.lacks(h) {
 			continue
 		}
-		if n++; n > maxCommits {
-			return nil, false, nil
+		if n++; n > w.maxCommits {
+			return false, nil
 		}
-		c, err := object.GetCommit(from, h)
+		raw, err := w.raw(w.from, plumbing.CommitObject, h)
 		if err != nil {
-			return nil, false, fmt.Errorf("read commit %s: %w", h, err)
+			return false, fmt.Errorf("read commit %s: %w", h, err)
 		}
-		out = append(out, h)
-		err = walk(c.TreeHash, base)
+		var c object.Commit
+		mo := &plumbing.MemoryObject{}
+		mo.SetType(plumbing.CommitObject)
+		mo.Write(raw)
+		if err := c.Decode(mo); err != nil {
+			return false, fmt.Errorf("read commit %s: %w", h, err)
+		}
+		w.out = append(w.out, newObject{hash: h, typ: plumbing.CommitObject, data: raw})
+		err = w.walk(c.TreeHash, base)
 		if errors.Is(err, errTooManyEntries) {
-			return nil, false, nil
+			return false, nil
 		}
 		if err != nil {
-			return nil, false, err
+			return false, err
 		}
 		commits = append(commits, c.ParentHashes...)
 	}
-	return out, true, nil
+	return true, nil
+}
+
+// raw reads object h of st whole, from the remote's files when st is the
+// remote's.
+func (w *missingWalk) raw(st *filesystem.Storage, typ plumbing.ObjectType, h plumbing.Hash) ([]byte, error) {
+	if st == w.from && w.remote != nil {
+		return readRemoteRaw(w.remote, typ, h)
+	}
+	return readRaw(st, typ, h)
+}
+
+func (w *missingWalk) lacks(h plumbing.Hash) bool {
+	if w.seen[h] {
+		return false
+	}
+	w.seen[h] = true
+	return w.have.HasEncodedObject(h) != nil
+}
+
+// tree reads tree h of st, or takes it from those parsed before.
+func (w *missingWalk) tree(st *filesystem.Storage, h plumbing.Hash) (*object.Tree, []byte, error) {
+	if t, ok := w.trees[h]; ok {
+		return t, nil, nil
+	}
+	if t, ok := w.known[h]; ok {
+		return t, nil, nil
+	}
+	raw, err := w.raw(st, plumbing.TreeObject, h)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := parseTree(h, raw)
+	return t, raw, err
+}
+
+// walk lists what tree h brings; old is the tree at the same place under
+// base, or zero.
+func (w *missingWalk) walk(h, old plumbing.Hash) error {
+	if h == old || !w.lacks(h) {
+		return nil
+	}
+	tree, raw, err := w.tree(w.from, h)
+	if err != nil {
+		return fmt.Errorf("read tree %s: %w", h, err)
+	}
+	if raw == nil {
+		// A tree parsed before but not in the clone: its content again.
+		if raw, err = w.raw(w.from, plumbing.TreeObject, h); err != nil {
+			return fmt.Errorf("read tree %s: %w", h, err)
+		}
+	}
+	w.out = append(w.out, newObject{hash: h, typ: plumbing.TreeObject, data: raw})
+	w.trees[h] = tree
+	w.entries += len(tree.Entries)
+	var had []object.TreeEntry
+	if !old.IsZero() {
+		if t, _, err := w.tree(w.have, old); err == nil {
+			w.entries += len(t.Entries)
+			had = t.Entries
+		}
+	}
+	if w.entries > w.maxEntries {
+		return errTooManyEntries
+	}
+	// Both trees are in git's order: walk them side by side. A tree out of
+	// order only makes entries look new, which costs a lookup each.
+	j := 0
+	for _, e := range tree.Entries {
+		var before object.TreeEntry
+		found := false
+		for j < len(had) {
+			c := compareTreeNames(had[j], e)
+			if c > 0 {
+				break
+			}
+			j++
+			if c == 0 {
+				before, found = had[j-1], true
+				break
+			}
+		}
+		if found && before.Hash == e.Hash {
+			continue
+		}
+		switch e.Mode {
+		case filemode.Dir:
+			if !found || before.Mode != filemode.Dir {
+				before.Hash = plumbing.ZeroHash
+			}
+			if err := w.walk(e.Hash, before.Hash); err != nil {
+				return err
+			}
+		case filemode.Submodule:
+			// A commit of another repository: not an object here.
+		default:
+			if w.lacks(e.Hash) {
+				w.out = append(w.out, newObject{hash: e.Hash, typ: plumbing.BlobObject})
+			}
+		}
+	}
+	return nil
+}
+
+// compareTreeNames orders two entries as git orders a tree: by name, a
+// folder's name as if it ended in a slash.
+func compareTreeNames(a, b object.TreeEntry) int {
+	an, bn := a.Name, b.Name
+	n := min(len(an), len(bn))
+	if c := strings.Compare(an[:n], bn[:n]); c != 0 {
+		return c
+	}
+	ac, bc := byte(0), byte(0)
+	if len(an) > n {
+		ac = an[n]
+	} else if a.Mode == filemode.Dir {
+		ac = '/'
+	}
+	if len(bn) > n {
+		bc = bn[n]
+	} else if b.Mode == filemode.Dir {
+		bc = '/'
+	}
+	switch {
+	case ac < bc:
+		return -1
+	case ac > bc:
+		return 1
+	}
+	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -90,8 +91,10 @@ type treeReader struct {
 	ignoreBlob plumbing.Hash
 	root       *object.Tree
 	trees      map[plumbing.Hash]*object.Tree
-	byBlob     map[plumbing.Hash]int // prev.files by blob, built on first use
+	parsed     map[plumbing.Hash]*object.Tree // trees read before (see Source.trees)
+	byBlob     map[plumbing.Hash]int          // prev.files by blob, built on first use
 	byDir      map[string]map[plumbing.Hash]int
+	next       int // the previous index's file after the last one found
 
 	files    []indexed
 	problems []manifest.Problem
@@ -103,7 +106,7 @@ type treeReader struct {
 // prev, when set, is the index of an earlier snapshot of the same source:
 // folders whose tree did not change are taken from it, and files whose
 // blob did not change keep its hash and, when retained, its contents.
-func readTree(st storer.EncodedObjectStorer, root *object.Tree, opts manifest.LoadOptions, prev *index, reads *atomic.Int64) (*index, error) {
+func readTree(st storer.EncodedObjectStorer, root *object.Tree, known map[plumbing.Hash]*object.Tree, opts manifest.LoadOptions, prev *index, reads *atomic.Int64) (*index, error) {
 	if opts.MaxFileSize <= 0 {
 		opts.MaxFileSize = manifest.DefaultMaxFileSize
 	}
@@ -111,16 +114,20 @@ func readTree(st storer.EncodedObjectStorer, root *object.Tree, opts manifest.Lo
 		opts.SizeSetting = manifest.DefaultSizeSetting
 	}
 	r := &treeReader{
-		st:    st,
-		opts:  opts,
-		prev:  prev,
-		reads: reads,
-		root:  root,
-		trees: map[plumbing.Hash]*object.Tree{root.Hash: root},
-		dirs:  map[string]span{},
+		st:     st,
+		opts:   opts,
+		prev:   prev,
+		reads:  reads,
+		root:   root,
+		parsed: known,
+		trees:  map[plumbing.Hash]*object.Tree{root.Hash: root},
+		dirs:   map[string]span{},
 	}
 	if err := r.loadIgnore(); err != nil {
 		return nil, err
+	}
+	if prev != nil {
+		r.files = make([]indexed, 0, len(prev.files)+16)
 	}
 	if prev != nil && prev.ignoreBlob != r.ignoreBlob {
 		// Other rules select other files: only the hashes of blobs carry over.
@@ -194,11 +201,14 @@ func (r *treeReader) walk(dir string, h plumbing.Hash) error {
 	if err != nil {
 		return fmt.Errorf("read folder %q: %w", dir, err)
 	}
-	entries := make([]object.TreeEntry, len(t.Entries))
-	copy(entries, t.Entries)
+	entries := t.Entries
 	// Git sorts a folder as if its name ended in "/"; fs.WalkDir sorts by
-	// name. Files come out in the latter order, as from a folder.
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	// name. Files come out in the latter order, as from a folder. The two
+	// differ only around folders whose name another's begins with.
+	if !slices.IsSortedFunc(entries, func(a, b object.TreeEntry) int { return strings.Compare(a.Name, b.Name) }) {
+		entries = slices.Clone(entries)
+		sort.SliceStable(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	}
 	sp := span{tree: h, files: [2]int{len(r.files)}, problems: [2]int{len(r.problems)}, dirs: [2]int{len(r.order)}}
 	r.order = append(r.order, dir)
 	for _, e := range entries {
@@ -304,11 +314,16 @@ func (r *treeReader) known(h plumbing.Hash, dir string) (manifest.File, bool) {
 	if r.prev == nil || len(r.prev.files) == 0 {
 		return manifest.File{}, false
 	}
-	m := r.blobsOf(dir)
-	i, ok := m[h]
-	if !ok {
-		return manifest.File{}, false
+	// Files come in the order they came last time: the one after the
+	// last found is most often the one. Any file of that blob will do.
+	i := r.next
+	if i >= len(r.prev.files) || r.prev.files[i].blob != h {
+		var ok bool
+		if i, ok = r.blobsOf(dir)[h]; !ok {
+			return manifest.File{}, false
+		}
 	}
+	r.next = i + 1
 	f := r.prev.files[i].file
 	if !r.prev.retained {
 		f.Data = nil
@@ -461,6 +476,10 @@ func (r *treeReader) resolve(p string) (object.TreeEntry, error) {
 // tree decodes the tree h once per read.
 func (r *treeReader) tree(h plumbing.Hash) (*object.Tree, error) {
 	if t, ok := r.trees[h]; ok {
+		return t, nil
+	}
+	if t, ok := r.parsed[h]; ok {
+		r.trees[h] = t
 		return t, nil
 	}
 	t, err := object.GetTree(r.st, h)
