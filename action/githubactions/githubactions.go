@@ -89,10 +89,15 @@ const (
 	// is sent only when the resource has one, so workflows that do not
 	// declare it keep working.
 	InputPluginConfig = "plugin_config"
+	// InputNamespace is the resource's namespace. It is sent only for a
+	// resource outside the namespace "default" (cluster-scoped ones have
+	// none), so workflows written before namespaces keep working for the
+	// resources they served.
+	InputNamespace = "namespace"
 )
 
 // standardInputs lists the inputs in the order they are documented.
-var standardInputs = []string{InputOperation, InputKind, InputName, InputGeneration, InputSpec, InputCorrelationID, InputPluginConfig}
+var standardInputs = []string{InputOperation, InputKind, InputName, InputGeneration, InputSpec, InputCorrelationID, InputPluginConfig, InputNamespace}
 
 // settings are the plugin's settings in the agent configuration.
 type settings struct {
