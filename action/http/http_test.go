@@ -58,7 +58,7 @@ func request() *action.Request {
 		Instance: "hook",
 		Trigger:  "update",
 		Resource: action.Resource{
-			ID: 9, Kind: "Bucket", APIVersion: "example.com/v1", Name: "logs",
+			ID: 9, Kind: "Bucket", APIVersion: "example.com/v1", Namespace: "team-a", Name: "logs",
 			Spec: json.RawMessage(`{"region":"eu"}`), Generation: 2, Source: "infra",
 		},
 		Reporter: action.NoopReporter{},
@@ -156,7 +156,7 @@ func TestRequestSigned(t *testing.T) {
 			t.Fatalf("body is not JSON: %v", err)
 		}
 		if body.Operation != op || body.Instance != "hook" || body.Trigger != "update" ||
-			body.Resource.Name != "logs" || string(body.Resource.Spec) != `{"region":"eu"}` {
+			body.Resource.Name != "logs" || body.Resource.Namespace != "team-a" || string(body.Resource.Spec) != `{"region":"eu"}` {
 			t.Errorf("%s: body = %s", op, got.body)
 		}
 	}
