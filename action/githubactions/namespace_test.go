@@ -13,10 +13,7 @@ import (
 // TestNamespaceInput shows what a workflow is told of a resource's
 // namespace: nothing in the namespace "default" and for a cluster-scoped
 // resource, so that workflows written before namespaces keep working;
-// the namespace otherwise, under the name inputs maps it to. With the
-// input left out, a resource outside "default" is refused before any
-// dispatch: its run would look like that of the same kind and name in
-// every other namespace; so the input cannot be left out.
+// the namespace otherwise, under the name inputs maps it to.
 func TestNamespaceInput(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -52,7 +49,8 @@ func TestNamespaceInput(t *testing.T) {
 }
 
 // TestNamespaceInputNotLeftOut refuses a configuration that maps the
-// namespace input to nothing.
+// namespace input to nothing: a resource outside "default" would run as
+// that of the same kind and name in every other namespace.
 func TestNamespaceInputNotLeftOut(t *testing.T) {
 	t.Parallel()
 	_, err := githubactions.New(action.Settings{Instance: "deploy", Getenv: func(string) (string, bool) { return token, true },
