@@ -140,6 +140,10 @@ func TestSyncDefaultNamespace(t *testing.T) {
 	st, _ := newStore(t)
 	s := sync.New(st, nil)
 	s.UseDefaultNamespace("platform")
+	// As the agent does at start.
+	if err := st.SetDefaultNamespace(t.Context(), "platform"); err != nil {
+		t.Fatal(err)
+	}
 	tg := target("infra")
 	zoneType := strings.NewReplacer("name: Widget", "name: Zone", "group: example.com", "group: example.com\n  scope: Cluster").Replace(widgetType)
 	files := map[string]string{"types.yaml": widgetType + "---\n" + zoneType,
@@ -171,5 +175,31 @@ func TestSyncDefaultNamespace(t *testing.T) {
 	}
 	if z, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Zone", Name: "example.com"}); err != nil || z.Generation != 1 {
 		t.Fatalf("the zone after a refused change of scope: %v, %v", z, err)
+	}
+}
+
+// TestSyncRefusesAnotherDefaultNamespace: an agent started with another
+// defaultNamespace records it while no resource is in the recorded one;
+// an agent on the same store still running with the old one must then not
+// sync, or the two would each destroy what the other placed in its own
+// default namespace and create it again in theirs, over and over.
+func TestSyncRefusesAnotherDefaultNamespace(t *testing.T) {
+	t.Parallel()
+	st, _ := newStore(t)
+	running := sync.New(st, nil) // started earlier, with the default "default"
+	restarted := sync.New(st, nil)
+	restarted.UseDefaultNamespace("prod")
+	if err := st.SetDefaultNamespace(t.Context(), "prod"); err != nil {
+		t.Fatalf("recording prod over an empty store: %v", err)
+	}
+	tg := target("infra")
+	files := map[string]string{"types.yaml": widgetType, "w.yaml": nsWidget("", "w", "{size: 1}")}
+	var serr *sync.Error
+	if _, err := running.Sync(t.Context(), tg, snapshot(files), false); !errors.As(err, &serr) || serr.Reason != sync.ReasonDefaultNamespace {
+		t.Errorf("an agent whose default namespace is not the one the store records synced (%v): stored %s", err, stored(t, st))
+	}
+	mustSync(t, restarted, tg, snapshot(files))
+	if got := stored(t, st); got != "prod/w@1" {
+		t.Fatalf("stored %s, want prod/w@1 and nothing destroyed", got)
 	}
 }

@@ -34,6 +34,7 @@ const (
 	ReasonEmptySnapshot      = "EmptySnapshotRefused"
 	ReasonTypeInUse          = "TypeInUse"
 	ReasonScopeChange        = "ScopeChangeRefused"
+	ReasonDefaultNamespace   = "DefaultNamespaceMismatch"
 	ReasonFetchFailed        = "FetchFailed"
 )
 
@@ -226,6 +227,26 @@ func (s *Syncer) defaultNSLocked() string {
 	return s.defaultNS
 }
 
+// checkDefaultNamespace refuses a sync by an agent whose default
+// namespace is not the one the store records: another agent on the store
+// was started with another, while no resource was in the recorded one.
+// Both syncing would each destroy the resources declared without a
+// namespace that the other placed in its default namespace, and create
+// them again in its own.
+func (s *Syncer) checkDefaultNamespace(ctx context.Context, tx store.Store) error {
+	recorded, err := tx.DefaultNamespace(ctx)
+	if err != nil {
+		return fmt.Errorf("read the recorded default namespace: %w", err)
+	}
+	if mine := s.DefaultNamespace(); recorded != mine {
+		return &Error{Reason: ReasonDefaultNamespace, Message: fmt.Sprintf(
+			"this agent places resources declared without a namespace in %q, but the store records %q, which an agent started since "+
+				"is configured with: syncing would destroy them and create them again in the other; give every agent "+
+				"on this store the same defaultNamespace and restart this one", mine, recorded)}
+	}
+	return nil
+}
+
 // errSkip ends the apply transaction when another agent applied the
 // revision first.
 var errSkip = errors.New("revision already applied")
@@ -319,6 +340,9 @@ func (s *Syncer) SyncJudged(ctx context.Context, t Target, snap *source.Snapshot
 				return errSkip
 			}
 			if err := checkLineage(t, snap, cur); err != nil {
+				return err
+			}
+			if err := s.checkDefaultNamespace(ctx, tx); err != nil {
 				return err
 			}
 			declared := set

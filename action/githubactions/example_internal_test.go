@@ -39,7 +39,7 @@ func TestExampleWorkflowDeclaresTheInputs(t *testing.T) {
 		switch {
 		case !ok:
 			t.Errorf("the example workflow does not declare the input %s", in)
-		case in == InputPluginConfig && d.Required:
+		case (in == InputPluginConfig || in == InputNamespace) && d.Required:
 			t.Errorf("the example workflow requires %s, which is sent only for resources that have one", in)
 		}
 	}

@@ -89,10 +89,12 @@ const (
 	// is sent only when the resource has one, so workflows that do not
 	// declare it keep working.
 	InputPluginConfig = "plugin_config"
-	// InputNamespace is the resource's namespace. It is sent only for a
-	// resource outside the namespace "default" (cluster-scoped ones have
-	// none), so workflows written before namespaces keep working for the
-	// resources they served.
+	// InputNamespace is the resource's namespace, sent only for a
+	// resource outside the namespace "default" (and not cluster-scoped):
+	// workflows written before namespaces keep working for the resources
+	// they served, and one that does not declare it refuses the dispatch
+	// of another namespace's resource rather than taking it for the
+	// default namespace's of the same kind and name.
 	InputNamespace = "namespace"
 )
 
@@ -245,6 +247,8 @@ func New(s action.Settings) (action.Action, error) {
 			fail("inputs: %q is not one of the inputs (%s)", std, strings.Join(standardInputs, ", "))
 		case to == "" && std == InputCorrelationID:
 			fail("inputs: correlation_id cannot be left out: it is how the run is found")
+		case to == "" && std == InputNamespace:
+			fail("inputs: namespace cannot be left out: without it, resources of one kind and name in two namespaces are one to the workflow")
 		case to != "" && !inputRE.MatchString(to):
 			fail("inputs: %s: %q is not a workflow input name", std, to)
 		default:

@@ -446,3 +446,33 @@ func TestLongGitHubOutageWaitedOut(t *testing.T) {
 		t.Errorf("%d server errors answered, want the 12 injected", bad)
 	}
 }
+
+// TestNamespacesNotConfused checks that the same kind and name in two
+// namespaces reach the workflow as two resources: with only kind and name,
+// a workflow that keys its state or concurrency group by them (as the
+// example does) would apply or destroy one team's infrastructure for the
+// other's resource. The default namespace's dispatch stays as before, so
+// workflows that declare no namespace input keep working for it.
+func TestNamespacesNotConfused(t *testing.T) {
+	t.Parallel()
+	srv := githubtest.New(t, githubtest.Options{Token: token, ReturnRunDetails: true})
+	a := newAction(t, srv, "")
+	for _, ns := range []string{"team-a", "team-b", manifest.DefaultNamespace} {
+		req := request("pg", 1, &reporter{})
+		req.Resource.Namespace = ns
+		if _, err := a.Destroy(t.Context(), req); err != nil {
+			t.Fatalf("Destroy in %s: %v", ns, err)
+		}
+	}
+	ds := srv.Dispatches()
+	if len(ds) != 3 {
+		t.Fatalf("%d dispatches", len(ds))
+	}
+	a0, b0, d0 := ds[0].Inputs, ds[1].Inputs, ds[2].Inputs
+	if a0["namespace"] != "team-a" || b0["namespace"] != "team-b" {
+		t.Errorf("team-a's and team-b's DatabaseCluster/pg dispatched with inputs %v and %v: the workflow cannot tell them apart", a0, b0)
+	}
+	if v, sent := d0["namespace"]; sent {
+		t.Errorf("namespace %q sent for the default namespace: workflows that do not declare it would refuse the dispatch", v)
+	}
+}

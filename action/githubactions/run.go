@@ -82,10 +82,7 @@ func (r *runner) start(ctx, runCtx context.Context, op action.Operation, req *ac
 	if err != nil {
 		return nil, err
 	}
-	inputs, err := r.inputsFor(op, req, correlation)
-	if err != nil {
-		return nil, err
-	}
+	inputs := r.inputsFor(op, req, correlation)
 	rep.Progress(fmt.Sprintf("dispatching workflow %s on %s/%s@%s", r.workflow, r.owner, r.repo, r.ref))
 	since := r.now().Add(-time.Minute)
 	run, accepted, err := r.dispatch(runCtx, inputs, correlation)
@@ -292,7 +289,7 @@ func correlationID(req *action.Request, op action.Operation) (string, error) {
 
 // inputsFor builds the workflow inputs, under their configured names. Every
 // value is a string, as GitHub requires.
-func (r *runner) inputsFor(op action.Operation, req *action.Request, correlation string) (map[string]any, error) {
+func (r *runner) inputsFor(op action.Operation, req *action.Request, correlation string) map[string]any {
 	spec := string(req.Resource.Spec)
 	if spec == "" {
 		spec = "{}"
@@ -308,13 +305,7 @@ func (r *runner) inputsFor(op action.Operation, req *action.Request, correlation
 	if len(req.Resource.PluginConfig) > 0 {
 		values[InputPluginConfig] = string(req.Resource.PluginConfig)
 	}
-	if ns := req.Resource.Namespace; ns != "" && ns != "default" {
-		if r.inputs[InputNamespace] == "" {
-			// The workflow would run for it as for the resource of the
-			// same kind and name in any other namespace.
-			return nil, fmt.Errorf("%s is in namespace %q, and inputs.namespace leaves the namespace out of the dispatch: "+
-				"declare a namespace input in workflow %s and map it", req.Resource.Ref(), ns, r.workflow)
-		}
+	if ns := req.Resource.Namespace; ns != "" && ns != manifest.DefaultNamespace {
 		values[InputNamespace] = ns
 	}
 	out := make(map[string]any, len(values))
@@ -323,7 +314,7 @@ func (r *runner) inputsFor(op action.Operation, req *action.Request, correlation
 			out[name] = v
 		}
 	}
-	return out, nil
+	return out
 }
 
 // dispatchRequest is the body of the dispatch endpoint. go-github v60's

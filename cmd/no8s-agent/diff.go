@@ -105,6 +105,11 @@ func baseStore(ctx context.Context, sf storeFlags, name, base string) (*config.C
 	if err == nil {
 		err = st.Migrate(ctx)
 	}
+	if err == nil {
+		// As an agent records it at start: the sync refuses a default
+		// namespace the store does not record.
+		err = st.SetDefaultNamespace(ctx, cfg.Namespace())
+	}
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err
