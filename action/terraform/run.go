@@ -177,7 +177,17 @@ func (a *Action) run(ctx context.Context, spec runSpec) (*runResult, error) {
 	if res.code != 0 && !slices.Contains(spec.okCodes, res.code) {
 		// Masked before the error cuts it to its tail, which may begin
 		// inside a secret.
-		return res, &runError{args: args, code: res.code, output: a.masker.Mask(res.stderr + res.stdout)}
+		err := &runError{args: args, code: res.code, output: a.masker.Mask(res.stderr + res.stdout)}
+		if res.code == -1 && spec.record {
+			// Ended by a signal nobody here sent (a crash, the OOM killer,
+			// an operator's kill -9), it may have left the state locked.
+			// Its handle is kept for the next attempt, which then finds
+			// this run gone and may force-unlock its lock; cleared, the
+			// next attempt could not tell the lock's holder from a run
+			// still going on, and the resource would wait for a person.
+			return res, fmt.Errorf("%w (%w)", err, action.ErrStillRunning)
+		}
+		return res, err
 	}
 	return res, nil
 }
