@@ -226,7 +226,8 @@ func (m *readModel) listen(ctx context.Context, built func()) bool {
 		if notes, err = m.st.Listen(lctx, store.TopicStatus, store.TopicChanges); err == nil {
 			break
 		}
-		m.fail("the store cannot be read: " + err.Error())
+		m.log.Warn("read model: cannot listen to the store; retrying", "error", err, "in", wait)
+		m.fail(errStoreUnreadable)
 		if !sleepCtx(ctx, wait) {
 			return false
 		}
@@ -440,7 +441,7 @@ func (m *readModel) apply(ctx context.Context, batch []store.Notification) bool 
 			return false
 		}
 		m.log.Warn("read model: cannot read changed rows; retrying", "error", err, "in", wait)
-		m.fail("the store cannot be read: " + err.Error())
+		m.fail(errStoreUnreadable)
 		if !sleepCtx(ctx, wait) {
 			return false
 		}
@@ -599,7 +600,7 @@ func (m *readModel) rebuild(ctx context.Context) bool {
 			return false
 		}
 		m.log.Warn("read model: cannot read the store; retrying", "error", err, "in", wait)
-		m.fail("the store cannot be read: " + err.Error())
+		m.fail(errStoreUnreadable)
 		if !sleepCtx(ctx, wait) {
 			return false
 		}
@@ -678,6 +679,11 @@ func newModelResource(r *store.Resource) *modelResource {
 // setProblem makes reads wait, up to their bound, for the copy: it is
 // being built.
 func (m *readModel) setProblem(why string) { m.setState(why, false) }
+
+// errStoreUnreadable is why reads are refused while the store cannot be
+// read. The store's own error may name its host, user or socket: it is
+// logged, never sent.
+const errStoreUnreadable = "the store cannot be read; retry later"
 
 // fail refuses reads at once: the store cannot be read, or what it
 // announces cannot be heard.
