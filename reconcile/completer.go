@@ -133,7 +133,8 @@ func (cp *completer) write(ctx context.Context, batch []completion) {
 	defer cancel()
 	in := make([]store.ClaimCompletion, len(batch))
 	for i, c := range batch {
-		in[i] = store.ClaimCompletion{Claim: c.cl, Done: c.done}
+		// Workers are told only whether their completion was written.
+		in[i] = store.ClaimCompletion{Claim: c.cl, Done: c.done, ErrOnly: true}
 	}
 	results := cp.st.CompleteReconciles(writeCtx, in)
 	for i, c := range batch {

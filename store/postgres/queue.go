@@ -560,7 +560,7 @@ func pendingConditions(conds, gen string) string {
 		ELSE ` + conds + ` || jsonb_build_array(` + ready("NULL::jsonb") + `) END)`
 }
 
-// completeBatchSQL writes the outcomes of many claims in one statement, as
+// completeBatchTemplate writes the outcomes of many claims in one statement, as
 // completeSQL does one: the input arrays are unnested into one row per
 // completion (inp), the fenced UPDATE writes the rows whose lease is still
 // current, their history records go in with one INSERT, and one
@@ -568,8 +568,9 @@ func pendingConditions(conds, gen string) string {
 // completion whose lease is gone matches no row and is left out, alone.
 //
 // Input columns are prefixed c_ so that the UPDATE's unqualified column
-// names are the row's.
-var completeBatchSQL = `WITH inp AS (
+// names are the row's. It is the statement of completeBatchSQL and
+// completeBatchIDsSQL, with placeholders for what they return.
+var completeBatchTemplate = `WITH inp AS (
 	SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::timestamptz[], $6::bool[],
 		$7::text[], $8::text[], $9::text[], $10::bigint[], $11::text[], $12::int[], $13::timestamptz[],
 		$14::bigint[], $15::bool[], $16::bool[], $17::bool[], $18::text[], $19::text[], $20::text[], $21::bool[],
@@ -626,13 +627,29 @@ var completeBatchSQL = `WITH inp AS (
 		   OR (next_reconcile_at IS NULL AND (generation > observed_generation OR deletion_requested_at IS NOT NULL))
 		LIMIT 1) AS due
 )
-SELECT ` + resourceCols + `, c_ord,
+SELECT /*returned*/, c_ord,
 	-- count rather than EXISTS: with EXISTS the planner, hoping for an early
 	-- match, may scan the table instead of the depends_on index.
-	CASE WHEN c_ready THEN (SELECT count(*) FROM resources d
+	CASE WHEN c_ready/*ready*/ THEN (SELECT count(*) FROM resources d
 		WHERE d.depends_on @> c_dep_ref::jsonb AND d.depends_on <> '[]'::jsonb) > 0 ELSE false END,
 	(SELECT count(*) FROM hist), (SELECT count(*) FROM note)
 FROM upd`
+
+// completeBatchSQL writes a batch of completions and returns the rows as
+// written; completeBatchIDsSQL returns only their ids, for callers that
+// look at nothing else, and tells in its wake flag whether each row is
+// Ready (as isReady tells of a row read back).
+var (
+	completeBatchSQL    = strings.NewReplacer("/*returned*/", resourceCols, "/*ready*/", "").Replace(completeBatchTemplate)
+	completeBatchIDsSQL = strings.NewReplacer("/*returned*/", "id", "/*ready*/", readySQL).Replace(completeBatchTemplate)
+)
+
+// readySQL is isReady in SQL, of the row upd returns: the first Ready
+// condition is True, the current generation is reconciled and no deletion
+// is asked for.
+const readySQL = ` AND (SELECT c->>'status' FROM jsonb_array_elements(conditions) AS c
+		WHERE c->>'type' = 'Ready' LIMIT 1) IS NOT DISTINCT FROM 'True'
+	AND observed_generation = generation AND deletion_requested_at IS NULL`
 
 // wakeDependentsBatchSQL makes due at once the resources that wait for any
 // of the resources in the jsonb array $1 (each a one-element dependsOn
@@ -812,6 +829,15 @@ func (s *Store) completePlain(ctx context.Context, batch []store.ClaimCompletion
 		ord  int64
 		wake bool
 	}
+	// When no caller reads the rows, only their ids come back, and the
+	// statement itself tells which of them are Ready.
+	sql, idsOnly := completeBatchIDsSQL, true
+	for _, i := range pos {
+		if !batch[i].ErrOnly {
+			sql, idsOnly = completeBatchSQL, false
+			break
+		}
+	}
 	// One round trip: the statement in a transaction of its own that
 	// plans it once per connection. Left to choose, PostgreSQL plans it
 	// afresh for most batches (the sizes of the arrays sway it), which
@@ -819,7 +845,7 @@ func (s *Store) completePlain(ctx context.Context, batch []store.ClaimCompletion
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
-	b.Queue(completeBatchSQL, args.list()...)
+	b.Queue(sql, args.list()...)
 	b.Queue("COMMIT")
 	br := s.pool.SendBatch(ctx, b)
 	got, err := func() ([]row, error) {
@@ -837,6 +863,11 @@ func (s *Store) completePlain(ctx context.Context, batch []store.ClaimCompletion
 				w           row
 				hist, notes int64
 			)
+			if idsOnly {
+				var id int64
+				err := cr.Scan(&id, &w.ord, &w.wake, &hist, &notes)
+				return w, err
+			}
 			r, err := scanResource(cr, &w.ord, &w.wake, &hist, &notes)
 			w.r = r
 			return w, err
@@ -867,7 +898,7 @@ func (s *Store) completePlain(ctx context.Context, batch []store.ClaimCompletion
 		}
 		written[k] = true
 		out[pos[k]].Resource = w.r
-		if w.wake && isReady(w.r) {
+		if w.wake && (idsOnly || isReady(w.r)) {
 			wake = append(wake, []byte(args.depRef[k]))
 		}
 	}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	gosync "sync"
 	"testing"
 	"time"
@@ -258,5 +259,79 @@ func testBatchClaimConcurrently(t *testing.T, s store.Store) {
 	}
 	if cs := claim(t, s, "late", n); len(cs) != 0 {
 		t.Errorf("%d resources still due after every one was completed", len(cs))
+	}
+}
+
+// testBatchErrOnly writes completions whose caller reads only errors: they
+// are written as any others, and they wake the resources that wait for one
+// that became Ready, but not those that wait for one that did not (it
+// failed, or it got a new generation while claimed).
+func testBatchErrOnly(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	src := gitSource("infra", "w.yaml")
+	var rs []*manifest.Resource
+	for _, name := range []string{"db", "cache", "queue"} {
+		rs = append(rs, resource(name, `{}`))
+	}
+	for _, waiter := range []struct{ name, on string }{{"app", "db"}, {"web", "cache"}, {"worker", "queue"}} {
+		w := resource(waiter.name, `{}`)
+		w.DependsOn = []manifest.ObjectRef{{Kind: "Widget", Name: waiter.on}}
+		rs = append(rs, w)
+	}
+	if _, err := s.ApplyResources(ctx, rs, src); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*store.Claim{}
+	for _, c := range claim(t, s, "agent", 6) {
+		byName[c.Name] = c
+	}
+	if len(byName) != 6 {
+		t.Fatalf("claimed %d, want 6", len(byName))
+	}
+	for _, name := range []string{"app", "web", "worker"} {
+		complete(t, s, byName[name], store.Completion{Status: store.StatusUpdate{Phase: manifest.PhasePending},
+			Waiting: true, Requeue: true, RequeueAfter: time.Hour})
+	}
+	// The queue gets a new generation while it is claimed.
+	changed := resource("queue", `{"size":2}`)
+	if _, _, err := s.ApplyResource(ctx, changed, src); err != nil {
+		t.Fatal(err)
+	}
+	failed := store.Completion{Status: store.StatusUpdate{Phase: manifest.PhaseFailed, Message: "refused",
+		Conditions: []manifest.Condition{{Type: manifest.ConditionReady, Status: manifest.ConditionFalse,
+			Reason: "Failed", LastTransitionTime: now(), ObservedGeneration: 1}},
+		ObservedGeneration: 1}}
+	batch := []store.ClaimCompletion{
+		{Claim: byName["db"], Done: ready(byName["db"], true), ErrOnly: true},
+		{Claim: byName["cache"], Done: failed, ErrOnly: true},
+		{Claim: byName["queue"], Done: ready(byName["queue"], true), ErrOnly: true},
+	}
+	for i, res := range s.CompleteReconciles(ctx, batch) {
+		if res.Err != nil {
+			t.Fatalf("completion of %s: %v", batch[i].Claim.Name, res.Err)
+		}
+	}
+	db := mustGet(t, s, byName["db"].ID)
+	if db.Phase != manifest.PhaseReady || db.ObservedGeneration != 1 || db.LeaseOwner != "" || string(db.Outputs) != `{"ok":true}` {
+		t.Fatalf("db after its completion: phase %s observed %d owner %q outputs %s", db.Phase, db.ObservedGeneration, db.LeaseOwner, db.Outputs)
+	}
+	if hist, err := s.ListReconcileRecords(ctx, db.ID, 0); err != nil || len(hist) != 1 {
+		t.Fatalf("history of db = %d records, %v; want 1", len(hist), err)
+	}
+	if got := mustGet(t, s, byName["cache"].ID); got.Phase != manifest.PhaseFailed || got.LeaseOwner != "" {
+		t.Fatalf("cache after its completion: phase %s owner %q", got.Phase, got.LeaseOwner)
+	}
+	if got := mustGet(t, s, byName["queue"].ID); got.Phase != manifest.PhasePending || got.Generation != 2 || got.ObservedGeneration != 1 {
+		t.Fatalf("queue after completing an old generation: phase %s generation %d observed %d", got.Phase, got.Generation, got.ObservedGeneration)
+	}
+	// Only app's dependency became Ready: app is due, web and worker wait
+	// on; the queue is due for its new generation.
+	var got []string
+	for _, c := range claim(t, s, "agent", 6) {
+		got = append(got, c.Name)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"app", "queue"}) {
+		t.Fatalf("claimed %v after the batch; want app (its dependency is ready) and queue (a new generation)", got)
 	}
 }

@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LeaseFencing", testLeaseFencing},
 		{"BatchComplete", testBatchComplete},
 		{"BatchCompleteKeepsChanges", testBatchCompleteKeepsChanges},
+		{"BatchErrOnly", testBatchErrOnly},
 		{"BatchClaimConcurrently", testBatchClaimConcurrently},
 		{"Handles", testHandles},
 		{"CompleteSchedules", testCompleteSchedules},
