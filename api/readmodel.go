@@ -94,6 +94,9 @@ type modelResource struct {
 	packed *packedJSON
 	// madeAt is when it was read from the store.
 	madeAt time.Time
+	// settling is true of a resource that is due or being reconciled: it
+	// is about to change again, so packing it waits longer.
+	settling bool
 }
 
 // readModel is the API's copy of the store.
@@ -374,14 +377,15 @@ func (m *readModel) parse(batch []store.Notification) changes {
 		case n.Resync:
 			c.resync, c.interrupted = true, false
 		case n.Topic == store.TopicStatus:
-			ev, err := store.ParseStatusEvent(n.Payload)
+			// The row is read again: its id is all the event must say.
+			id, err := store.StatusEventID(n.Payload)
 			if err != nil {
 				// Unreadable: whatever it said, a build catches up.
 				m.log.Warn("read model: unreadable status notification; building afresh", "error", err)
 				c.resync = true
 				continue
 			}
-			c.resources[ev.ID] = true
+			c.resources[id] = true
 		case n.Topic == store.TopicChanges:
 			key := n.Payload
 			switch {
@@ -668,7 +672,9 @@ func newModelResource(r *store.Resource) *modelResource {
 	b := appendResource((*bp)[:0], r)
 	e := &modelResource{id: r.ID, kind: r.Kind, namespace: r.Namespace, name: r.Name, version: r.Version, source: r.Source.Name,
 		action: r.Action, phase: r.Phase, labels: r.Labels,
-		json: bytes.Clone(b), madeAt: time.Now()}
+		json: bytes.Clone(b), madeAt: time.Now(),
+		settling: r.LeaseOwner != "" || r.ObservedGeneration != r.Generation || r.DeletionRequestedAt != nil ||
+			r.ReconcileRequestedAt != nil}
 	if cap(b) <= maxPooledBuf {
 		*bp = b
 		encodeBufs.Put(bp)

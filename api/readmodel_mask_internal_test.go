@@ -48,6 +48,10 @@ func TestPackedResourcesStayMasked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Reconciled: a resource still due is packed only after a while.
+		if _, err := st.SetResourceStatus(ctx, r.ID, store.StatusUpdate{Phase: manifest.PhaseReady, ObservedGeneration: r.Generation}); err != nil {
+			t.Fatal(err)
+		}
 		ids = append(ids, r.ID)
 	}
 	srv := New(Options{Store: st, Logger: slog.New(slog.DiscardHandler), Wrap: redact.New(secret).HTTP})

@@ -23,8 +23,13 @@ import (
 
 // Packing settings.
 const (
-	// packAfter is how long a resource must stay unchanged to be packed.
-	packAfter = 2 * time.Second
+	// packAfter is how long a resource must stay unchanged to be packed;
+	// packSettlingAfter, one that is due or being reconciled. Such a one
+	// changes again as soon as a worker gets to it (a burst of thousands
+	// takes seconds), and packing it before would be work thrown away; it
+	// is packed all the same should it wait long, on a dependency say.
+	packAfter         = 2 * time.Second
+	packSettlingAfter = 30 * time.Second
 	// packEvery is how often the packer looks for resources to pack.
 	packEvery = time.Second
 	// packLevel is the compression level: the fastest of those that use a
@@ -115,14 +120,16 @@ type packer struct {
 	buf   bytes.Buffer
 }
 
-// pack packs the resources made before cutoff, a batch at a time, so
-// that the write lock is held briefly.
+// pack packs the resources made before cutoff (those settling, before
+// cutoff less what they wait longer), a batch at a time, so that the write
+// lock is held briefly.
 func (m *readModel) pack(ctx context.Context, p *packer, cutoff time.Time) {
 	const batch = 512
 	var todo []*modelResource
+	settlingCutoff := cutoff.Add(packAfter - packSettlingAfter)
 	m.mu.RLock()
 	for _, id := range m.ids {
-		if e := m.byID[id]; e.packed == nil && e.madeAt.Before(cutoff) {
+		if e := m.byID[id]; e.packed == nil && e.madeAt.Before(cutoff) && (!e.settling || e.madeAt.Before(settlingCutoff)) {
 			todo = append(todo, e)
 		}
 	}

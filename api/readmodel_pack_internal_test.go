@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -90,4 +91,56 @@ type writeCounter struct {
 func (w *writeCounter) Write(p []byte) (int, error) {
 	w.writes++
 	return w.Buffer.Write(p)
+}
+
+// TestSettlingResourcesPackedLater checks that a resource that is due or
+// being reconciled is left unpacked while settled ones are packed, and is
+// packed once it has waited long.
+func TestSettlingResourcesPackedLater(t *testing.T) {
+	t.Parallel()
+	m := newReadModel(nil, slog.New(slog.DiscardHandler), 0)
+	at := time.Now()
+	var settling []int64
+	for i := range 60 {
+		r := &store.Resource{ID: int64(i + 1), Resource: manifest.Resource{Kind: "Service", Group: "bench.no8s.io", Version: "v1",
+			Name: fmt.Sprintf("r-%04d", i), Spec: json.RawMessage(fmt.Sprintf(`{"replicas":%d,"tier":"gold"}`, i%5)), Action: "noop"},
+			Source: store.SourceRef{Name: "bench"}, Generation: 2, ObservedGeneration: 2, Phase: manifest.PhaseReady,
+			CreatedAt: at, UpdatedAt: at}
+		switch i % 6 {
+		case 1:
+			r.LeaseOwner, r.Phase = "agent-1", manifest.PhaseReconciling
+		case 2:
+			r.ObservedGeneration, r.Phase = 1, manifest.PhasePending
+		case 3:
+			r.DeletionRequestedAt = &at
+		case 4:
+			r.ReconcileRequestedAt = &at
+		}
+		e := newModelResource(r)
+		if i%6 >= 1 && i%6 <= 4 {
+			settling = append(settling, e.id)
+		}
+		m.putLocked(e)
+	}
+	p := &packer{dicts: map[string]*[]byte{}}
+	// Made packAfter ago: settled ones are packed, settling ones not.
+	cutoff := time.Now().Add(time.Millisecond)
+	m.pack(t.Context(), p, cutoff)
+	for _, id := range m.ids {
+		e := m.byID[id]
+		isSettling := slices.Contains(settling, id)
+		if isSettling && e.packed != nil {
+			t.Fatalf("resource %d is due or being reconciled, but was packed", id)
+		}
+		if !isSettling && e.packed == nil && id != 1 {
+			t.Fatalf("settled resource %d was not packed", id)
+		}
+	}
+	// Made packSettlingAfter ago: all are packed.
+	m.pack(t.Context(), p, cutoff.Add(packSettlingAfter-packAfter))
+	for _, id := range settling {
+		if m.byID[id].packed == nil {
+			t.Fatalf("resource %d waited long, but was not packed", id)
+		}
+	}
 }
