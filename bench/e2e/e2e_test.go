@@ -420,18 +420,32 @@ func (s *scenario) coldStart(start time.Time, head string, p peerTimes) bool {
 
 // idleMemory reads the agent's memory after 5 s of idle.
 func (s *scenario) idleMemory() {
-	s.sleep(5 * time.Second)
 	target := "<= 64 MB"
 	if s.n > 10_000 {
 		target = "<= 300 MB"
 	}
-	mem, err := s.a.Memory()
-	if err != nil {
-		s.fail("idle RSS holding all", err)
-		return
+	// The resident size of an idle agent moves for a while: the agent
+	// hands memory back once idle, and the pages of its program that its
+	// idle work runs come back within seconds. What counts is what a user
+	// who looks at an idle agent sees, whenever they look: the highest of
+	// the samples.
+	var mem MemoryUse
+	const samples, every = 6, 5 * time.Second
+	for i := range samples {
+		s.sleep(every)
+		m, err := s.a.Memory()
+		if err != nil {
+			s.fail("idle RSS holding all", err)
+			return
+		}
+		s.logf("idle RSS after %v: %s (anonymous %s, file %s)", time.Duration(i+1)*every, Bytes.format(float64(m.RSS)),
+			Bytes.format(float64(m.Anon)), Bytes.format(float64(m.File)))
+		if m.RSS > mem.RSS {
+			mem = m
+		}
 	}
-	s.r.Add("idle RSS holding all", Bytes, float64(mem.RSS), target, fmt.Sprintf("VmHWM (peak so far) %s; anonymous %s, file pages %s",
-		Bytes.format(float64(mem.HWM)), Bytes.format(float64(mem.Anon)), Bytes.format(float64(mem.File))))
+	s.r.Add("idle RSS holding all", Bytes, float64(mem.RSS), target, fmt.Sprintf("the highest of %d samples %v apart once all are ready; VmHWM (peak so far) %s; anonymous %s, file pages %s",
+		samples, every, Bytes.format(float64(mem.HWM)), Bytes.format(float64(mem.Anon)), Bytes.format(float64(mem.File))))
 	s.r.Add("idle RSS: anonymous", Bytes, float64(mem.Anon), "", "RssAnon: heap, stacks")
 	s.r.Add("idle RSS: file pages", Bytes, float64(mem.File), "", "RssFile: the binary's code and data the kernel maps")
 	s.logf("idle RSS %s (anonymous %s, file %s), peak %s", Bytes.format(float64(mem.RSS)), Bytes.format(float64(mem.Anon)),
