@@ -66,9 +66,11 @@ func TestDependsOnAcrossNamespaces(t *testing.T) {
 	}}
 	start(t, st, actionSet{"widgets": act}, options("agent-a"))
 	dataDB := manifest.ObjectRef{Kind: "Widget", Namespace: "data", Name: "db"}
-	app := apply(t, st, nsWidget("web", "app", dataDB))
-	webDB := apply(t, st, nsWidget("web", "db"))
+	// The dependency first: a resource that finds its dependency missing
+	// waits for the recheck (an hour here), as nothing announces a creation.
 	apply(t, st, nsWidget("data", "db"))
+	webDB := apply(t, st, nsWidget("web", "db"))
+	app := apply(t, st, nsWidget("web", "app", dataDB))
 	// web/db is ready, and is not what app waits for.
 	waitRow(t, st, webDB.ID, manifest.PhaseReady, 1)
 	waitFor(t, 20*time.Second, "app to wait for data/db", func() (bool, string) {
