@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +140,51 @@ func testStats(t *testing.T, s store.Store) {
 	}
 	if n, err := s.CountResources(ctx); err != nil || n != 4 {
 		t.Errorf("CountResources = %d, %v; want 4", n, err)
+	}
+}
+
+// testStatusEventsOfBulkWrites creates and deletes many resources, each in
+// one call, and checks that every row's event comes, once, in id order.
+func testStatusEventsOfBulkWrites(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	notes, err := s.Listen(ctx, store.TopicStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	var rs []*manifest.Resource
+	for i := range n {
+		rs = append(rs, resource(fmt.Sprintf("bulk-%03d", i), fmt.Sprintf(`{"size":%d}`, i)))
+	}
+	if _, err := s.ApplyResources(ctx, rs, gitSource("infra", "bulk.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for i := range n {
+		ev := nextStatus(t, notes)
+		if ev.Name != fmt.Sprintf("bulk-%03d", i) || ev.Deleted || ev.Phase != manifest.PhasePending || ev.Generation != 1 {
+			t.Fatalf("creation event %d: %+v", i, ev)
+		}
+		if len(ids) > 0 && ev.ID <= ids[len(ids)-1] {
+			t.Fatalf("creation event %d: id %d after %d", i, ev.ID, ids[len(ids)-1])
+		}
+		ids = append(ids, ev.ID)
+	}
+	if err := s.DeleteResources(ctx, ids); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		ev := nextStatus(t, notes)
+		if ev.ID != ids[i] || !ev.Deleted || ev.Name != fmt.Sprintf("bulk-%03d", i) {
+			t.Fatalf("deletion event %d: %+v, want resource %d deleted", i, ev, ids[i])
+		}
+	}
+	// Nothing more: a later event is the next one received.
+	r, err := s.CreateResource(ctx, resource("after", `{}`), gitSource("infra", "after.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextStatus(t, notes); ev.ID != r.ID {
+		t.Fatalf("after the bulk writes got %+v, want the event of resource %d", ev, r.ID)
 	}
 }

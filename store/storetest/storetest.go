@@ -78,6 +78,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WakeWaiters", testWakeWaiters},
 		{"Listen", testListen},
 		{"StatusEvents", testStatusEvents},
+		{"StatusEventsOfBulkWrites", testStatusEventsOfBulkWrites},
 		{"ChangeNotifications", testChangeNotifications},
 		{"Fence", testFence},
 		{"Stats", testStats},
