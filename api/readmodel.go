@@ -68,6 +68,12 @@ const (
 	// modelBatch is the most notifications taken together before the rows
 	// they name are read again.
 	modelBatch = 8192
+	// gatherFor is, while changes keep coming, the least time between two
+	// reads of changed rows: a claim and the completion that follows it
+	// milliseconds later are read once, not twice. A change after a quiet
+	// spell is read at once, and a read that waits for a version cuts the
+	// gathering short.
+	gatherFor = 20 * time.Millisecond
 	// heartbeatEvery is how often the model issues a fence of its own, to
 	// hear it back: a connection whose packets silently stop (no reset, no
 	// close) looks, from this end, like a store where nothing changes.
@@ -148,6 +154,9 @@ type readModel struct {
 	released func()
 	// waiting counts the reads waiting for the copy.
 	waiting atomic.Int64
+	// hurry tells the runner that a read waits for a version the copy has
+	// not heard yet, so that it stops gathering notifications.
+	hurry chan struct{}
 }
 
 // kindName is a resource's reference without its namespace.
@@ -169,7 +178,7 @@ func newReadModel(st store.Store, log *slog.Logger, wait time.Duration) *readMod
 		wait = DefaultReadWait
 	}
 	local, ok := st.(store.LocalNotifications)
-	return &readModel{st: st, log: log, wait: wait, changed: make(chan struct{}),
+	return &readModel{st: st, log: log, wait: wait, changed: make(chan struct{}), hurry: make(chan struct{}, 1),
 		byID: map[int64]*modelResource{}, byName: map[manifest.ObjectRef]*modelResource{}, named: map[kindName][]int64{},
 		problem: "the read model is being built", heartbeat: !ok || !local.NotificationsInProcess()}
 }
@@ -246,6 +255,7 @@ func (m *readModel) listen(ctx context.Context, built func()) bool {
 	built()
 	tick := time.NewTicker(heartbeatEvery)
 	defer tick.Stop()
+	var applied time.Time
 	for {
 		var batch []store.Notification
 		select {
@@ -285,10 +295,41 @@ func (m *readModel) listen(ctx context.Context, built func()) bool {
 				break drain
 			}
 		}
+		if until := applied.Add(gatherFor); len(batch) < modelBatch && time.Now().Before(until) {
+			var open bool
+			if batch, open = m.gather(ctx, notes, batch, until); !open {
+				return ctx.Err() == nil
+			}
+		}
 		if !m.apply(ctx, batch) {
 			return false
 		}
+		applied = time.Now()
 	}
+}
+
+// gather adds to batch the notifications that arrive until the time given,
+// a read hurries the copy, or the batch is full. It reports false when
+// notes closed or ctx ended.
+func (m *readModel) gather(ctx context.Context, notes <-chan store.Notification, batch []store.Notification, until time.Time) ([]store.Notification, bool) {
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	for len(batch) < modelBatch {
+		select {
+		case <-ctx.Done():
+			return batch, false
+		case n, ok := <-notes:
+			if !ok {
+				return batch, false
+			}
+			batch = append(batch, n)
+		case <-m.hurry:
+			return batch, true
+		case <-t.C:
+			return batch, true
+		}
+	}
+	return batch, true
 }
 
 // runHeartbeat issues a fence every heartbeatEvery, which the copy hears
@@ -724,6 +765,13 @@ func (m *readModel) await(ctx context.Context, minVersion int64) error {
 		m.mu.RUnlock()
 		if failing {
 			return errModelNotReady{why: problem}
+		}
+		if ready {
+			// The version is on its way: the runner need not gather more.
+			select {
+			case m.hurry <- struct{}{}:
+			default:
+			}
 		}
 		if deadline == nil {
 			// Waiting costs a goroutine and a timer each: past a bound,
