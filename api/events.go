@@ -216,7 +216,12 @@ func (h *hub) publish(ev event) {
 		ev.data = h.mask(ev.data)
 	}
 	ev.frame = make([]byte, 0, len("event: \ndata: \n\n")+len(ev.name)+len(ev.data))
-	ev.frame = append(append(append(append(append(ev.frame, "event: "...), ev.name...), "\ndata: "...), ev.data...), "\n\n"...)
+	ev.frame = append(append(append(ev.frame, "event: "...), ev.name...), "\ndata: "...)
+	// The ring keeps thousands of events: data is the frame's own copy,
+	// not a second one.
+	at := len(ev.frame)
+	ev.frame = append(append(ev.frame, ev.data...), "\n\n"...)
+	ev.data = ev.frame[at : at+len(ev.data) : at+len(ev.data)]
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {

@@ -421,7 +421,7 @@ func (s *Server) getResourceByName(w http.ResponseWriter, r *http.Request) error
 	var row *modelResource
 	err = s.view(r, func(m *readModel) error {
 		if ns != "" {
-			if row = m.byName[ref]; row == nil {
+			if row = m.byRefLocked(ref); row == nil {
 				return errorf(http.StatusNotFound, "resource %s not found", ref)
 			}
 			return nil

@@ -146,7 +146,7 @@ func TestPagesKeptWhilePacked(t *testing.T) {
 	if after := list(); after != before {
 		t.Fatalf("packing %d resources made the page be prepared again", packed)
 	}
-	if m.byName[manifest.ObjectRef{Kind: "Service", Name: "svc-7"}] != m.byID[7] {
+	if m.byRefLocked(manifest.ObjectRef{Kind: "Service", Name: "svc-7"}) != m.byID[7] {
 		t.Fatal("by name and by id hold different copies of a packed resource")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	gosync "sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
@@ -93,7 +94,10 @@ type modelResource struct {
 	namespace string
 	action    string
 	phase     manifest.Phase
-	labels    map[string]string
+	// labels are the resource's labels as key, value pairs: a map for
+	// each of thousands of resources costs several times as much, and
+	// filters only look a few of them up.
+	labels []string
 	// json is the resource as the API sends it, until it is packed: then
 	// packed holds it instead.
 	json   []byte
@@ -114,10 +118,8 @@ type readModel struct {
 	mu   gosync.RWMutex
 	byID map[int64]*modelResource
 	ids  []int64 // sorted
-	// byName finds a resource by its full reference; named finds the
-	// namespaces a kind and name are in, for reads by name that give no
-	// namespace.
-	byName  map[manifest.ObjectRef]*modelResource
+	// named finds the IDs of the resources of a kind and name, in every
+	// namespace, for reads by name.
 	named   map[kindName][]int64  // sorted
 	sources []*store.Source       // by name
 	types   []*store.ResourceType // by name, then version
@@ -179,7 +181,7 @@ func newReadModel(st store.Store, log *slog.Logger, wait time.Duration) *readMod
 	}
 	local, ok := st.(store.LocalNotifications)
 	return &readModel{st: st, log: log, wait: wait, changed: make(chan struct{}), hurry: make(chan struct{}, 1),
-		byID: map[int64]*modelResource{}, byName: map[manifest.ObjectRef]*modelResource{}, named: map[kindName][]int64{},
+		byID: map[int64]*modelResource{}, named: map[kindName][]int64{},
 		problem: "the read model is being built", heartbeat: !ok || !local.NotificationsInProcess()}
 }
 
@@ -560,13 +562,22 @@ func (m *readModel) putLocked(r *modelResource) {
 		m.ids = slices.Insert(m.ids, i, r.id)
 	}
 	m.byID[r.id] = r
-	indexName(m.byName, m.named, r)
+	indexName(m.named, r)
 	m.resourcesSeq++
 }
 
-// indexName adds r to the indexes by name.
-func indexName(byName map[manifest.ObjectRef]*modelResource, named map[kindName][]int64, r *modelResource) {
-	byName[r.ref()] = r
+// byRefLocked returns the resource ref names, or nil.
+func (m *readModel) byRefLocked(ref manifest.ObjectRef) *modelResource {
+	for _, id := range m.named[kindName{ref.Kind, ref.Name}] {
+		if e := m.byID[id]; e != nil && e.namespace == ref.Namespace {
+			return e
+		}
+	}
+	return nil
+}
+
+// indexName adds r to the index by name.
+func indexName(named map[kindName][]int64, r *modelResource) {
 	kn := kindName{r.kind, r.name}
 	ids := named[kn]
 	if i, found := slices.BinarySearch(ids, r.id); !found {
@@ -575,12 +586,8 @@ func indexName(byName map[manifest.ObjectRef]*modelResource, named map[kindName]
 }
 
 // unindexLocked drops old, which is leaving the copy or being replaced,
-// from the indexes by name.
+// from the index by name.
 func (m *readModel) unindexLocked(old *modelResource) {
-	ref := old.ref()
-	if m.byName[ref] == old {
-		delete(m.byName, ref)
-	}
 	kn := kindName{old.kind, old.name}
 	ids := m.named[kn]
 	if i, found := slices.BinarySearch(ids, old.id); found {
@@ -611,9 +618,6 @@ func (m *readModel) namedLocked(kind, name string) []*modelResource {
 // pages prepared from them stay as they are.
 func (m *readModel) repackLocked(old, r *modelResource) {
 	m.byID[r.id] = r
-	if ref := r.ref(); m.byName[ref] == old {
-		m.byName[ref] = r
-	}
 }
 
 // removeLocked drops the rows of gone from the copy.
@@ -662,7 +666,6 @@ func (m *readModel) build(ctx context.Context) error {
 		return err
 	}
 	byID := map[int64]*modelResource{}
-	byName := map[manifest.ObjectRef]*modelResource{}
 	named := map[kindName][]int64{}
 	var ids []int64
 	for after := int64(0); ; {
@@ -673,7 +676,7 @@ func (m *readModel) build(ctx context.Context) error {
 		for _, r := range rows {
 			e := newModelResource(r)
 			byID[e.id] = e
-			indexName(byName, named, e)
+			indexName(named, e)
 			ids = append(ids, e.id)
 		}
 		if len(rows) < modelPage {
@@ -691,7 +694,7 @@ func (m *readModel) build(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.byID, m.byName, m.named, m.ids, m.sources, m.types = byID, byName, named, ids, sources, types
+	m.byID, m.named, m.ids, m.sources, m.types = byID, named, ids, sources, types
 	m.resourcesSeq++
 	m.version = max(m.version, v)
 	// Listening, and just read: current now. Fences issued before are
@@ -711,8 +714,11 @@ var encodeBufs = gosync.Pool{New: func() any { b := make([]byte, 0, 4<<10); retu
 func newModelResource(r *store.Resource) *modelResource {
 	bp := encodeBufs.Get().(*[]byte)
 	b := appendResource((*bp)[:0], r)
-	e := &modelResource{id: r.ID, kind: r.Kind, namespace: r.Namespace, name: r.Name, version: r.Version, source: r.Source.Name,
-		action: r.Action, phase: r.Phase, labels: r.Labels,
+	// Kinds, versions, sources, namespaces, actions and labels repeat
+	// across thousands of resources: each is held once.
+	e := &modelResource{id: r.ID, kind: unique.Make(r.Kind).Value(), namespace: unique.Make(r.Namespace).Value(), name: r.Name,
+		version: unique.Make(r.Version).Value(), source: unique.Make(r.Source.Name).Value(),
+		action: unique.Make(r.Action).Value(), phase: r.Phase, labels: labelPairs(r.Labels),
 		json: bytes.Clone(b), madeAt: time.Now(),
 		settling: r.LeaseOwner != "" || r.ObservedGeneration != r.Generation || r.DeletionRequestedAt != nil ||
 			r.ReconcileRequestedAt != nil}
@@ -861,11 +867,34 @@ func (e *modelResource) matches(f *store.ResourceFilter) bool {
 		return false
 	}
 	for k, v := range f.Labels {
-		if got, ok := e.labels[k]; !ok || got != v {
+		if got, ok := e.label(k); !ok || got != v {
 			return false
 		}
 	}
 	return true
+}
+
+// label returns the value of the label k, if the resource has it.
+func (e *modelResource) label(k string) (string, bool) {
+	for i := 0; i+1 < len(e.labels); i += 2 {
+		if e.labels[i] == k {
+			return e.labels[i+1], true
+		}
+	}
+	return "", false
+}
+
+// labelPairs returns labels as key, value pairs, each string held once
+// across the copy.
+func labelPairs(labels map[string]string) []string {
+	if len(labels) == 0 {
+		return nil
+	}
+	out := make([]string, 0, 2*len(labels))
+	for k, v := range labels {
+		out = append(out, unique.Make(k).Value(), unique.Make(v).Value())
+	}
+	return out
 }
 
 // listLocked returns the resources f selects, in ID order.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	gosync "sync"
 	"sync/atomic"
+	"unique"
 )
 
 // Set is a validated set of manifests: every type compiled, every resource's
@@ -461,7 +462,8 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 				missing = append(missing, kind)
 				return
 			}
-			e.used = append(e.used, typeUse{strings.Clone(kind), r.identity})
+			// Thousands of files name the same few kinds: each is held once.
+			e.used = append(e.used, typeUse{unique.Make(kind).Value(), r.identity})
 		}
 		for _, d := range e.docs {
 			if IsTypeDocument(d.Object) {
