@@ -61,7 +61,9 @@ func ValidateWith(docs []*Document, known TypeResolver, unknown UnknownFields, d
 		e.docs = append(e.docs, d)
 	}
 	for _, e := range entries {
-		e.warnings = generatorWarning(e.docs)
+		if ws := generatorWarning(e.docs); len(ws) > 0 {
+			e.noted().warnings = ws
+		}
 	}
 	return validateEntries(entries, known, 0)
 }
@@ -115,12 +117,14 @@ type fileKey struct{ path, hash string }
 // no decoded document: docs and data are set only during a call.
 type fileEntry struct {
 	path, hash string
-	problems   []Problem // decoding problems; when set, the file has no documents
-	warnings   []Problem // what its documents hold that is ignored
 	// call is the last call of the Validator that used the entry, pos its
 	// place among that call's files.
 	call uint64
-	pos  int
+	pos  int32
+	// resValid is true while resources are current; typesParsed once
+	// notes hold the file's types. (Beside pos, they fill its word.)
+	resValid    bool
+	typesParsed bool
 	// inSet are the resources the entry gave the last set assembled.
 	inSet []*Resource
 
@@ -129,21 +133,56 @@ type fileEntry struct {
 	docs []*Document
 	data []byte
 
-	typesParsed bool
-	types       []parsedType
+	// notes are the file's problems, warnings and types, when it has any:
+	// most files have none, and a tree has thousands of entries.
+	notes *fileNotes
 
-	// resources, resProblems, resWarnings and used are the file's
-	// resources as validated, with unknown fields treated as unknown says,
-	// against the types whose identities used records.
-	resValid    bool
-	resources   []*Resource
-	resProblems []Problem
-	resWarnings []Problem
-	used        []typeUse
-	unknown     UnknownFields
+	// resources and used are the file's resources as validated, with
+	// unknown fields treated as unknown says, against the types whose
+	// identities used records.
+	resources []*Resource
+	used      []typeUse
+	unknown   UnknownFields
 	// defaultNS is the namespace its resources of namespaced kinds that
 	// name none were placed in.
 	defaultNS string
+}
+
+// fileNotes is what few files have: problems and warnings, and the types
+// they declare.
+type fileNotes struct {
+	problems []Problem // decoding problems; when set, the file has no documents
+	warnings []Problem // what its documents hold that is ignored
+	types    []parsedType
+	// resProblems and resWarnings are those of its resources as validated.
+	resProblems []Problem
+	resWarnings []Problem
+}
+
+// noNotes is the notes of an entry that has none. It is never written.
+var noNotes fileNotes
+
+// note returns e's notes, to read.
+func (e *fileEntry) note() *fileNotes {
+	if e.notes == nil {
+		return &noNotes
+	}
+	return e.notes
+}
+
+// noted returns e's notes, to write.
+func (e *fileEntry) noted() *fileNotes {
+	if e.notes == nil {
+		e.notes = &fileNotes{}
+	}
+	return e.notes
+}
+
+// tidyNotes lets go of notes that hold nothing.
+func (e *fileEntry) tidyNotes() {
+	if n := e.notes; n != nil && len(n.problems)+len(n.warnings)+len(n.types)+len(n.resProblems)+len(n.resWarnings) == 0 {
+		e.notes = nil
+	}
 }
 
 // typeUse records which type a kind resolved to when a file's resources were
@@ -195,13 +234,13 @@ func (v *Validator) ValidateFiles(files []File, known TypeResolver) (*Set, error
 				v.cache[k] = e
 				fresh = append(fresh, e)
 			} else if e.call != v.calls {
-				j = e.pos + 1
+				j = int(e.pos) + 1
 			}
 		}
 		if e.call != 0 && e.call == v.calls-1 {
 			kept++
 		}
-		e.call, e.pos = v.calls, i
+		e.call, e.pos = v.calls, int32(i)
 		if mode := v.UnknownFields.orStrict(); e.unknown != mode {
 			e.unknown, e.resValid = mode, false
 		}
@@ -275,11 +314,17 @@ func (v *Validator) decode(e *fileEntry) {
 	if v.decoded != nil {
 		v.decoded(e.path)
 	}
-	e.docs, e.problems = DecodeFile(e.path, e.data, v.Decode)
-	if len(e.problems) > 0 {
-		e.docs = nil
+	docs, problems := DecodeFile(e.path, e.data, v.Decode)
+	if len(problems) > 0 {
+		docs = nil
 	}
-	e.warnings = generatorWarning(e.docs)
+	e.docs = docs
+	warnings := generatorWarning(docs)
+	if e.notes != nil || len(problems)+len(warnings) > 0 {
+		n := e.noted()
+		n.problems, n.warnings = problems, warnings
+		e.tidyNotes()
+	}
 }
 
 // validateEntries is Validate over files, reusing what entries already know.
@@ -299,7 +344,8 @@ func (e *fileEntry) parseTypes() {
 		}
 		name := typeDocumentName(d.Object)
 		t, ps := parseTypeDocument(d)
-		e.types = append(e.types, parsedType{origin: d.Origin(), name: strings.Clone(name), t: t, problems: ps})
+		n := e.noted()
+		n.types = append(n.types, parsedType{origin: d.Origin(), name: strings.Clone(name), t: t, problems: ps})
 	}
 }
 
@@ -353,7 +399,7 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 	}
 	for _, e := range entries {
 		e.parseTypes()
-		for _, pt := range e.types {
+		for _, pt := range e.note().types {
 			if first, dup := firstAt[pt.name]; dup && pt.name != "" {
 				errs.add(problemAt(pt.origin, lineOf(e, pt.origin, "/metadata/name"), "/metadata/name", fmt.Sprintf("duplicate ResourceType %s (first declared in %s)", pt.name, first.at())))
 				continue
@@ -449,7 +495,7 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 	// validate validates e's resources if every kind they use is resolved,
 	// and returns the kinds that are not. The workers only read resolved.
 	validate := func(e *fileEntry) (missing []string) {
-		if e.docs == nil && len(e.problems) == 0 && e.data != nil && decode != nil {
+		if e.docs == nil && len(e.note().problems) == 0 && e.data != nil && decode != nil {
 			decode(e)
 		}
 		e.used = e.used[:0]
@@ -510,8 +556,8 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 	}
 	sort.Slice(set.Types, func(i, j int) bool { return set.Types[i].Name < set.Types[j].Name })
 	for _, e := range entries {
-		set.Warnings = append(set.Warnings, e.warnings...)
-		set.UnknownFields = append(set.UnknownFields, e.resWarnings...)
+		set.Warnings = append(set.Warnings, e.note().warnings...)
+		set.UnknownFields = append(set.UnknownFields, e.note().resWarnings...)
 	}
 	SortProblems(set.Warnings)
 	SortProblems(set.UnknownFields)
@@ -528,8 +574,8 @@ func validateEntriesWith(entries []*fileEntry, known TypeResolver, workers int, 
 	seen := make(map[ObjectRef]Origin, n)
 	set.Resources = make([]*Resource, 0, n)
 	for _, e := range entries {
-		errs = append(errs, e.problems...)
-		errs = append(errs, e.resProblems...)
+		errs = append(errs, e.note().problems...)
+		errs = append(errs, e.note().resProblems...)
 		for _, r := range e.resources {
 			if first, dup := seen[r.Ref()]; dup {
 				errs.add(problemAt(r.Origin, lineOf(e, r.Origin, "/metadata/name"), "/metadata/name", fmt.Sprintf("duplicate resource %s (first declared in %s)", r.Ref(), first.at())))
@@ -569,7 +615,7 @@ func CompareResources(a, b *Resource) int {
 // hasProblems reports whether any entry has a problem.
 func hasProblems(entries []*fileEntry) bool {
 	for _, e := range entries {
-		if len(e.problems) > 0 || len(e.resProblems) > 0 {
+		if len(e.note().problems) > 0 || len(e.note().resProblems) > 0 {
 			return true
 		}
 	}
@@ -682,18 +728,25 @@ func slicesContainsKind(used []typeUse, kind string) bool {
 // lookup resolves. It touches nothing but e, so entries can be parsed in
 // parallel.
 func (e *fileEntry) parseResources(lookup func(kind string) (*ResourceType, error)) {
-	e.resources, e.resProblems, e.resWarnings = nil, nil, nil
+	e.resources = nil
+	if e.notes != nil {
+		e.notes.resProblems, e.notes.resWarnings = nil, nil
+	}
 	for _, d := range e.docs {
 		if IsTypeDocument(d.Object) {
 			continue
 		}
 		r, ps, ws := parseResource(d, lookup, e.unknown, e.defaultNS)
-		e.resProblems = append(e.resProblems, ps...)
-		e.resWarnings = append(e.resWarnings, ws...)
+		if len(ps)+len(ws) > 0 {
+			n := e.noted()
+			n.resProblems = append(n.resProblems, ps...)
+			n.resWarnings = append(n.resWarnings, ws...)
+		}
 		if r != nil {
 			e.resources = append(e.resources, r)
 		}
 	}
+	e.tidyNotes()
 	e.resValid = true
 }
 
