@@ -326,6 +326,9 @@ type peerTimes struct {
 	river, riverDefault       time.Duration
 	nDefault                  int
 	riverErr, riverDefaultErr error
+	// floor is the queue floor (see QueueFloor) on N resources.
+	floor    time.Duration
+	floorErr error
 }
 
 func (s *scenario) peers(root string) peerTimes {
@@ -347,6 +350,12 @@ func (s *scenario) peers(root string) peerTimes {
 		s.logf("River: %v", p.riverErr)
 	} else {
 		s.logf("River, FetchCooldown 1ms: %d jobs in %v", s.n, p.river)
+	}
+	p.floor, p.floorErr = QueueFloor(s.ctx, pgtest.URL(s.b), s.n, s.scaled(2*time.Minute, 10*time.Millisecond))
+	if p.floorErr != nil {
+		s.logf("queue floor: %v", p.floorErr)
+	} else {
+		s.logf("queue floor: %d resources in %v", s.n, p.floor)
 	}
 	p.nDefault = min(s.n, 1000)
 	p.riverDefault, p.riverDefaultErr = River(s.ctx, pgtest.URL(s.b), p.nDefault, 0, 2*time.Minute)
@@ -407,6 +416,13 @@ func (s *scenario) coldStart(start time.Time, head string, p peerTimes) bool {
 	} else {
 		r.AddPeer("reconciles/s through noop", PerSecond, rate, "River, FetchCooldown 1ms", float64(n)/p.river.Seconds(), targetThrough,
 			"first sync applied to last ready; River: start to last completed")
+	}
+	switch {
+	case p.floorErr != nil:
+		s.fail("queue floor: the guarantees in SQL alone", p.floorErr)
+	case p.riverErr == nil:
+		r.AddPeer("queue floor: the guarantees in SQL alone", PerSecond, float64(n)/p.floor.Seconds(), "River, FetchCooldown 1ms", float64(n)/p.river.Seconds(), "",
+			"no agent: leases, status at claim and completion, history per attempt, a notification per statement (floor.go)")
 	}
 	if p.riverDefaultErr != nil {
 		s.fail("reconciles/s against River's defaults", p.riverDefaultErr)
