@@ -69,12 +69,14 @@ const (
 	// modelBatch is the most notifications taken together before the rows
 	// they name are read again.
 	modelBatch = 8192
-	// gatherFor is, while changes keep coming, the least time between two
-	// reads of changed rows: a claim and the completion that follows it
-	// milliseconds later are read once, not twice. A change after a quiet
-	// spell is read at once, and a read that waits for a version cuts the
-	// gathering short.
-	gatherFor = 20 * time.Millisecond
+	// gatherFor is, during a burst of changes, the least time between two
+	// reads of changed rows: the claims of a burst and the completions that
+	// follow them milliseconds later are read once, not twice. A burst is
+	// a batch of gatherAbove notifications or more: the few changes of a
+	// one-file commit are read at once, each, and a read that waits for a
+	// version cuts the gathering short.
+	gatherFor   = 20 * time.Millisecond
+	gatherAbove = 8
 	// heartbeatEvery is how often the model issues a fence of its own, to
 	// hear it back: a connection whose packets silently stop (no reset, no
 	// close) looks, from this end, like a store where nothing changes.
@@ -257,7 +259,10 @@ func (m *readModel) listen(ctx context.Context, built func()) bool {
 	built()
 	tick := time.NewTicker(heartbeatEvery)
 	defer tick.Stop()
-	var applied time.Time
+	var (
+		applied time.Time
+		burst   bool
+	)
 	for {
 		var batch []store.Notification
 		select {
@@ -297,7 +302,7 @@ func (m *readModel) listen(ctx context.Context, built func()) bool {
 				break drain
 			}
 		}
-		if until := applied.Add(gatherFor); len(batch) < modelBatch && time.Now().Before(until) {
+		if until := applied.Add(gatherFor); (burst || len(batch) >= gatherAbove) && len(batch) < modelBatch && time.Now().Before(until) {
 			var open bool
 			if batch, open = m.gather(ctx, notes, batch, until); !open {
 				return ctx.Err() == nil
@@ -306,7 +311,7 @@ func (m *readModel) listen(ctx context.Context, built func()) bool {
 		if !m.apply(ctx, batch) {
 			return false
 		}
-		applied = time.Now()
+		applied, burst = time.Now(), len(batch) >= gatherAbove
 	}
 }
 
