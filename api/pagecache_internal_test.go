@@ -136,7 +136,7 @@ func TestPagesKeptWhilePacked(t *testing.T) {
 	m.pack(t.Context(), p, time.Now().Add(time.Hour))
 	packed := 0
 	for _, e := range m.byID {
-		if e.packed != nil {
+		if e.packed() {
 			packed++
 		}
 	}

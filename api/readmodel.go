@@ -100,12 +100,14 @@ type modelResource struct {
 	// each of thousands of resources costs several times as much, and
 	// filters only look a few of them up.
 	labels []string
-	// json is the resource as the API sends it, until it is packed: then
-	// packed holds it instead.
-	json   []byte
-	packed *packedJSON
-	// madeAt is when it was read from the store.
-	madeAt time.Time
+	// json is the resource as the API sends it or, once it is packed, that
+	// compressed against dict; n is then the length of the JSON. (Fields
+	// rather than a record of their own: thousands of resources are held.)
+	json []byte
+	dict *[]byte
+	// madeAt is when it was read from the store, in Unix nanoseconds.
+	madeAt int64
+	n      int32
 	// settling is true of a resource that is due or being reconciled: it
 	// is about to change again, so packing it waits longer.
 	settling bool
@@ -724,7 +726,7 @@ func newModelResource(r *store.Resource) *modelResource {
 	e := &modelResource{id: r.ID, kind: unique.Make(r.Kind).Value(), namespace: unique.Make(r.Namespace).Value(), name: r.Name,
 		version: unique.Make(r.Version).Value(), source: unique.Make(r.Source.Name).Value(),
 		action: unique.Make(r.Action).Value(), phase: r.Phase, labels: labelPairs(r.Labels),
-		json: bytes.Clone(b), madeAt: time.Now(),
+		json: bytes.Clone(b), madeAt: time.Now().UnixNano(),
 		settling: r.LeaseOwner != "" || r.ObservedGeneration != r.Generation || r.DeletionRequestedAt != nil ||
 			r.ReconcileRequestedAt != nil}
 	if cap(b) <= maxPooledBuf {

@@ -67,7 +67,7 @@ func TestPackedResourcesStayMasked(t *testing.T) {
 		packed := 0
 		srv.model.mu.RLock()
 		for _, e := range srv.model.byID {
-			if e.packed != nil {
+			if e.packed() {
 				packed++
 			}
 		}

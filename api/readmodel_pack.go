@@ -39,29 +39,27 @@ const (
 	packReleased = 1 << 20
 )
 
-// packedJSON is a resource's JSON compressed against dict.
-type packedJSON struct {
-	z    []byte
-	n    int
-	dict *[]byte
-}
-
 // inflaters are the decompressors of packed JSON.
 var inflaters = gosync.Pool{New: func() any { return flate.NewReader(bytes.NewReader(nil)) }}
 
 // size is the length of the resource's JSON.
 func (e *modelResource) size() int {
-	if e.packed != nil {
-		return e.packed.n
+	if e.packed() {
+		return int(e.n)
 	}
 	return len(e.json)
+}
+
+// packed reports whether the resource's JSON is held compressed.
+func (e *modelResource) packed() bool {
+	return e.dict != nil
 }
 
 // writeTo writes the resource's JSON to w in one Write, as an unpacked
 // one is: whatever masks the answer (see Options.Wrap) sees each resource
 // whole, never a secret cut in two.
 func (e *modelResource) writeTo(w io.Writer) error {
-	if e.packed == nil {
+	if !e.packed() {
 		_, err := w.Write(e.json)
 		return err
 	}
@@ -82,16 +80,16 @@ func (e *modelResource) writeTo(w io.Writer) error {
 
 // appendJSON appends the resource's JSON to b, unpacking it if need be.
 func (e *modelResource) appendJSON(b []byte) ([]byte, error) {
-	if e.packed == nil {
+	if !e.packed() {
 		return append(b, e.json...), nil
 	}
 	r := inflaters.Get().(io.ReadCloser)
 	defer inflaters.Put(r)
-	if err := r.(flate.Resetter).Reset(bytes.NewReader(e.packed.z), *e.packed.dict); err != nil {
+	if err := r.(flate.Resetter).Reset(bytes.NewReader(e.json), *e.dict); err != nil {
 		return b, err
 	}
-	start := len(b)
-	b = slices.Grow(b, e.packed.n)[:start+e.packed.n]
+	start, n := len(b), int(e.n)
+	b = slices.Grow(b, n)[:start+n]
 	if _, err := io.ReadFull(r, b[start:]); err != nil {
 		return b[:start], fmt.Errorf("resource %d: unpacking: %w", e.id, err)
 	}
@@ -126,10 +124,10 @@ type packer struct {
 func (m *readModel) pack(ctx context.Context, p *packer, cutoff time.Time) {
 	const batch = 512
 	var todo []*modelResource
-	settlingCutoff := cutoff.Add(packAfter - packSettlingAfter)
+	before, settlingBefore := cutoff.UnixNano(), cutoff.Add(packAfter-packSettlingAfter).UnixNano()
 	m.mu.RLock()
 	for _, id := range m.ids {
-		if e := m.byID[id]; e.packed == nil && e.madeAt.Before(cutoff) && (!e.settling || e.madeAt.Before(settlingCutoff)) {
+		if e := m.byID[id]; !e.packed() && e.madeAt < before && (!e.settling || e.madeAt < settlingBefore) {
 			todo = append(todo, e)
 		}
 	}
@@ -179,8 +177,7 @@ func (m *readModel) pack(ctx context.Context, p *packer, cutoff time.Time) {
 				continue
 			}
 			packed := *e
-			packed.json = nil
-			packed.packed = &packedJSON{z: bytes.Clone(p.buf.Bytes()), n: len(e.json), dict: dict}
+			packed.json, packed.n, packed.dict = bytes.Clone(p.buf.Bytes()), int32(len(e.json)), dict
 			done = append(done, swap{e, &packed})
 		}
 		todo = todo[n:]
@@ -189,7 +186,7 @@ func (m *readModel) pack(ctx context.Context, p *packer, cutoff time.Time) {
 			// Only if unchanged meanwhile: a newer row stays as it is.
 			if m.byID[s.old.id] == s.old {
 				m.repackLocked(s.old, s.packed)
-				freed += len(s.old.json) - len(s.packed.packed.z)
+				freed += len(s.old.json) - len(s.packed.json)
 			}
 		}
 		m.mu.Unlock()

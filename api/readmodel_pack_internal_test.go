@@ -43,11 +43,11 @@ func TestPackedResourcesReadBack(t *testing.T) {
 	var raw, packed int
 	for i, id := range m.ids {
 		e := m.byID[id]
-		if e.packed == nil {
+		if !e.packed() {
 			t.Fatalf("resource %d not packed", id)
 		}
 		raw += len(want[i])
-		packed += len(e.packed.z)
+		packed += len(e.json)
 		var b writeCounter
 		if err := e.writeTo(&b); err != nil {
 			t.Fatal(err)
@@ -67,7 +67,7 @@ func TestPackedResourcesReadBack(t *testing.T) {
 
 	// A page mixes packed and unpacked ones.
 	changed := *m.byID[7]
-	changed.packed, changed.json = nil, want[6]
+	changed.dict, changed.n, changed.json = nil, 0, want[6]
 	m.putLocked(&changed)
 	m.ready = true
 	s := &Server{model: m, pageTurns: make(chan struct{}, 1)}
@@ -129,17 +129,17 @@ func TestSettlingResourcesPackedLater(t *testing.T) {
 	for _, id := range m.ids {
 		e := m.byID[id]
 		isSettling := slices.Contains(settling, id)
-		if isSettling && e.packed != nil {
+		if isSettling && e.packed() {
 			t.Fatalf("resource %d is due or being reconciled, but was packed", id)
 		}
-		if !isSettling && e.packed == nil && id != 1 {
+		if !isSettling && !e.packed() && id != 1 {
 			t.Fatalf("settled resource %d was not packed", id)
 		}
 	}
 	// Made packSettlingAfter ago: all are packed.
 	m.pack(t.Context(), p, cutoff.Add(packSettlingAfter-packAfter))
 	for _, id := range settling {
-		if m.byID[id].packed == nil {
+		if !m.byID[id].packed() {
 			t.Fatalf("resource %d waited long, but was not packed", id)
 		}
 	}

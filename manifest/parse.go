@@ -10,6 +10,7 @@ import (
 	"strings"
 	gosync "sync"
 	"time"
+	"unique"
 )
 
 var (
@@ -529,11 +530,12 @@ func parseResource(d *Document, lookup func(kind string) (*ResourceType, error),
 		r.SpecHash = HashJSON(slices.Concat(canonical, []byte{0}, r.PluginConfig))
 	}
 	// Decoded strings may share memory with their whole file (see
-	// fastDecode), which a kept resource must not pin.
-	r.Kind, r.Name, r.Action = strings.Clone(r.Kind), strings.Clone(r.Name), strings.Clone(r.Action)
+	// fastDecode), which a kept resource must not pin; kinds and actions,
+	// repeated across thousands of resources, are held once.
+	r.Kind, r.Name, r.Action = unique.Make(r.Kind).Value(), strings.Clone(r.Name), unique.Make(r.Action).Value()
 	r.Namespace = internNamespace(r.Namespace)
 	for i, ref := range r.DependsOn {
-		r.DependsOn[i] = ObjectRef{Kind: strings.Clone(ref.Kind), Namespace: internNamespace(ref.Namespace), Name: strings.Clone(ref.Name)}
+		r.DependsOn[i] = ObjectRef{Kind: unique.Make(ref.Kind).Value(), Namespace: internNamespace(ref.Namespace), Name: strings.Clone(ref.Name)}
 	}
 	var warnings []Problem
 	if len(undeclared) > 0 {
