@@ -96,12 +96,7 @@ type floorAttempt struct {
 func QueueFloor(ctx context.Context, dbURL string, n int, deadline time.Duration) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		return 0, err
-	}
-	cfg.MaxConns = 8 + 6
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := peerPool(ctx, dbURL)
 	if err != nil {
 		return 0, err
 	}

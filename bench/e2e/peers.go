@@ -131,12 +131,7 @@ func (noopArgs) Kind() string { return "noop" }
 // client at MaxWorkers jobs per cooldown). Its pool is the size the
 // agent's is with 8 workers.
 func River(ctx context.Context, dbURL string, n int, cooldown, deadline time.Duration) (time.Duration, error) {
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		return 0, err
-	}
-	cfg.MaxConns = 8 + 6
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := peerPool(ctx, dbURL)
 	if err != nil {
 		return 0, err
 	}
@@ -257,3 +252,14 @@ func (s *StaticAnswer) URL() string { return s.srv.URL + "/" }
 
 // Close stops the server.
 func (s *StaticAnswer) Close() { s.srv.Close() }
+
+// peerPool connects a peer to dbURL with a pool the size the agent's is
+// with 8 workers.
+func peerPool(ctx context.Context, dbURL string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = 8 + 6
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
