@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -116,18 +115,83 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn, topics []string, ch 
 // status events of one statement come together as a JSON array (see the
 // migration that sends them), and are handed out one by one, as events of
 // a single row are sent.
+//
+// Every status notification passes through here, so the array is split
+// by a scan of its bytes rather than decoded: the events are handed on as
+// text, and whoever reads one decodes it then.
 func splitPayload(topic, payload string) []string {
 	if topic != store.TopicStatus || !strings.HasPrefix(payload, "[") {
 		return []string{payload}
 	}
-	var events []json.RawMessage
-	if err := json.Unmarshal([]byte(payload), &events); err != nil {
+	out, ok := splitArray(payload)
+	if !ok {
 		// Whoever reads it says it is unreadable.
 		return []string{payload}
 	}
-	out := make([]string, len(events))
-	for i, ev := range events {
-		out[i] = string(ev)
-	}
 	return out
+}
+
+// splitArray returns the elements of the JSON array s, without the space
+// around them, or false when s is not an array whose elements are closed
+// (unbalanced brackets or quotes, an empty element, text after the end).
+// It does not check the elements' own grammar: their readers do.
+func splitArray(s string) ([]string, bool) {
+	if len(s) < 2 || s[0] != '[' {
+		return nil, false
+	}
+	var (
+		out   []string
+		depth = 0 // of brackets and braces inside the array
+		start = 1 // of the current element
+	)
+	element := func(end int) bool {
+		e := strings.TrimSpace(s[start:end])
+		if e == "" {
+			return false
+		}
+		out = append(out, e)
+		return true
+	}
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			// Skip the string, and the escaped characters in it.
+			for i++; i < len(s) && s[i] != '"'; i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+			if i >= len(s) {
+				return nil, false
+			}
+		case '[', '{':
+			depth++
+		case '}':
+			depth--
+			if depth < 0 {
+				return nil, false
+			}
+		case ']':
+			if depth > 0 {
+				depth--
+				continue
+			}
+			// The array's end: an empty array, or the last element.
+			if strings.TrimSpace(s[i+1:]) != "" {
+				return nil, false
+			}
+			if len(out) == 0 && strings.TrimSpace(s[1:i]) == "" {
+				return []string{}, true
+			}
+			return out, element(i)
+		case ',':
+			if depth == 0 {
+				if !element(i) {
+					return nil, false
+				}
+				start = i + 1
+			}
+		}
+	}
+	return nil, false
 }
