@@ -189,10 +189,7 @@ func (h *hub) translate(ctx context.Context, n store.Notification) (event, bool)
 			h.log.Warn("unreadable status notification", "error", err)
 			return event{}, false
 		}
-		data, err := json.Marshal(st)
-		if err != nil {
-			return event{}, false
-		}
+		data := st.AppendJSON(nil)
 		return event{name: EventResource, kind: st.Kind, namespace: st.Namespace, source: st.Source, id: st.ID, data: data}, true
 	case n.Topic == store.TopicSources:
 		src, err := h.store.GetSource(ctx, n.Payload)

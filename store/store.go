@@ -312,15 +312,6 @@ type StatusEvent struct {
 // longer ones are cut, because notification payloads are small.
 const MaxStatusMessage = 1000
 
-// ParseStatusEvent decodes a TopicStatus payload.
-func ParseStatusEvent(payload string) (StatusEvent, error) {
-	var ev StatusEvent
-	if err := json.Unmarshal([]byte(payload), &ev); err != nil {
-		return ev, fmt.Errorf("status event %q: %w", payload, err)
-	}
-	return ev, nil
-}
-
 // StatusEventID reads the id of a TopicStatus payload, which is all that
 // some of its readers need: the stores write the id first, and reading it
 // there costs a small fraction of decoding the event. A payload written
