@@ -152,6 +152,11 @@ type readModel struct {
 	fences  []issuedFence
 	heardAt time.Time
 	running atomic.Bool
+	// burstAt is when the copy last applied a burst of changes (unix
+	// nanoseconds); the packer waits for it to settle, unless more than
+	// packBudget bytes wait to be packed.
+	burstAt    atomic.Int64
+	packBudget int
 	// heartbeat is true when the store's notifications travel over a
 	// connection that may stall unnoticed (not the embedded store's): then
 	// the model issues the fences above and judges silence.
@@ -186,7 +191,8 @@ func newReadModel(st store.Store, log *slog.Logger, wait time.Duration) *readMod
 	local, ok := st.(store.LocalNotifications)
 	return &readModel{st: st, log: log, wait: wait, changed: make(chan struct{}), hurry: make(chan struct{}, 1),
 		byID: map[int64]*modelResource{}, named: map[kindName][]int64{},
-		problem: "the read model is being built", heartbeat: !ok || !local.NotificationsInProcess()}
+		problem: "the read model is being built", heartbeat: !ok || !local.NotificationsInProcess(),
+		packBudget: packBusyBudget}
 }
 
 // errModelNotReady is a read the copy cannot answer yet (503).
@@ -314,6 +320,9 @@ func (m *readModel) listen(ctx context.Context, built func()) bool {
 			return false
 		}
 		applied, burst = time.Now(), len(batch) >= gatherAbove
+		if burst {
+			m.burstAt.Store(applied.UnixNano())
+		}
 	}
 }
 

@@ -37,6 +37,13 @@ const (
 	packLevel = 2
 	// packReleased is how much packing must let go of to say so.
 	packReleased = 1 << 20
+	// packQuietFor is how long the copy must have taken no burst of
+	// changes for packing to go on, and packBusyBudget how much unpacked
+	// JSON may wait meanwhile: during a burst, packing would take CPU from
+	// the reconciles that make it, and what it packs is as settled a
+	// moment later.
+	packQuietFor   = time.Second
+	packBusyBudget = 32 << 20
 )
 
 // inflaters are the decompressors of packed JSON.
@@ -123,15 +130,24 @@ type packer struct {
 // lock is held briefly.
 func (m *readModel) pack(ctx context.Context, p *packer, cutoff time.Time) {
 	const batch = 512
-	var todo []*modelResource
+	var (
+		todo     []*modelResource
+		unpacked int
+	)
 	before, settlingBefore := cutoff.UnixNano(), cutoff.Add(packAfter-packSettlingAfter).UnixNano()
 	m.mu.RLock()
 	for _, id := range m.ids {
-		if e := m.byID[id]; !e.packed() && e.madeAt < before && (!e.settling || e.madeAt < settlingBefore) {
-			todo = append(todo, e)
+		if e := m.byID[id]; !e.packed() {
+			unpacked += len(e.json)
+			if e.madeAt < before && (!e.settling || e.madeAt < settlingBefore) {
+				todo = append(todo, e)
+			}
 		}
 	}
 	m.mu.RUnlock()
+	if time.Since(time.Unix(0, m.burstAt.Load())) < packQuietFor && unpacked < m.packBudget {
+		return
+	}
 	writers := map[*[]byte]*flate.Writer{}
 	freed := 0
 	defer func() {

@@ -144,3 +144,61 @@ func TestSettlingResourcesPackedLater(t *testing.T) {
 		}
 	}
 }
+
+// TestPackingWaitsForBurstsToSettle checks that the packer leaves settled
+// resources alone while bursts of changes go on, and packs them once the
+// last burst is packQuietFor old, or at once when too much waits.
+func TestPackingWaitsForBurstsToSettle(t *testing.T) {
+	t.Parallel()
+	at := time.Now()
+	model := func() *readModel {
+		m := newReadModel(nil, slog.New(slog.DiscardHandler), 0)
+		for i := range 20 {
+			m.putLocked(newModelResource(&store.Resource{ID: int64(i + 1), Resource: manifest.Resource{Kind: "Service",
+				Group: "bench.no8s.io", Version: "v1", Name: fmt.Sprintf("r-%04d", i),
+				Spec: json.RawMessage(fmt.Sprintf(`{"replicas":%d,"tier":"gold"}`, i%5)), Action: "noop"},
+				Source: store.SourceRef{Name: "bench"}, Generation: 1, ObservedGeneration: 1, Phase: manifest.PhaseReady,
+				CreatedAt: at, UpdatedAt: at}))
+		}
+		return m
+	}
+	packedCount := func(m *readModel) int {
+		n := 0
+		for _, id := range m.ids {
+			if m.byID[id].packed() {
+				n++
+			}
+		}
+		return n
+	}
+	// Every resource is made before the cutoff, so each is due to be
+	// packed; only the time of the last burst differs.
+	tests := []struct {
+		name string
+		// burst is how long ago the last burst was; none when 0.
+		burst  time.Duration
+		budget int
+		packed bool
+	}{
+		{"no burst yet", 0, packBusyBudget, true},
+		{"the last burst is packQuietFor old", packQuietFor + time.Millisecond, packBusyBudget, true},
+		{"a burst within packQuietFor", time.Millisecond, packBusyBudget, false},
+		{"a burst, but more than the budget waits", time.Millisecond, 100, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := model()
+			cutoff := time.Now().Add(time.Millisecond)
+			m.packBudget = tt.budget
+			if tt.burst != 0 {
+				m.burstAt.Store(time.Now().Add(-tt.burst).UnixNano())
+			}
+			m.pack(t.Context(), &packer{dicts: map[string]*[]byte{}}, cutoff)
+			// The first of a kind is its dictionary and stays unpacked.
+			if got := packedCount(m); (got == len(m.ids)-1) != tt.packed || (got != 0 && !tt.packed) {
+				t.Fatalf("%d of %d resources packed; want them packed: %v", got, len(m.ids), tt.packed)
+			}
+		})
+	}
+}
