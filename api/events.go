@@ -10,6 +10,7 @@ import (
 	"slices"
 	gosync "sync"
 	"time"
+	"unique"
 
 	"github.com/no8s/no8s-agent/store"
 )
@@ -190,7 +191,11 @@ func (h *hub) translate(ctx context.Context, n store.Notification) (event, bool)
 			return event{}, false
 		}
 		data := st.AppendJSON(nil)
-		return event{name: EventResource, kind: st.Kind, namespace: st.Namespace, source: st.Source, id: st.ID, data: data}, true
+		// The event's strings are the notification's: the ring keeps one
+		// copy of each kind, namespace and source rather than every
+		// notification it read them from.
+		return event{name: EventResource, kind: unique.Make(st.Kind).Value(), namespace: unique.Make(st.Namespace).Value(),
+			source: unique.Make(st.Source).Value(), id: st.ID, data: data}, true
 	case n.Topic == store.TopicSources:
 		src, err := h.store.GetSource(ctx, n.Payload)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/no8s/no8s-agent/store"
 )
@@ -319,4 +321,25 @@ func apiStatus(t *testing.T, url string) int {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestEventsKeepNoNotification checks that a resource event in the ring
+// holds none of the notification it came from: the status events of a
+// statement arrive as one payload, and an event holding a piece of it
+// would keep all of it for as long as the ring keeps the event.
+func TestEventsKeepNoNotification(t *testing.T) {
+	t.Parallel()
+	h := newHub(nil, slog.New(slog.DiscardHandler), nil)
+	payload := strings.Repeat(" ", 4000) +
+		`{"id":7,"kind":"Widget","namespace":"team-a","name":"w","source":"infra","status":"ready","status_message":"","generation":1,"observed_generation":1,"deleted":false,"suspended":false}`
+	ev, ok := h.translate(t.Context(), store.Notification{Topic: store.TopicStatus, Payload: payload})
+	if !ok || ev.kind != "Widget" || ev.namespace != "team-a" || ev.source != "infra" || ev.id != 7 {
+		t.Fatalf("translate = %+v, %v", ev, ok)
+	}
+	start := uintptr(unsafe.Pointer(unsafe.StringData(payload)))
+	for _, s := range []string{ev.kind, ev.namespace, ev.source, ev.name} {
+		if p := uintptr(unsafe.Pointer(unsafe.StringData(s))); s != "" && p >= start && p < start+uintptr(len(payload)) {
+			t.Errorf("the event's %q points into the notification's payload", s)
+		}
+	}
 }
