@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/no8s/no8s-agent/internal/flatjson"
 	"github.com/no8s/no8s-agent/manifest"
 )
 
@@ -32,152 +33,57 @@ func ParseStatusEvent(payload string) (StatusEvent, error) {
 // It returns false for anything else, valid or not, which encoding/json
 // then reads.
 func parseFlatStatusEvent(s string) (StatusEvent, bool) {
-	var (
-		ev StatusEvent
-		p  = flatParser{s: s}
-	)
-	if !p.byte('{') {
+	var ev StatusEvent
+	p := flatjson.NewReader(s)
+	if !p.Byte('{') {
 		return ev, false
 	}
-	if p.byte('}') {
-		return ev, p.end()
+	if p.Byte('}') {
+		return ev, p.End()
 	}
 	for {
-		key, ok := p.str()
-		if !ok || !p.byte(':') {
+		key, ok := p.Str()
+		if !ok || !p.Byte(':') {
 			return ev, false
 		}
 		switch key {
 		case "id":
-			ok = p.int(&ev.ID)
+			ev.ID, ok = p.Int()
 		case "kind":
-			ev.Kind, ok = p.str()
+			ev.Kind, ok = p.Str()
 		case "namespace":
-			ev.Namespace, ok = p.str()
+			ev.Namespace, ok = p.Str()
 		case "name":
-			ev.Name, ok = p.str()
+			ev.Name, ok = p.Str()
 		case "source":
-			ev.Source, ok = p.str()
+			ev.Source, ok = p.Str()
 		case "status":
 			var phase string
-			phase, ok = p.str()
+			phase, ok = p.Str()
 			ev.Phase = manifest.Phase(phase)
 		case "status_message":
-			ev.Message, ok = p.str()
+			ev.Message, ok = p.Str()
 		case "generation":
-			ok = p.int(&ev.Generation)
+			ev.Generation, ok = p.Int()
 		case "observed_generation":
-			ok = p.int(&ev.ObservedGeneration)
+			ev.ObservedGeneration, ok = p.Int()
 		case "deleted":
-			ok = p.bool(&ev.Deleted)
+			ev.Deleted, ok = p.Bool()
 		case "suspended":
-			ok = p.bool(&ev.Suspended)
+			ev.Suspended, ok = p.Bool()
 		default:
 			return ev, false
 		}
 		if !ok {
 			return ev, false
 		}
-		if p.byte('}') {
-			return ev, p.end()
+		if p.Byte('}') {
+			return ev, p.End()
 		}
-		if !p.byte(',') {
+		if !p.Byte(',') {
 			return ev, false
 		}
 	}
-}
-
-// flatParser reads a flat JSON object from s at i.
-type flatParser struct {
-	s string
-	i int
-}
-
-// space skips JSON white space.
-func (p *flatParser) space() {
-	for p.i < len(p.s) {
-		switch p.s[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-// byte reads c after white space.
-func (p *flatParser) byte(c byte) bool {
-	p.space()
-	if p.i < len(p.s) && p.s[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-// end reports whether only white space is left.
-func (p *flatParser) end() bool {
-	p.space()
-	return p.i == len(p.s)
-}
-
-// str reads a string without escapes or control characters, in valid UTF-8.
-func (p *flatParser) str() (string, bool) {
-	if !p.byte('"') {
-		return "", false
-	}
-	start, ascii := p.i, true
-	for ; p.i < len(p.s); p.i++ {
-		switch c := p.s[p.i]; {
-		case c == '"':
-			v := p.s[start:p.i]
-			p.i++
-			return v, ascii || utf8.ValidString(v)
-		case c == '\\' || c < 0x20:
-			return "", false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return "", false
-}
-
-// int reads an integer as JSON writes it: no leading zero, sign or point.
-func (p *flatParser) int(v *int64) bool {
-	p.space()
-	start := p.i
-	if p.i < len(p.s) && p.s[p.i] == '-' {
-		p.i++
-	}
-	digits := p.i
-	for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
-		p.i++
-	}
-	if p.i == digits || (p.s[digits] == '0' && p.i-digits > 1) {
-		return false
-	}
-	if p.i < len(p.s) && (p.s[p.i] == '.' || p.s[p.i] == 'e' || p.s[p.i] == 'E') {
-		return false
-	}
-	n, err := strconv.ParseInt(p.s[start:p.i], 10, 64)
-	*v = n
-	return err == nil
-}
-
-// bool reads true or false.
-func (p *flatParser) bool(v *bool) bool {
-	p.space()
-	switch {
-	case len(p.s)-p.i >= 4 && p.s[p.i:p.i+4] == "true":
-		p.i += 4
-		*v = true
-	case len(p.s)-p.i >= 5 && p.s[p.i:p.i+5] == "false":
-		p.i += 5
-		*v = false
-	default:
-		return false
-	}
-	return true
 }
 
 // AppendJSON appends ev encoded as json.Marshal encodes it.

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/no8s/no8s-agent/internal/flatjson"
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
 )
@@ -430,30 +430,30 @@ func decodeConditions(b []byte) ([]manifest.Condition, error) {
 // parseConditions is the direct parse; false when b is not of the plain
 // shape it knows, which says nothing of whether b is valid.
 func parseConditions(b []byte) ([]manifest.Condition, bool) {
-	p := plainJSON{b: b}
-	if !p.byte('[') {
+	p := flatjson.NewReader(string(b))
+	if !p.Byte('[') {
 		return nil, false
 	}
 	var out []manifest.Condition
-	if p.byte(']') {
-		return nil, p.end()
+	if p.Byte(']') {
+		return nil, p.End()
 	}
 	for {
-		if !p.byte('{') {
+		if !p.Byte('{') {
 			return nil, false
 		}
 		var c manifest.Condition
 		for {
-			key, ok := p.str()
-			if !ok || !p.byte(':') {
+			key, ok := p.Str()
+			if !ok || !p.Byte(':') {
 				return nil, false
 			}
 			if key == "observedGeneration" {
-				if c.ObservedGeneration, ok = p.int(); !ok {
+				if c.ObservedGeneration, ok = p.Int(); !ok {
 					return nil, false
 				}
 			} else {
-				v, ok := p.str()
+				v, ok := p.Str()
 				if !ok {
 					return nil, false
 				}
@@ -476,80 +476,19 @@ func parseConditions(b []byte) ([]manifest.Condition, bool) {
 					return nil, false
 				}
 			}
-			if p.byte('}') {
+			if p.Byte('}') {
 				break
 			}
-			if !p.byte(',') {
+			if !p.Byte(',') {
 				return nil, false
 			}
 		}
 		out = append(out, c)
-		if p.byte(']') {
-			return out, p.end()
+		if p.Byte(']') {
+			return out, p.End()
 		}
-		if !p.byte(',') {
+		if !p.Byte(',') {
 			return nil, false
 		}
 	}
-}
-
-// plainJSON reads JSON without escapes, numbers other than integers or
-// nesting beyond what its caller expects.
-type plainJSON struct {
-	b []byte
-	i int
-}
-
-func (p *plainJSON) space() {
-	for p.i < len(p.b) && (p.b[p.i] == ' ' || p.b[p.i] == '\n' || p.b[p.i] == '\t' || p.b[p.i] == '\r') {
-		p.i++
-	}
-}
-
-// byte consumes c, after white space, if it comes next.
-func (p *plainJSON) byte(c byte) bool {
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-func (p *plainJSON) end() bool {
-	p.space()
-	return p.i == len(p.b)
-}
-
-// str reads a string without escapes or control characters.
-func (p *plainJSON) str() (string, bool) {
-	if !p.byte('"') {
-		return "", false
-	}
-	start := p.i
-	for p.i < len(p.b) {
-		switch c := p.b[p.i]; {
-		case c == '"':
-			p.i++
-			return string(p.b[start : p.i-1]), true
-		case c == '\\' || c < 0x20:
-			return "", false
-		}
-		p.i++
-	}
-	return "", false
-}
-
-// int reads an integer.
-func (p *plainJSON) int() (int64, bool) {
-	p.space()
-	start := p.i
-	if p.i < len(p.b) && p.b[p.i] == '-' {
-		p.i++
-	}
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		p.i++
-	}
-	n, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 64)
-	return n, err == nil
 }
