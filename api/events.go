@@ -10,6 +10,7 @@ import (
 	"slices"
 	gosync "sync"
 	"time"
+	"unicode/utf8"
 	"unique"
 
 	"github.com/no8s/no8s-agent/store"
@@ -108,6 +109,9 @@ type hub struct {
 	log   *slog.Logger
 	// mask hides secret values in an event's JSON; nil when there are none.
 	mask func(json.RawMessage) json.RawMessage
+	// maskCutTail hides the start of a secret at the end of a message the
+	// store cut; nil when there are no secrets.
+	maskCutTail func(string) string
 
 	mu gosync.RWMutex
 	// ring holds the last eventRing events; event n is at n % eventRing.
@@ -189,6 +193,9 @@ func (h *hub) translate(ctx context.Context, n store.Notification) (event, bool)
 		if err != nil {
 			h.log.Warn("unreadable status notification", "error", err)
 			return event{}, false
+		}
+		if h.maskCutTail != nil && utf8.RuneCountInString(st.Message) >= store.MaxStatusMessage {
+			st.Message = h.maskCutTail(st.Message)
 		}
 		data := st.AppendJSON(nil)
 		// The event's strings are the notification's: the ring keeps one

@@ -18,6 +18,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/store"
 )
 
@@ -340,6 +341,38 @@ func TestEventsKeepNoNotification(t *testing.T) {
 	for _, s := range []string{ev.kind, ev.namespace, ev.source, ev.name} {
 		if p := uintptr(unsafe.Pointer(unsafe.StringData(s))); s != "" && p >= start && p < start+uintptr(len(payload)) {
 			t.Errorf("the event's %q points into the notification's payload", s)
+		}
+	}
+}
+
+// TestEventsMaskSecretsTheCutLeft checks that a secret the store's cut of
+// a long status message went through does not reach a stream in part: the
+// event carries only the secret's start, which masking whole values
+// cannot recognise.
+func TestEventsMaskSecretsTheCutLeft(t *testing.T) {
+	t.Parallel()
+	const secret = "SUPERSECRETTOKEN-0123456789abcdef"
+	m := redact.New(secret)
+	h := newHub(nil, slog.New(slog.DiscardHandler), m.MaskJSON)
+	h.maskCutTail = func(s string) string { return m.MaskCut(s, false, true) }
+	for _, before := range []int{store.MaxStatusMessage - 10, store.MaxStatusMessage - len(secret), store.MaxStatusMessage - 500} {
+		msg := []rune(strings.Repeat("é", before) + secret + strings.Repeat("x", 600))
+		cut := string(msg[:store.MaxStatusMessage]) // as the stores cut it
+		payload, err := json.Marshal(store.StatusEvent{ID: 1, Kind: "Widget", Name: "w", Message: cut})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, ok := h.translate(t.Context(), store.Notification{Topic: store.TopicStatus, Payload: string(payload)})
+		if !ok {
+			t.Fatal("translate failed")
+		}
+		h.publish(ev)
+		frame := string(h.ring[(h.next-1)%eventRing].frame)
+		if strings.Contains(frame, secret[:redact.MinPiece]) {
+			t.Errorf("with the secret at character %d, a piece of it reaches the stream: %s", before, frame)
+		}
+		if !strings.Contains(frame, "éé") {
+			t.Errorf("with the secret at character %d, the message is gone: %s", before, frame)
 		}
 	}
 }

@@ -139,6 +139,11 @@ type Options struct {
 	// MaskEvent, when set, is applied to the JSON of each event once, as the
 	// hub encodes it for every stream.
 	MaskEvent func(json.RawMessage) json.RawMessage
+	// MaskCutTail, when set, is applied to a status event's message that
+	// the store cut to store.MaxStatusMessage characters, before MaskEvent:
+	// a secret the cut went through left only its start, which masking
+	// whole values cannot recognise (redact.Masker.MaskCut with tail set).
+	MaskCutTail func(string) string
 	// AllowedHosts are the host names (or addresses), each with a port or
 	// not, whose requests Serve answers besides loopback ones: on a
 	// loopback address it answers only those (against DNS rebinding), and
@@ -203,6 +208,7 @@ func New(opts Options) *Server {
 		}
 	}
 	s.events = newHub(opts.Store, opts.Logger, opts.MaskEvent)
+	s.events.maskCutTail = opts.MaskCutTail
 	s.reads = newReadLimiter(opts.MaxConcurrentReads, opts.Store)
 	s.model = newReadModel(opts.Store, opts.Logger, opts.ReadWait)
 	rate := opts.ReadsWhileWorking

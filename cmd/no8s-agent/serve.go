@@ -59,6 +59,7 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		Logger:       log,
 		Wrap:         masker.HTTP,
 		MaskEvent:    masker.MaskJSON,
+		MaskCutTail:  func(s string) string { return masker.MaskCut(s, false, true) },
 		Profiling:    profiling,
 		AllowedHosts: cfg.API.AllowedHosts,
 		Released:     released,
