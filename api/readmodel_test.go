@@ -268,9 +268,26 @@ func TestReadModelAfterLostNotifications(t *testing.T) {
 	}
 
 	// What the store has, and what the API answers at a version after it.
+	// Until the read model has listened again and been built afresh it
+	// refuses reads (503 with Retry-After), and a client tries again.
 	want, err := e.store.ListResources(ctx, store.ResourceFilter{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		// Each read asks for a version issued after the writes (see call).
+		status, body, h := e.call("GET", "/api/v1/resources?limit=1", "", "")
+		if status == http.StatusOK {
+			break
+		}
+		if status != http.StatusServiceUnavailable || h.Get("Retry-After") == "" || time.Now().After(deadline) {
+			t.Fatalf("GET = %d %s; want 200, or 503 with Retry-After for a while", status, body)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	var got []api.Resource
 	for after := int64(0); ; {
