@@ -29,8 +29,15 @@ import (
 	"github.com/no8s/no8s-agent/manifest"
 )
 
-// root is the repository root, from this package's folder.
-const root = ".."
+// root is the repository root, found from this package's folder before any
+// test changes the working directory.
+var root = func() string {
+	abs, err := filepath.Abs("..")
+	if err != nil {
+		panic(err)
+	}
+	return abs
+}()
 
 // pages lists README.md and every Markdown file under docs/, as paths
 // relative to the repository root.
