@@ -178,8 +178,8 @@ func allReady(rs map[string]api.Resource) bool {
 
 // TestNewcomerPath runs the README's first command with the built binary on
 // a copy of the example, with nothing but the files: the embedded store is
-// created, every example resource becomes ready through the API, a manifest
-// edit is reconciled at generation 2, a second agent on the same file is
+// created, every example resource becomes ready through the API and the
+// tour's get, the tour's manifest edit is reconciled at generation 2, a second agent on the same file is
 // refused, and after SIGTERM and a restart nothing that did not change is
 // reconciled again.
 func TestNewcomerPath(t *testing.T) {
@@ -188,7 +188,7 @@ func TestNewcomerPath(t *testing.T) {
 	bin := binary(t)
 	// The README's command, with the port left to the system so that tests
 	// can run side by side.
-	args := []string{"run", "--config", "examples/no8s.yaml", "--listen", "127.0.0.1:0"}
+	args := append(readmeAgentArgs(t, "run"), "--listen", "127.0.0.1:0")
 	start := time.Now()
 	first := startBinary(t, bin, root, args...)
 	base := first.addr()
@@ -200,6 +200,8 @@ func TestNewcomerPath(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, ".no8s", "state.db")); err != nil {
 		t.Fatalf("embedded store: %v", err)
 	}
+	// The tour's get reads the same store while the agent runs.
+	checkReadmeGet(t, bin, root)
 
 	second := startBinary(t, bin, root, args...)
 	select {
@@ -212,7 +214,8 @@ func TestNewcomerPath(t *testing.T) {
 		t.Fatal("a second agent on the same file was not refused")
 	}
 
-	dbFile := filepath.Join(root, "examples", "repo", "resources", "databases.yaml")
+	tourFile, tourFrom, tourTo := readmeEdit(t)
+	dbFile := filepath.Join(root, filepath.FromSlash(tourFile))
 	edit := func(from, to string) {
 		t.Helper()
 		data, err := os.ReadFile(dbFile)
@@ -226,12 +229,12 @@ func TestNewcomerPath(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	edit("storage_gb: 500", "storage_gb: 750")
+	edit(tourFrom, tourTo)
 	rs := waitResources(t, first, base, "production-pg reconciled at generation 2", func(rs map[string]api.Resource) bool {
 		r := rs["production-pg"]
 		return allReady(rs) && r.Generation == 2 && r.ObservedGeneration == 2
 	})
-	if !strings.Contains(string(rs["production-pg"].Spec), `"storage_gb":750`) {
+	if !strings.Contains(string(rs["production-pg"].Spec), `"storage_gb":`+strings.TrimPrefix(tourTo, "storage_gb: ")) {
 		t.Errorf("spec = %s", rs["production-pg"].Spec)
 	}
 	before := attempts(t, base, rs)
