@@ -43,7 +43,7 @@ func (f *serverFlags) client() (*client.Client, error) {
 	if server == "" {
 		listen := config.DefaultListen
 		if f.config != "" {
-			cfg, err := loadConfig(f.config, config.Flags{})
+			cfg, err := loadSettings(f.config, config.Flags{})
 			if err != nil {
 				return nil, err
 			}
