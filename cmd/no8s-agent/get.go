@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,7 +44,8 @@ func getObject(word string) (string, bool) {
 func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("get", "get types|resources|sources|history [NAME] [flags]\n\n"+
 		"Reads the store. Short names: rt (types), res (resources), src (sources). NAME picks one\n"+
-		"object by name. history lists sync attempts of sources, or with --resource KIND/NAME the\n"+
+		"object by name: -o json or yaml print it as an object (a list when several kinds or versions\n"+
+		"share the name), and none is an error (exit 1). history lists sync attempts of sources, or with --resource KIND/NAME the\n"+
 		"reconcile attempts of one resource (KIND/NAME or KIND/NAMESPACE/NAME). Resources are those of the\n"+
 		"default namespace (the store records it) and cluster-scoped ones, as kubectl lists them; -n picks\n"+
 		"another namespace, -A all of them with a NAMESPACE column. -o json prints the objects the HTTP API returns; -o wide\n"+
@@ -115,12 +117,20 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	// A get by name prints the object, as kubectl does, not a list of
+	// one: the list is read as JSON, then printed as asked.
+	out, format := stdout, *output
+	var named *bytes.Buffer
+	if name != "" && (format == "json" || format == "yaml") {
+		named = &bytes.Buffer{}
+		out, format = named, "json"
+	}
 	var n int
 	// listed are the resources listed, which the watch starts from.
 	var listed []api.Resource
 	switch object {
 	case "types":
-		n, err = getTypes(ctx, st, m, stdout, *output, store.TypeFilter{Source: *sourceName}, *kind, name)
+		n, err = getTypes(ctx, st, m, out, format, store.TypeFilter{Source: *sourceName}, *kind, name)
 	case "resources":
 		f := store.ResourceFilter{Source: *sourceName, Phase: manifest.Phase(*status)}
 		if f.Phase != "" && !f.Phase.Valid() {
@@ -141,10 +151,10 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			// namespace's list shows them, as kubectl does.
 			f.Namespaces = []string{namespace, ""}
 		}
-		listed, err = getResources(ctx, st, m, stdout, *output, f, *kind, name, *limit, allNamespaces)
+		listed, err = getResources(ctx, st, m, out, format, f, *kind, name, *limit, allNamespaces)
 		n = len(listed)
 	case "sources":
-		n, err = getSources(ctx, st, m, stdout, *output, name)
+		n, err = getSources(ctx, st, m, out, format, name)
 	case "history":
 		lim := *limit
 		if lim == 0 {
@@ -158,6 +168,21 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		return fail(stderr, "get", err)
+	}
+	if name != "" && n == 0 {
+		// What was asked for by name is not there: an error, as kubectl
+		// has it, not an empty list.
+		where := ""
+		if object == "resources" && !allNamespaces {
+			where = fmt.Sprintf(" in namespace %q", namespace)
+		}
+		fmt.Fprintf(stderr, "Error from store (NotFound): %s %q not found%s\n", object, name, where)
+		return exitError
+	}
+	if named != nil {
+		if err := printNamed(stdout, *output, named.Bytes()); err != nil {
+			return fail(stderr, "get", err)
+		}
 	}
 	if n == 0 && isTable(*output) {
 		fmt.Fprintln(stderr, "No resources found")
@@ -175,6 +200,20 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "get", err)
 	}
 	return exitOK
+}
+
+// printNamed prints what a get by name listed, as JSON: the object when
+// there is one, as kubectl prints one named object; several objects of
+// the name (of different kinds, or versions of a type) stay a list.
+func printNamed(w io.Writer, format string, list []byte) error {
+	var objs []json.RawMessage
+	if err := json.Unmarshal(list, &objs); err != nil {
+		return err
+	}
+	if len(objs) == 1 {
+		return printObjects(w, format, objs[0], nil)
+	}
+	return printObjects(w, format, objs, nil)
 }
 
 func getTypes(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format string, f store.TypeFilter, kind, name string) (int, error) {
