@@ -410,22 +410,29 @@ func (c *Chain) run(ctx context.Context, h *hook, req *Request, uid string, res 
 			res.Object, res.Patched = v.object, true
 			c.log(ctx, slog.LevelInfo, h, req, "patched", elapsed)
 		default:
-			c.log(ctx, slog.LevelDebug, h, req, "allowed", elapsed)
+			// Every call is logged, an allowing one too: the log is the
+			// record of what each hook let through.
+			c.log(ctx, slog.LevelInfo, h, req, "allowed", elapsed)
 		}
 	}
 	return nil
 }
 
-// log records one call of a hook.
+// log records one call of a hook: the hook, the resource, the outcome and
+// whether it let the change through, and how long it took; never the
+// object, which may hold what should not be logged, nor the hook's key.
 func (c *Chain) log(ctx context.Context, level slog.Level, h *hook, req *Request, outcome string, d time.Duration, extra ...slog.Attr) {
+	allowed := outcome == "allowed" || outcome == "patched" || outcome == "failed, ignored"
 	attrs := append([]slog.Attr{
 		slog.String("hook", h.Name),
 		slog.String("type", string(h.Type)),
 		slog.String("kind", req.Kind),
+		slog.String("namespace", req.Namespace),
 		slog.String("name", req.Name),
 		slog.String("operation", string(req.Operation)),
 		slog.Bool("dryRun", req.DryRun),
 		slog.String("outcome", outcome),
+		slog.Bool("allowed", allowed),
 		slog.Duration("duration", d),
 	}, extra...)
 	c.logger.LogAttrs(ctx, level, "admission hook called", attrs...)

@@ -107,6 +107,11 @@ type Config struct {
 
 	// admissionSecrets are the hooks' signing keys, by hook.
 	admissionSecrets []*secret
+	// lazySecrets, set by LoadSettings, leaves a secret whose variable is
+	// unset or empty unresolved instead of refusing the file; unresolved
+	// lists each such setting.
+	lazySecrets bool
+	unresolved  []Secret
 }
 
 // Source is one place manifests come from: exactly one of Git and Dir is set.
@@ -500,6 +505,33 @@ func Load(path string, getenv func(string) (string, bool)) (*Config, error) {
 	return c, err
 }
 
+// LoadSettings reads the configuration file at path as Load does, except
+// that an ...Env setting whose variable is unset or empty is not a
+// problem: its secret stays empty and MissingSecrets names it. It is for
+// the commands that read the store or talk to an agent: they need the
+// database and the listen address, not every credential the agent runs
+// with, and whatever uses a secret checks that it is there.
+func LoadSettings(path string, getenv func(string) (string, bool)) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err := parseWith(data, getenv, true)
+	if e, ok := err.(*Error); ok {
+		e.File = path
+	} else if err != nil {
+		err = fmt.Errorf("%s: %w", path, err)
+	}
+	return c, err
+}
+
+// MissingSecrets lists the ...Env settings whose variable was unset or
+// empty, in the order of the file; their values are empty. Only a
+// configuration read with LoadSettings can have any: Load refuses them.
+func (c *Config) MissingSecrets() []Secret {
+	return c.unresolved
+}
+
 // Parse decodes a configuration strictly, applies the defaults, resolves
 // every ...Env setting through getenv (nil means os.LookupEnv) and validates
 // the result. Every problem found is returned together in one *Error.
@@ -508,11 +540,16 @@ func Parse(data []byte, getenv func(string) (string, bool)) (*Config, error) {
 }
 
 func parse(data []byte, getenv func(string) (string, bool)) (*Config, error) {
+	return parseWith(data, getenv, false)
+}
+
+// parseWith parses as Parse does; lazySecrets as LoadSettings has it.
+func parseWith(data []byte, getenv func(string) (string, bool), lazySecrets bool) (*Config, error) {
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, fmt.Errorf("invalid YAML: %w", err)
 	}
-	var c Config
+	c := Config{lazySecrets: lazySecrets}
 	d := decoder{written: map[string]bool{}}
 	d.decode("", js, &c)
 	c.applyDefaults(func(key string) bool { return d.written[key] })
@@ -621,21 +658,27 @@ func (c *Config) applyDefaults(written func(key string) bool) {
 
 // resolve reads every secret named by an ...Env setting. A named variable
 // that is unset or empty is a problem: starting without a credential the
-// configuration asks for would only fail later, less clearly.
+// configuration asks for would only fail later, less clearly. With
+// lazySecrets it is only noted, for MissingSecrets.
 func (c *Config) resolve(getenv func(string) (string, bool), ps *problems) {
 	if getenv == nil {
 		getenv = os.LookupEnv
 	}
+	c.unresolved = nil
 	get := func(key, name string) *secret {
 		if name == "" {
 			return nil
 		}
 		v, ok := getenv(name)
+		set := ok && strings.TrimSpace(v) != ""
 		switch {
+		case !set && c.lazySecrets:
+			c.unresolved = append(c.unresolved, Secret{Setting: key, Env: name})
+			return nil
 		case !ok:
 			ps.add(key, "environment variable %s is not set", name)
 			return nil
-		case strings.TrimSpace(v) == "":
+		case !set:
 			ps.add(key, "environment variable %s is empty", name)
 			return nil
 		}

@@ -134,7 +134,7 @@ func (s *Syncer) ApplyDocument(ctx context.Context, build DocumentFunc) (*Writte
 				if err := writeResource(ctx, tx, r, rev, p, out); err != nil {
 					return err
 				}
-				deprecated, err := deprecations(ctx, tx, set)
+				deprecated, err := deprecations(ctx, tx, set, apiTarget.Name, true)
 				if err != nil {
 					return err
 				}

@@ -148,9 +148,14 @@ func manifestWarnings(set *manifest.Set) []string {
 }
 
 // deprecations returns a warning for each deprecated type version the
-// resources use, with how many use it: the versions are the set's own
-// types' and, for kinds the set does not declare, the store's.
-func deprecations(ctx context.Context, st store.Store, set *manifest.Set) ([]string, error) {
+// set's resources use, with how many resources use it once the change is
+// made, in every source: the versions are the set's own types' and, for
+// kinds the set does not declare, the store's. When written, the set's
+// resources are already in st (an API write, inside its transaction) and
+// the store's users are all; otherwise the set replaces the resources of
+// the source owner, and its users count with the other sources'. A
+// resource being destroyed uses nothing any more.
+func deprecations(ctx context.Context, st store.Store, set *manifest.Set, owner string, written bool) ([]string, error) {
 	type key struct{ kind, version string }
 	used := map[key]int{}
 	// Resources come in runs of one kind, mostly of one version: counted
@@ -196,9 +201,24 @@ func deprecations(ctx context.Context, st store.Store, set *manifest.Set) ([]str
 	}
 	var out []string
 	for k, n := range used {
-		if deprecated[k] {
-			out = append(out, fmt.Sprintf("resource type %s version %s is deprecated (used by %d resource(s)): move them to another version", k.kind, k.version, n))
+		if !deprecated[k] {
+			continue
 		}
+		// The store is read only for versions that are deprecated, which
+		// few resources should still use.
+		rows, err := st.ListResources(ctx, store.ResourceFilter{Kind: k.kind})
+		if err != nil {
+			return nil, fmt.Errorf("list resources of %s: %w", k.kind, err)
+		}
+		if written {
+			n = 0
+		}
+		for _, r := range rows {
+			if r.Version == k.version && r.DeletionRequestedAt == nil && (written || r.Source.Name != owner) {
+				n++
+			}
+		}
+		out = append(out, fmt.Sprintf("resource type %s version %s is deprecated (used by %d resource(s)): move them to another version", k.kind, k.version, n))
 	}
 	sort.Strings(out)
 	return out, nil
@@ -232,7 +252,7 @@ func unknownFieldsWarning(mode manifest.UnknownFields, fields []manifest.Problem
 // store holds them (ownedCache); otherwise they are read from st.
 func makePlan(ctx context.Context, st store.Store, t Target, snap *source.Snapshot, set *manifest.Set, cur *store.Source, preview bool, owned []store.ResourceDigest) (*Plan, error) {
 	p := &Plan{Source: t.Name, Revision: snap.Revision}
-	warnings, err := deprecations(ctx, st, set)
+	warnings, err := deprecations(ctx, st, set, t.Name, false)
 	if err != nil {
 		return nil, err
 	}

@@ -548,7 +548,8 @@ func TestSyncWarnsOfDeprecatedVersions(t *testing.T) {
 		t.Errorf("stored type: %+v %v", ty, err)
 	}
 	other := mustSync(t, s, target("apps"), snapshot(map[string]string{"w.yaml": widget("c", "{size: 3}")}))
-	if !strings.Contains(other.Plan.Summary(), "Widget version v1 is deprecated (used by 1 resource(s))") {
+	// Its count is of every user: infra's two and its own.
+	if !strings.Contains(other.Plan.Summary(), "Widget version v1 is deprecated (used by 3 resource(s))") {
 		t.Errorf("another source's plan: %s", other.Plan.Summary())
 	}
 	// A deprecated flag that is not a boolean is refused like any mistake.

@@ -32,12 +32,26 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "agent configuration file; its database is used unless --database is given")
 }
 
-// loadConfig reads the configuration file, if any, and applies flag overrides.
+// loadConfig reads the configuration file, if any, and applies flag
+// overrides, for the agent: every secret it names must be set.
 func loadConfig(path string, flags config.Flags) (*config.Config, error) {
+	return readConfig(path, flags, config.Load)
+}
+
+// loadSettings reads the configuration file, if any, and applies flag
+// overrides, for a command that reads the store or talks to an agent: a
+// secret whose variable is not set is left empty (config.LoadSettings), as
+// such a command needs the database and listen settings, not the agent's
+// credentials.
+func loadSettings(path string, flags config.Flags) (*config.Config, error) {
+	return readConfig(path, flags, config.LoadSettings)
+}
+
+func readConfig(path string, flags config.Flags, load func(string, func(string) (string, bool)) (*config.Config, error)) (*config.Config, error) {
 	cfg := &config.Config{}
 	if path != "" {
 		var err error
-		if cfg, err = config.Load(path, os.LookupEnv); err != nil {
+		if cfg, err = load(path, os.LookupEnv); err != nil {
 			return nil, err
 		}
 	}
@@ -50,7 +64,7 @@ func loadConfig(path string, flags config.Flags) (*config.Config, error) {
 // open returns the configuration (possibly empty) and an open store whose
 // schema is current.
 func (f *storeFlags) open(ctx context.Context) (*config.Config, agentStore, error) {
-	cfg, err := loadConfig(f.config, config.Flags{Database: f.database})
+	cfg, err := loadSettings(f.config, config.Flags{Database: f.database})
 	if err != nil {
 		return nil, nil, err
 	}

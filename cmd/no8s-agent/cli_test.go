@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -164,7 +165,7 @@ api: {writeTokenEnv: %s}
 		{"get one by name", []string{"get", "resources", "good", "--database", url, "-o", "name"}, 0, "Job/good\n", ""},
 		{"get kind any case", []string{"get", "res", "--kind", "JOB", "--database", url, "-o", "name"}, 0, "Job/bad\nJob/good\n", ""},
 		{"get nothing found", []string{"get", "res", "--kind", "Nothing", "--database", url}, 0, "", "No resources found"},
-		{"get name not found", []string{"get", "src", "nope", "--database", url}, 0, "", "No resources found"},
+		{"get name not found", []string{"get", "src", "nope", "--database", url}, 1, "", `Error from store (NotFound): sources "nope" not found`},
 		{"get wide", []string{"get", "res", "bad", "-o", "wide", "--database", url}, 0, "size 13 is unlucky", ""},
 		{"get sources single dash", []string{"get", "src", "-database", url, "-o", "name"}, 0, "source/local\n", ""},
 		{"get types short", []string{"get", "rt", "--database", url, "-o", "name"}, 0, "resourcetype/Job/v1\n", ""},
@@ -183,9 +184,9 @@ api: {writeTokenEnv: %s}
 		{"describe resource", with("describe", "resource", "Job/bad"), 0, "Depends on:\n  Job/good (", ""},
 		{"describe dependents", with("describe", "res", "job/good"), 0, "Required by:\n  Job/bad (", ""},
 		{"describe attempts", with("describe", "resource", "Job/bad"), 0, "size 13 is unlucky", ""},
-		{"describe missing", with("describe", "resource", "Job/nope"), 1, "", "not found"},
+		{"describe missing", with("describe", "resource", "Job/nope"), 1, "", "Error from server (NotFound): resource Job/nope not found"},
 		{"describe source", with("describe", "source", "local"), 0, "Last syncs:", ""},
-		{"describe source missing", with("describe", "src", "nope"), 1, "", "404"},
+		{"describe source missing", with("describe", "src", "nope"), 1, "", `Error from server (NotFound): source "nope" not found`},
 		{"server from config", []string{"describe", "source", "local", "--config", listenCfg}, 0, "Phase:", ""},
 		{"complete sources", append(append([]string{"__complete", "sync", "source"}, srv...), ""), 0, "local\n", ""},
 		{"complete resources", append(append([]string{"__complete", "describe", "resource"}, srv...), ""), 0, "Job/bad\nJob/good\n", ""},
@@ -258,8 +259,25 @@ api: {writeTokenEnv: %s}
 			t.Fatal(err)
 		}
 		waitFor(t, 30*time.Second, agent, "the suspension watched", func() (bool, string) {
-			return strings.Contains(out.String(), "(suspended)"), out.String()
+			for _, row := range tableRows(out.String())[1:] {
+				if len(row) == 8 && row[5] == "True" {
+					return true, out.String()
+				}
+			}
+			return false, out.String()
 		})
+		// Every row, listed or watched, has the header's columns: the
+		// list's, with the Ready condition, reason and age.
+		rows := tableRows(out.String())
+		if len(rows) < 3 || strings.Join(rows[0], " ") != "KIND NAME READY STATUS REASON SUSPENDED AGE MESSAGE" {
+			t.Fatalf("get -w: want the header, the list and the changes:\n%s", out.String())
+		}
+		for _, row := range rows[1:] {
+			if len(row) != len(rows[0]) || row[0] != "Job" || row[1] != "good" || (row[2] != "True" && row[2] != "False" && row[2] != "Unknown") ||
+				!regexp.MustCompile(`^[0-9]+[smhd]$`).MatchString(row[6]) {
+				t.Errorf("get -w: row %q does not fill the header's %d columns:\n%s", row, len(rows[0]), out.String())
+			}
+		}
 		if _, err := st.SuspendResource(t.Context(), r.ID, false); err != nil {
 			t.Fatal(err)
 		}
@@ -274,6 +292,20 @@ api: {writeTokenEnv: %s}
 	if err != nil || len(recs) < 2 || recs[0].Success {
 		t.Errorf("bad's history: %v %s", err, describeRecords(recs))
 	}
+}
+
+// tableRows splits a table get printed into rows of cells: columns are
+// two spaces apart at least, and cells have no such gap. Comment lines
+// (# ...) are left out.
+func tableRows(out string) [][]string {
+	var rows [][]string
+	for line := range strings.Lines(out) {
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		rows = append(rows, regexp.MustCompile(`\s{2,}`).Split(line, -1))
+	}
+	return rows
 }
 
 // TestCLIDescribeLease describes a resource while the agent's worker holds

@@ -57,9 +57,10 @@ func runDelete(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	syncer := sync.New(st, slog.New(slog.DiscardHandler))
-	if len(cfg.Admission) > 0 {
+	if len(cfg.Admission) > 0 && m == sync.ModePrune {
 		// A prune destroys: the configured admission hooks review it, as
 		// they would through an agent's API. Their calls are logged here.
+		// A forget destroys nothing, and needs neither them nor their keys.
 		hooks, err := admission.New(cfg.Admission, os.LookupEnv, slog.New(slog.NewTextHandler(stderr, nil)), nil)
 		if err != nil {
 			return fail(stderr, "delete", err)

@@ -21,8 +21,17 @@ import (
 // describeAttempts is how many of the last attempts describe shows.
 const describeAttempts = 5
 
-func describeCommand(stdout, _ io.Writer) *cobra.Command {
+func describeCommand(stdout, stderr io.Writer) *cobra.Command {
 	var sf serverFlags
+	// What is not there is said as kubectl says it, and exits 1.
+	notFound := func(err error) error {
+		var e *client.Error
+		if errors.As(err, &e) && e.Status == http.StatusNotFound {
+			fmt.Fprintf(stderr, "Error from server (NotFound): %s\n", e.Message)
+			return exitCode(exitError)
+		}
+		return err
+	}
 	res := &cobra.Command{
 		Use: "resource KIND/NAME", Aliases: resourceWords[1:],
 		Short: "show a resource (KIND/NAME or KIND/NAMESPACE/NAME): status, conditions, lease, dependencies, last attempts",
@@ -36,7 +45,7 @@ func describeCommand(stdout, _ io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return describeResource(cmd.Context(), c, stdout, ref)
+			return notFound(describeResource(cmd.Context(), c, stdout, ref))
 		},
 	}
 	sf.namespaceFlag(res)
@@ -49,7 +58,7 @@ func describeCommand(stdout, _ io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return describeSource(cmd.Context(), c, stdout, args[0])
+			return notFound(describeSource(cmd.Context(), c, stdout, args[0]))
 		},
 	}
 	src.ValidArgsFunction = sourceNames(&sf)
@@ -73,10 +82,6 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, ref ma
 	}
 	r, err := client.Match(all, ref, defaultNS)
 	if err != nil {
-		var e *client.Error
-		if errors.As(err, &e) {
-			return errors.New(e.Message)
-		}
 		return err
 	}
 	// The list may leave out what the single read has (the lease).

@@ -93,7 +93,7 @@ func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // baseStore syncs the manifests in the folder base, as source name, into
 // a throwaway embedded store, for a diff that needs no store of its own.
 func baseStore(ctx context.Context, sf storeFlags, name, base string) (*config.Config, agentStore, error) {
-	cfg, err := loadConfig(sf.config, config.Flags{})
+	cfg, err := loadSettings(sf.config, config.Flags{})
 	if err != nil {
 		return nil, nil, err
 	}

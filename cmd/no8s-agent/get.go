@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,7 +44,8 @@ func getObject(word string) (string, bool) {
 func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("get", "get types|resources|sources|history [NAME] [flags]\n\n"+
 		"Reads the store. Short names: rt (types), res (resources), src (sources). NAME picks one\n"+
-		"object by name. history lists sync attempts of sources, or with --resource KIND/NAME the\n"+
+		"object by name: -o json or yaml print it as an object (a list when several kinds or versions\n"+
+		"share the name), and none is an error (exit 1). history lists sync attempts of sources, or with --resource KIND/NAME the\n"+
 		"reconcile attempts of one resource (KIND/NAME or KIND/NAMESPACE/NAME). Resources are those of the\n"+
 		"default namespace (the store records it) and cluster-scoped ones, as kubectl lists them; -n picks\n"+
 		"another namespace, -A all of them with a NAMESPACE column. -o json prints the objects the HTTP API returns; -o wide\n"+
@@ -115,10 +117,20 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	// A get by name prints the object, as kubectl does, not a list of
+	// one: the list is read as JSON, then printed as asked.
+	out, format := stdout, *output
+	var named *bytes.Buffer
+	if name != "" && (format == "json" || format == "yaml") {
+		named = &bytes.Buffer{}
+		out, format = named, "json"
+	}
 	var n int
+	// listed are the resources listed, which the watch starts from.
+	var listed []api.Resource
 	switch object {
 	case "types":
-		n, err = getTypes(ctx, st, m, stdout, *output, store.TypeFilter{Source: *sourceName}, *kind, name)
+		n, err = getTypes(ctx, st, m, out, format, store.TypeFilter{Source: *sourceName}, *kind, name)
 	case "resources":
 		f := store.ResourceFilter{Source: *sourceName, Phase: manifest.Phase(*status)}
 		if f.Phase != "" && !f.Phase.Valid() {
@@ -139,9 +151,10 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			// namespace's list shows them, as kubectl does.
 			f.Namespaces = []string{namespace, ""}
 		}
-		n, err = getResources(ctx, st, m, stdout, *output, f, *kind, name, *limit, allNamespaces)
+		listed, err = getResources(ctx, st, m, out, format, f, *kind, name, *limit, allNamespaces)
+		n = len(listed)
 	case "sources":
-		n, err = getSources(ctx, st, m, stdout, *output, name)
+		n, err = getSources(ctx, st, m, out, format, name)
 	case "history":
 		lim := *limit
 		if lim == 0 {
@@ -156,6 +169,21 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "get", err)
 	}
+	if name != "" && n == 0 {
+		// What was asked for by name is not there: an error, as kubectl
+		// has it, not an empty list.
+		where := ""
+		if object == "resources" && !allNamespaces {
+			where = fmt.Sprintf(" in namespace %q", namespace)
+		}
+		fmt.Fprintf(stderr, "Error from store (NotFound): %s %q not found%s\n", object, name, where)
+		return exitError
+	}
+	if named != nil {
+		if err := printNamed(stdout, *output, named.Bytes()); err != nil {
+			return fail(stderr, "get", err)
+		}
+	}
 	if n == 0 && isTable(*output) {
 		fmt.Fprintln(stderr, "No resources found")
 	}
@@ -167,11 +195,25 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "get", err)
 	}
-	watched := watchFilter{kind: *kind, source: *sourceName, name: name, namespace: namespace, all: allNamespaces}
+	watched := watchFilter{kind: *kind, source: *sourceName, name: name, namespace: namespace, all: allNamespaces, listed: listed}
 	if err := watchEvents(ctx, c, m, stdout, object, *output, watched); err != nil && ctx.Err() == nil {
 		return fail(stderr, "get", err)
 	}
 	return exitOK
+}
+
+// printNamed prints what a get by name listed, as JSON: the object when
+// there is one, as kubectl prints one named object; several objects of
+// the name (of different kinds, or versions of a type) stay a list.
+func printNamed(w io.Writer, format string, list []byte) error {
+	var objs []json.RawMessage
+	if err := json.Unmarshal(list, &objs); err != nil {
+		return err
+	}
+	if len(objs) == 1 {
+		return printObjects(w, format, objs[0], nil)
+	}
+	return printObjects(w, format, objs, nil)
 }
 
 func getTypes(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format string, f store.TypeFilter, kind, name string) (int, error) {
@@ -208,10 +250,10 @@ func getTypes(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer
 // applies after that match.
 // With allNamespaces, a NAMESPACE column comes first.
 func getResources(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format string, f store.ResourceFilter, kind, name string, limit int,
-	allNamespaces bool) (int, error) {
+	allNamespaces bool) ([]api.Resource, error) {
 	rows, err := st.ListResources(ctx, f)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	objs := []api.Resource{}
 	for _, r := range rows {
@@ -232,34 +274,53 @@ func getResources(ctx context.Context, st store.Store, m *redact.Masker, w io.Wr
 		for _, o := range objs {
 			fmt.Fprintln(w, o.Ref())
 		}
-		return len(objs), nil
-	}
-	wide := format == "wide"
-	nsCol, nsCell := "", func(api.Resource) string { return "" }
-	if allNamespaces {
-		nsCol, nsCell = "NAMESPACE\t", func(o api.Resource) string { return orDash(o.Namespace) + "\t" }
+		return objs, nil
 	}
 	if len(objs) == 0 && isTable(format) {
-		return 0, nil
+		return objs, nil
 	}
-	return len(objs), printObjects(w, format, objs, func(tw *tabwriter.Writer) {
-		if wide {
-			fmt.Fprintln(tw, nsCol+"ID\tKIND\tNAME\tREADY\tSTATUS\tREASON\tSUSPENDED\tGEN\tOBSERVED\tACTION\tSOURCE\tAGE\tMESSAGE")
-		} else {
-			fmt.Fprintln(tw, nsCol+"KIND\tNAME\tREADY\tSTATUS\tREASON\tSUSPENDED\tAGE\tMESSAGE")
-		}
+	wide := format == "wide"
+	return objs, printObjects(w, format, objs, func(tw *tabwriter.Writer) {
+		fmt.Fprintln(tw, resourceHeader(wide, allNamespaces))
 		for _, o := range objs {
-			ready, reason := readiness(o.Conditions)
-			msg := orDash(oneLine(o.StatusMessage))
-			if wide {
-				fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", nsCell(o), o.ID, o.Kind, o.Name, ready, o.Status, reason,
-					suspendedCell(o.Suspended), o.Generation, o.ObservedGeneration, orDash(o.ActionPlugin), o.Source.Name, age(o.CreatedAt), msg)
-				continue
-			}
-			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", nsCell(o), o.Kind, o.Name, ready, o.Status, reason, suspendedCell(o.Suspended),
-				age(o.CreatedAt), shorten(msg, 60))
+			fmt.Fprintln(tw, resourceRow(o, wide, allNamespaces))
 		}
 	})
+}
+
+// resourceHeader is the header of the resources table; -o wide adds
+// columns, -A the NAMESPACE column first.
+func resourceHeader(wide, allNamespaces bool) string {
+	nsCol := ""
+	if allNamespaces {
+		nsCol = "NAMESPACE\t"
+	}
+	if wide {
+		return nsCol + "ID\tKIND\tNAME\tREADY\tSTATUS\tREASON\tSUSPENDED\tGEN\tOBSERVED\tACTION\tSOURCE\tAGE\tMESSAGE"
+	}
+	return nsCol + "KIND\tNAME\tREADY\tSTATUS\tREASON\tSUSPENDED\tAGE\tMESSAGE"
+}
+
+// resourceRow is a resource's row of the table resourceHeader heads: the
+// list and the watch print the same columns. A zero CreatedAt (a resource
+// known only from an event) has no age.
+func resourceRow(o api.Resource, wide, allNamespaces bool) string {
+	nsCell := ""
+	if allNamespaces {
+		nsCell = orDash(o.Namespace) + "\t"
+	}
+	ready, reason := readiness(o.Conditions)
+	msg := orDash(oneLine(o.StatusMessage))
+	created := "-"
+	if !o.CreatedAt.IsZero() {
+		created = age(o.CreatedAt)
+	}
+	if wide {
+		return fmt.Sprintf("%s%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s", nsCell, o.ID, orDash(o.Kind), orDash(o.Name), ready, orDash(string(o.Status)), reason,
+			suspendedCell(o.Suspended), o.Generation, o.ObservedGeneration, orDash(o.ActionPlugin), orDash(o.Source.Name), created, msg)
+	}
+	return fmt.Sprintf("%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", nsCell, orDash(o.Kind), orDash(o.Name), ready, orDash(string(o.Status)), reason, suspendedCell(o.Suspended),
+		created, shorten(msg, 60))
 }
 
 // readiness is the Ready condition's status and reason, or "Unknown" and
@@ -457,6 +518,9 @@ func sourceReady(phase string) string {
 type watchFilter struct {
 	kind, source, name, namespace string
 	all                           bool
+	// listed are the resources the list printed: a deleted one's last row
+	// starts from them.
+	listed []api.Resource
 }
 
 // watchEvents prints a row for every change the agent's event stream
@@ -464,6 +528,10 @@ type watchFilter struct {
 func watchEvents(ctx context.Context, c *client.Client, m *redact.Masker, w io.Writer, object, format string, f watchFilter) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	kind, name := f.kind, f.name
+	known := map[int64]api.Resource{}
+	for _, r := range f.listed {
+		known[r.ID] = r
+	}
 	// The server filters kinds exactly; kinds match any case here.
 	return c.Events(ctx, "", f.source, nil, func(ev client.Event) (bool, error) {
 		switch {
@@ -477,12 +545,6 @@ func watchEvents(ctx context.Context, c *client.Client, m *redact.Masker, w io.W
 				(!f.all && e.Namespace != f.namespace && e.Namespace != "") {
 				return true, nil
 			}
-			status := string(e.Phase)
-			if e.Deleted {
-				status = "deleted"
-			} else if e.Suspended {
-				status += " (suspended)"
-			}
 			switch format {
 			case "json", "yaml":
 				return true, printObjects(w, format, e, nil)
@@ -490,11 +552,7 @@ func watchEvents(ctx context.Context, c *client.Client, m *redact.Masker, w io.W
 				fmt.Fprintln(w, manifest.ObjectRef{Kind: e.Kind, Namespace: e.Namespace, Name: e.Name})
 				return true, nil
 			}
-			if f.all {
-				fmt.Fprintf(tw, "%s\t", orDash(e.Namespace))
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\n", e.Kind, e.Name, status, e.ObservedGeneration, e.Generation,
-				shorten(orDash(oneLine(e.Message)), 60))
+			fmt.Fprintln(tw, resourceRow(watchedResource(ctx, c, m, known, e), format == "wide", f.all))
 		case ev.Name == api.EventSource && object == "sources":
 			var s api.Source
 			if err := json.Unmarshal(ev.Data, &s); err != nil {
@@ -523,6 +581,30 @@ func watchEvents(ctx context.Context, c *client.Client, m *redact.Masker, w io.W
 		}
 		return true, tw.Flush()
 	})
+}
+
+// watchedResource is the resource a status event announces, as a row of
+// the list shows it: read from the agent for its conditions and age (and
+// kept in known), the event's status, message, generations and suspension
+// over it. A deleted resource, or one the agent does not show, is what
+// known last had of it, or the event alone.
+func watchedResource(ctx context.Context, c *client.Client, m *redact.Masker, known map[int64]api.Resource, e store.StatusEvent) api.Resource {
+	if !e.Deleted {
+		if r, err := c.GetResource(ctx, e.ID); err == nil && r.ID == e.ID {
+			known[e.ID] = redact.MaskValues(m, r.Resource)
+		}
+	}
+	r, ok := known[e.ID]
+	if !ok {
+		r = api.Resource{ID: e.ID, Kind: e.Kind, Namespace: e.Namespace, Name: e.Name}
+		r.Source.Name = e.Source
+	}
+	r.Status, r.StatusMessage, r.Generation, r.ObservedGeneration, r.Suspended = e.Phase, e.Message, e.Generation, e.ObservedGeneration, e.Suspended
+	if e.Deleted {
+		r.Status = "deleted"
+		delete(known, e.ID)
+	}
+	return r
 }
 
 // isTable reports whether format prints a table, which an empty result

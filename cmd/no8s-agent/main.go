@@ -157,8 +157,13 @@ func (l legacyCommand) cobra(stdout, stderr io.Writer) *cobra.Command {
 		if strings.HasPrefix(toComplete, "-") {
 			return flagsOf(cmd.Context(), l.run), cobra.ShellCompDirectiveNoFileComp
 		}
-		if len(args) > 0 || l.complete == nil {
+		if l.complete == nil {
 			return nil, cobra.ShellCompDirectiveDefault
+		}
+		if len(args) > 0 {
+			// The names of what the first word picks, from the store the
+			// flags name.
+			return legacyArgNames(cmd.Context(), l.run, l.name, args)
 		}
 		return l.complete, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -196,16 +201,17 @@ type flagsWantedKey struct{}
 // completions ("--name" and its usage).
 func flagsOf(ctx context.Context, run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) []cobra.Completion {
 	var out []cobra.Completion
-	ctx = context.WithValue(ctx, flagsWantedKey{}, func(fs *flag.FlagSet) {
-		fs.VisitAll(func(f *flag.Flag) {
-			dash := "--"
-			if len(f.Name) == 1 {
-				dash = "-"
-			}
-			out = append(out, cobra.CompletionWithDesc(dash+f.Name, strings.SplitN(f.Usage, "\n", 2)[0]))
-		})
+	fs := flagSetOf(ctx, run)
+	if fs == nil {
+		return nil
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		out = append(out, cobra.CompletionWithDesc(dash+f.Name, strings.SplitN(f.Usage, "\n", 2)[0]))
 	})
-	run(ctx, nil, io.Discard, io.Discard)
 	return out
 }
 

@@ -43,7 +43,7 @@ func (f *serverFlags) client() (*client.Client, error) {
 	if server == "" {
 		listen := config.DefaultListen
 		if f.config != "" {
-			cfg, err := loadConfig(f.config, config.Flags{})
+			cfg, err := loadSettings(f.config, config.Flags{})
 			if err != nil {
 				return nil, err
 			}
@@ -349,51 +349,6 @@ func waitOutcome(ctx context.Context, c *client.Client, timeout time.Duration, k
 		case <-ctx.Done():
 			return fmt.Errorf("no outcome within %v", timeout)
 		}
-	}
-}
-
-// sourceNames completes source names from the agent.
-func sourceNames(sf *serverFlags) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		c, err := sf.client()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveError
-		}
-		srcs, err := c.ListSources(cmd.Context())
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveError
-		}
-		var out []cobra.Completion
-		for _, s := range srcs {
-			out = append(out, s.Name)
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
-	}
-}
-
-// resourceRefs completes KIND/NAME (KIND/NAMESPACE/NAME outside the
-// default namespace) from the agent, of -n's namespace when given.
-func resourceRefs(sf *serverFlags) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		c, err := sf.client()
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveError
-		}
-		rs, _, err := c.Resources(cmd.Context(), client.ResourceQuery{Namespace: sf.namespace})
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveError
-		}
-		var out []cobra.Completion
-		for _, r := range rs {
-			out = append(out, r.Ref().String())
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/config"
@@ -50,13 +51,22 @@ func maskSecrets(cfg *config.Config, log *slog.Logger) (*redact.Masker, *slog.Lo
 // and its action instances read, for a command that prints what the store
 // holds: specs, labels and annotations are kept as declared, so a secret
 // quoted in a manifest is masked only where the values are known. Without
-// a configuration file it masks nothing. When the actions cannot be built
-// here (a command path relative to another working directory), their
-// values are not known: a warning on stderr says so.
+// a configuration file it masks nothing. A secret whose variable is not set
+// here, or actions that cannot be built here (a command path relative to
+// another working directory), are values not known: a warning on stderr
+// says so.
 func cliMasker(cfg *config.Config, configPath string, stderr io.Writer) *redact.Masker {
 	m := redact.New()
 	if configPath == "" {
 		return m
+	}
+	if missing := cfg.MissingSecrets(); len(missing) > 0 {
+		var names []string
+		for _, s := range missing {
+			names = append(names, s.Env)
+		}
+		fmt.Fprintf(stderr, "warning: %s not set here: the values of the configuration's secrets are masked only where they are known\n",
+			strings.Join(slices.Compact(names), ", "))
 	}
 	for _, s := range cfg.Secrets() {
 		m.Add(s.Value())
