@@ -341,9 +341,12 @@ func runExample(t *testing.T, bin, cfgFile string, mounts []mount) {
 	// when all are done.
 	want := 3
 	for {
-		ready, status := readyResources(t, "http://"+addr)
+		ready, failed, status := readyResources(t, "http://"+addr)
 		if ready == want {
 			return
+		}
+		if failed {
+			t.Fatalf("a resource failed: %s", status)
 		}
 		select {
 		case <-logs.seen:
@@ -358,8 +361,9 @@ func runExample(t *testing.T, bin, cfgFile string, mounts []mount) {
 	}
 }
 
-// readyResources counts the resources the API shows ready.
-func readyResources(t *testing.T, base string) (int, string) {
+// readyResources counts the resources the API shows ready, and says
+// whether one failed.
+func readyResources(t *testing.T, base string) (ready int, failed bool, status string) {
 	t.Helper()
 	resp, err := http.Get(base + "/api/v1/resources")
 	if err != nil {
@@ -367,7 +371,7 @@ func readyResources(t *testing.T, base string) (int, string) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, resp.Status
+		return 0, false, resp.Status
 	}
 	var list []struct {
 		Kind   string `json:"kind"`
@@ -377,14 +381,16 @@ func readyResources(t *testing.T, base string) (int, string) {
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
 		t.Fatal(err)
 	}
-	n, status := 0, ""
 	for _, r := range list {
-		if r.Status == "ready" {
-			n++
+		switch r.Status {
+		case "ready":
+			ready++
+		case "failed":
+			failed = true
 		}
 		status += fmt.Sprintf("%s/%s %s; ", r.Kind, r.Name, r.Status)
 	}
-	return n, status
+	return ready, failed, status
 }
 
 // composeUp starts compose.yaml when Docker has a daemon and the agent's

@@ -119,6 +119,10 @@ type Options struct {
 	// CACertFile is the CA bundle copied into the image; empty means
 	// DefaultCACertFile.
 	CACertFile string
+	// CompressionLevel is the gzip level of the layers, from
+	// gzip.BestSpeed to gzip.BestCompression; zero means
+	// gzip.DefaultCompression. The digests depend on it.
+	CompressionLevel int
 
 	// LayoutDir, when set, receives the multi-architecture OCI image
 	// layout. An existing folder there must be empty or an earlier layout,
@@ -181,7 +185,8 @@ func Write(ctx context.Context, o Options) (*Result, error) {
 	if !bytes.Contains(ca, []byte("-----BEGIN CERTIFICATE-----")) {
 		return nil, fmt.Errorf("CA certificates: %s holds no PEM certificate", caFile)
 	}
-	base, err := gzipLayer(baseFiles(ca), created)
+	level := cmp.Or(o.CompressionLevel, gzip.DefaultCompression)
+	base, err := gzipLayer(baseFiles(ca), created, level)
 	if err != nil {
 		return nil, fmt.Errorf("base layer: %w", err)
 	}
@@ -203,7 +208,7 @@ func Write(ctx context.Context, o Options) (*Result, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		img, err := archImage(b, base, labels, created)
+		img, err := archImage(b, base, labels, created, level)
 		if err != nil {
 			return nil, fmt.Errorf("linux/%s image: %w", b.Arch, err)
 		}
@@ -271,6 +276,9 @@ func (o Options) check() error {
 	if o.Version == "" {
 		return errors.New("image: no version")
 	}
+	if o.CompressionLevel < 0 || o.CompressionLevel > gzip.BestCompression {
+		return fmt.Errorf("image: compression level %d: want 1 to 9, or 0 for the default", o.CompressionLevel)
+	}
 	if len(o.Binaries) == 0 {
 		return errors.New("image: no binaries")
 	}
@@ -330,7 +338,7 @@ func checkStatic(b Binary) error {
 
 // archImage is the image of one architecture: the base layer, the binary's
 // layer and the configuration.
-func archImage(b Binary, base v1.Layer, labels map[string]string, created time.Time) (v1.Image, error) {
+func archImage(b Binary, base v1.Layer, labels map[string]string, created time.Time, level int) (v1.Image, error) {
 	bin, err := os.ReadFile(b.Path)
 	if err != nil {
 		return nil, err
@@ -338,7 +346,7 @@ func archImage(b Binary, base v1.Layer, labels map[string]string, created time.T
 	binLayer, err := gzipLayer([]entry{
 		dir("usr/", 0o755, 0, 0), dir("usr/bin/", 0o755, 0, 0),
 		file(BinaryPath[1:], 0o755, 0, 0, bin),
-	}, created)
+	}, created, level)
 	if err != nil {
 		return nil, fmt.Errorf("binary layer: %w", err)
 	}
@@ -417,7 +425,7 @@ func baseFiles(ca []byte) []entry {
 // gzipLayer makes a layer of entries, every one dated at created. The
 // compressed blob is kept in memory: it is read for its digest, the layout
 // and every docker archive.
-func gzipLayer(entries []entry, created time.Time) (v1.Layer, error) {
+func gzipLayer(entries []entry, created time.Time, level int) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	names := map[int]string{0: "root", UID: UserName}
@@ -436,7 +444,7 @@ func gzipLayer(entries []entry, created time.Time) (v1.Layer, error) {
 	}
 	data := buf.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
-		tarball.WithMediaType(types.OCILayer), tarball.WithCompressionLevel(gzip.DefaultCompression), tarball.WithCompressedCaching)
+		tarball.WithMediaType(types.OCILayer), tarball.WithCompressionLevel(level), tarball.WithCompressedCaching)
 }
 
 // writeDockerTar writes img as a docker-archive tagged with refs. It is

@@ -3,6 +3,7 @@ package ociimage_test
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -21,7 +22,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/no8s/no8s-agent/internal/release/ociimage"
@@ -36,10 +36,11 @@ const (
 
 var (
 	// agentBin is the agent built for linux on this machine's
-	// architecture; stubBin a static program for the other one.
-	agentBin, stubBin string
-	hostArch, other   string
-	created           = time.Date(2026, 11, 20, 9, 30, 15, 0, time.UTC)
+	// architecture; stubBin a static program for the other one, and
+	// hostStub one for this one.
+	agentBin, stubBin, hostStub string
+	hostArch, other             string
+	created                     = time.Date(2026, 11, 20, 9, 30, 15, 0, time.UTC)
 )
 
 // TestMain builds the binaries once for every test.
@@ -62,10 +63,11 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "images are built for amd64 and arm64, not %s\n", hostArch)
 		return 1
 	}
-	agentBin, stubBin = filepath.Join(dir, "no8s-agent"), filepath.Join(dir, "stub")
+	agentBin, stubBin, hostStub = filepath.Join(dir, "no8s-agent"), filepath.Join(dir, "stub"), filepath.Join(dir, "host-stub")
 	builds := []struct{ arch, out, pkg, ldflags string }{
-		{hostArch, agentBin, "../../../cmd/no8s-agent", "-X main.version=" + testVersion + " -X main.commit=" + testCommit},
+		{hostArch, agentBin, "../../../cmd/no8s-agent", "-s -w -X main.version=" + testVersion + " -X main.commit=" + testCommit},
 		{other, stubBin, "./testdata/stub", ""},
+		{hostArch, hostStub, "./testdata/stub", ""},
 	}
 	for _, b := range builds {
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", b.ldflags, "-o", b.out, b.pkg)
@@ -81,13 +83,16 @@ func run(m *testing.M) int {
 // options are the build every test starts from, writing under dir.
 func options(dir string) ociimage.Options {
 	return ociimage.Options{
-		Binaries:   []ociimage.Binary{{Arch: hostArch, Path: agentBin}, {Arch: other, Path: stubBin}},
-		Version:    testVersion,
-		Revision:   testCommit,
-		Created:    created,
-		LayoutDir:  filepath.Join(dir, "oci"),
-		LayoutTar:  filepath.Join(dir, "oci.tar"),
-		DockerTars: map[string]string{hostArch: filepath.Join(dir, "docker.tar")},
+		Binaries: []ociimage.Binary{{Arch: hostArch, Path: agentBin}, {Arch: other, Path: stubBin}},
+		Version:  testVersion,
+		Revision: testCommit,
+		Created:  created,
+		// The fastest: the tests read every layer back, under the race
+		// detector too; the level changes nothing else.
+		CompressionLevel: gzip.BestSpeed,
+		LayoutDir:        filepath.Join(dir, "oci"),
+		LayoutTar:        filepath.Join(dir, "oci.tar"),
+		DockerTars:       map[string]string{hostArch: filepath.Join(dir, "docker.tar")},
 	}
 }
 
@@ -149,6 +154,8 @@ func TestImage(t *testing.T) {
 	binSize := fileSize(t, agentBin)
 	var hostImg v1.Image
 	var content int64
+	// The host's image is unpacked as a container runtime would, to run it.
+	root := filepath.Join(t.TempDir(), "root")
 	for _, m := range im.Manifests {
 		img, err := idx.Image(m.Digest)
 		if err != nil {
@@ -157,7 +164,11 @@ func TestImage(t *testing.T) {
 		arch := m.Platform.Architecture
 		bin := map[bool]string{true: agentBin, false: stubBin}[arch == hostArch]
 		checkConfig(t, img, arch)
-		n := checkFiles(t, img, bin)
+		into := ""
+		if arch == hostArch {
+			into = root
+		}
+		n := checkFiles(t, img, bin, into)
 		if arch == hostArch {
 			hostImg, content = img, n
 		}
@@ -199,8 +210,9 @@ func TestImage(t *testing.T) {
 		if want, _ := hostImg.ConfigName(); got != want {
 			t.Errorf("docker archive config %s, layout's %s", got, want)
 		}
-		if tag == testVersion {
-			checkFiles(t, img, agentBin)
+		// The same layers (their files were checked above).
+		if got, want := layerDigests(t, img), layerDigests(t, hostImg); !slices.Equal(got, want) {
+			t.Errorf("docker archive layers %v, layout's %v", got, want)
 		}
 	}
 
@@ -222,25 +234,41 @@ func TestImage(t *testing.T) {
 		t.Errorf("layout tar: %v", err)
 	}
 
-	// Reproducible: a second build gives the same digests and the same
-	// bytes. Its layout replaces the first one's.
-	dir2 := t.TempDir()
-	opts2 := options(dir2)
-	opts2.LayoutDir = opts.LayoutDir
-	res2, err := ociimage.Write(ctx, opts2)
+	// Reproducible: two builds give the same digests and the same bytes;
+	// the second one's layout replaces the first one's. (Of small
+	// binaries: compressing the agent again would only take time.)
+	small := func(dir string) ociimage.Options {
+		o := options(dir)
+		o.Binaries = []ociimage.Binary{{Arch: hostArch, Path: hostStub}, {Arch: other, Path: stubBin}}
+		return o
+	}
+	dirA, dirB := t.TempDir(), t.TempDir()
+	resA, err := ociimage.Write(ctx, small(dirA))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res2.Index != res.Index || res2.Images[hostArch] != res.Images[hostArch] {
-		t.Errorf("second build: index %s, first %s", res2.Index, res.Index)
+	optsB := small(dirB)
+	optsB.LayoutDir = small(dirA).LayoutDir
+	resB, err := ociimage.Write(ctx, optsB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resA.Index != resB.Index || resA.Images[hostArch] != resB.Images[hostArch] || resA.Index == res.Index {
+		t.Errorf("two builds: index %s and %s (the agent's: %s)", resA.Index, resB.Index, res.Index)
 	}
 	for _, f := range []string{"oci.tar", "docker.tar"} {
-		if a, b := sha256File(t, filepath.Join(dir, f)), sha256File(t, filepath.Join(dir2, f)); a != b {
+		if a, b := sha256File(t, filepath.Join(dirA, f)), sha256File(t, filepath.Join(dirB, f)); a != b {
 			t.Errorf("%s differs between two builds: %s, %s", f, a, b)
 		}
 	}
+	if lp, err := layout.FromPath(optsB.LayoutDir); err != nil {
+		t.Error(err)
+	} else if top, err := lp.ImageIndex(); err != nil {
+		t.Error(err)
+	} else if _, err := top.ImageIndex(resB.Index); err != nil {
+		t.Errorf("the layout written over: %v", err)
+	}
 
-	root := extract(t, hostImg)
 	runInRoot(t, root)
 	dockerRun(t, opts.DockerTars[hostArch], wantRef)
 }
@@ -286,8 +314,10 @@ func checkConfig(t *testing.T, img v1.Image, arch string) {
 
 // checkFiles reads every layer: the files are the ones expected, all dated
 // at the commit, and there is no shell or any other program. It returns the
-// size of the files.
-func checkFiles(t *testing.T, img v1.Image, bin string) (size int64) {
+// size of the files, and unpacks them under root when root is not empty
+// (the image has no whiteouts, links or overwritten files: a layer is
+// unpacked over the previous ones as it is).
+func checkFiles(t *testing.T, img v1.Image, bin, root string) (size int64) {
 	t.Helper()
 	layers, err := img.Layers()
 	if err != nil {
@@ -304,14 +334,21 @@ func checkFiles(t *testing.T, img v1.Image, bin string) (size int64) {
 				t.Errorf("%s: type %c: only files and folders expected", h.Name, h.Typeflag)
 			}
 			name := strings.TrimSuffix(h.Name, "/")
+			if _, ok := files[name]; ok && h.Typeflag != tar.TypeDir {
+				t.Errorf("%s: in two layers", name)
+			}
 			files[name] = h
 			size += h.Size
+			var data []byte
 			if h.Typeflag == tar.TypeReg {
-				data, err := io.ReadAll(r)
-				if err != nil {
+				var err error
+				if data, err = io.ReadAll(r); err != nil {
 					t.Fatal(err)
 				}
 				contents[name] = data
+			}
+			if root != "" {
+				unpackEntry(t, root, h, bytes.NewReader(data), true)
 			}
 		})
 	}
@@ -367,17 +404,6 @@ func walkLayer(t *testing.T, l v1.Layer, fn func(*tar.Header, io.Reader)) {
 		}
 		fn(h, tr)
 	}
-}
-
-// extract unpacks the image's files into a folder, as a container runtime
-// would.
-func extract(t *testing.T, img v1.Image) string {
-	t.Helper()
-	root := filepath.Join(t.TempDir(), "root")
-	rc := mutate.Extract(img)
-	defer rc.Close()
-	unpack(t, rc, root, true)
-	return root
 }
 
 // runInRoot runs the binary in the extracted root as the image's user,
@@ -506,41 +532,64 @@ func unpack(t *testing.T, r io.Reader, dst string, owners bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := filepath.Join(dst, filepath.FromSlash(h.Name))
-		if !strings.HasPrefix(p, dst+string(filepath.Separator)) {
-			t.Fatalf("%s: outside the root", h.Name)
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := io.Copy(f, tr); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-		default:
-			t.Fatalf("%s: unexpected type %c", h.Name, h.Typeflag)
-		}
-		if err := os.Chmod(p, os.FileMode(h.Mode&0o777)|map[bool]os.FileMode{true: os.ModeSticky}[h.Mode&0o1000 != 0]); err != nil {
+		unpackEntry(t, dst, h, tr, owners)
+	}
+}
+
+// unpackEntry writes one file or folder of a tar under dst.
+func unpackEntry(t *testing.T, dst string, h *tar.Header, r io.Reader, owners bool) {
+	t.Helper()
+	p := filepath.Join(dst, filepath.FromSlash(h.Name))
+	if !strings.HasPrefix(p, dst+string(filepath.Separator)) {
+		t.Fatalf("%s: outside the root", h.Name)
+	}
+	switch h.Typeflag {
+	case tar.TypeDir:
+		if err := os.MkdirAll(p, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if owners && os.Geteuid() == 0 {
-			if err := os.Lchown(p, h.Uid, h.Gid); err != nil {
-				t.Fatal(err)
-			}
+	case tar.TypeReg:
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(f, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatalf("%s: unexpected type %c", h.Name, h.Typeflag)
+	}
+	if err := os.Chmod(p, os.FileMode(h.Mode&0o777)|map[bool]os.FileMode{true: os.ModeSticky}[h.Mode&0o1000 != 0]); err != nil {
+		t.Fatal(err)
+	}
+	if owners && os.Geteuid() == 0 {
+		if err := os.Lchown(p, h.Uid, h.Gid); err != nil {
+			t.Fatal(err)
 		}
 	}
+}
+
+func layerDigests(t *testing.T, img v1.Image) []v1.Hash {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []v1.Hash
+	for _, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 func digestOf(t *testing.T, ii v1.ImageIndex) v1.Hash {
