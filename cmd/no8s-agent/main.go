@@ -116,6 +116,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(remoteCommands(stdout, stderr)...)
 	root.AddCommand(describeCommand(stdout, stderr))
 	root.AddCommand(versionCommand(stdout))
+	root.AddCommand(healthcheckCommand(stdout, stderr))
 	return root
 }
 
