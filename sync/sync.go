@@ -36,6 +36,10 @@ const (
 	ReasonScopeChange        = "ScopeChangeRefused"
 	ReasonDefaultNamespace   = "DefaultNamespaceMismatch"
 	ReasonFetchFailed        = "FetchFailed"
+	// ReasonSignatureRejected: the source's signature policy refused a
+	// commit (unsigned, signed by a key that is not trusted, a bad
+	// signature); the problems name each commit and why.
+	ReasonSignatureRejected = "SignatureRejected"
 )
 
 // Error is a sync that was refused. Nothing in the store changed but the
@@ -753,10 +757,32 @@ func (s *Syncer) validate(ctx context.Context, t Target, snap *source.Snapshot) 
 	}
 	if len(problems) > 0 {
 		manifest.SortProblems(problems)
+		if len(snap.Unverified) > 0 {
+			return nil, signatureRejected(snap, problems)
+		}
 		return nil, &Error{Reason: ReasonValidationFailed, Problems: problems,
 			Message: fmt.Sprintf("%d invalid manifest(s); first: %s", len(problems), problems[0])}
 	}
 	return set, nil
+}
+
+// signatureRejected is the refusal of a snapshot whose commits the
+// source's signature policy refused: it names the commit and why (not
+// signed, a key that is not trusted, a bad signature), and counts the
+// invalid manifests besides, all of which are among problems.
+func signatureRejected(snap *source.Snapshot, problems []manifest.Problem) *Error {
+	// The revision refused is the source's last attempted one; the
+	// message names the commit at fault, which in verify mode all may lie
+	// below it.
+	first := strings.TrimPrefix(snap.Unverified[0].Message, "signature policy: ")
+	msg := "refused by the source's signature policy: " + first
+	if n := len(snap.Unverified); n > 1 {
+		msg += fmt.Sprintf(" (and %d more commit(s))", n-1)
+	}
+	if n := len(problems) - len(snap.Unverified); n > 0 {
+		msg += fmt.Sprintf("; besides, %d invalid manifest(s)", n)
+	}
+	return &Error{Reason: ReasonSignatureRejected, Problems: problems, Message: msg}
 }
 
 // otherTypes returns a resolver of the types other sources own, compiled on
