@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ResourceStates", testResourceStates},
 		{"NoticesRecorded", testNoticesRecorded},
 		{"NoticeDelivery", testNoticeDelivery},
+		{"RevisionRefused", testRevisionRefused},
 		{"InTxCommits", testInTxCommits},
 		{"InTxRollsBack", testInTxRollsBack},
 		{"Ping", testPing},
