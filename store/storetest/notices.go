@@ -265,3 +265,45 @@ func testRevisionRefused(t *testing.T, s store.Store) {
 		t.Fatalf("RevisionRefused notices:\n got %q\nwant %q", got, want)
 	}
 }
+
+// testSourceChecked: MarkSourceChecked records a source's last check and
+// nothing else; an earlier time, or a source the store does not know,
+// changes nothing; PutSource keeps it when given none.
+func testSourceChecked(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	synced := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	src, err := s.PutSource(ctx, &store.Source{Name: "infra", Kind: store.SourceGit, Phase: store.SourceReady,
+		LastAppliedRevision: "main@sha1:one", LastAttemptedRevision: "main@sha1:one", LastSyncTime: &synced})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.LastCheckTime != nil {
+		t.Errorf("a new source's LastCheckTime = %v, want nil", src.LastCheckTime)
+	}
+	checked := synced.Add(90 * time.Second)
+	for _, at := range []time.Time{checked, synced.Add(time.Second)} {
+		if err := s.MarkSourceChecked(ctx, "infra", at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.MarkSourceChecked(ctx, "nosuch", checked); err != nil {
+		t.Errorf("MarkSourceChecked of an unknown source: %v", err)
+	}
+	got, err := s.GetSource(ctx, "infra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameTime(got.LastCheckTime, &checked) || !sameTime(got.LastSyncTime, &synced) || !got.UpdatedAt.Equal(src.UpdatedAt) {
+		t.Errorf("after the checks: checked %v (want %v), synced %v (want %v), updated %v (want %v)",
+			got.LastCheckTime, checked, got.LastSyncTime, synced, got.UpdatedAt, src.UpdatedAt)
+	}
+	got.LastCheckTime, got.Message = nil, "written again"
+	if got, err = s.PutSource(ctx, got); err != nil || !sameTime(got.LastCheckTime, &checked) {
+		t.Errorf("PutSource without a check time: %v, %v; want it kept", got, err)
+	}
+	later := checked.Add(time.Minute)
+	got.LastCheckTime = &later
+	if got, err = s.PutSource(ctx, got); err != nil || !sameTime(got.LastCheckTime, &later) {
+		t.Errorf("PutSource with a check time: %v, %v", got, err)
+	}
+}

@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NoticesRecorded", testNoticesRecorded},
 		{"NoticeDelivery", testNoticeDelivery},
 		{"RevisionRefused", testRevisionRefused},
+		{"SourceChecked", testSourceChecked},
 		{"InTxCommits", testInTxCommits},
 		{"InTxRollsBack", testInTxRollsBack},
 		{"Ping", testPing},

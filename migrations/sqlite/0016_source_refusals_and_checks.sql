@@ -43,3 +43,10 @@ CREATE TRIGGER sources_refusal_cleared AFTER UPDATE OF phase ON sources
 BEGIN
     UPDATE sources SET refusal_told_revision = '' WHERE name = NEW.name;
 END;
+
+-- When the source was last fetched and judged, a poll or a webhook,
+-- whether or not anything had changed: last_sync_time moves only when a
+-- revision is applied or refused, so a source polled every few seconds
+-- looked idle for as long as nothing changed. Agents write it at most
+-- every few seconds per source, not at every poll.
+ALTER TABLE sources ADD COLUMN last_check_time INTEGER;

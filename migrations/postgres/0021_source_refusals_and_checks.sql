@@ -37,3 +37,10 @@ $$;
 
 CREATE TRIGGER sources_refused BEFORE INSERT OR UPDATE ON sources
     FOR EACH ROW EXECUTE FUNCTION no8s_revision_refused();
+
+-- When the source was last fetched and judged, a poll or a webhook,
+-- whether or not anything had changed: last_sync_time moves only when a
+-- revision is applied or refused, so a source polled every few seconds
+-- looked idle for as long as nothing changed. Agents write it at most
+-- every few seconds per source, not at every poll.
+ALTER TABLE sources ADD COLUMN last_check_time timestamptz;
