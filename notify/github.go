@@ -111,6 +111,12 @@ func (c *CommitStatus) Deliver(ctx context.Context, n *store.Notice, prev store.
 		return false, 0, &PermanentError{fmt.Errorf("source %s is not a GitHub repository", n.Source)}
 	}
 	if n.Event == store.EventRevisionRefused {
+		if src.LastAppliedRevision == n.Revision {
+			// Applied since (approved, or let through by a change
+			// elsewhere): its RevisionApplied tells the outcome, which a
+			// late failure must not overwrite.
+			return true, 0, nil
+		}
 		state, desc := RefusalState(n.Message), firstLine(n.Message)
 		if desc == n.Message && utf8.RuneCountInString(desc) >= noticeMessageCut {
 			// The store cut the message: a secret may straddle the cut.

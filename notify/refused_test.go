@@ -83,3 +83,32 @@ func TestRouteRefusedToCommitStatuses(t *testing.T) {
 		t.Errorf("Route(RevisionRefused) = %q, want [chat gh]", got)
 	}
 }
+
+// TestRefusalAppliedSinceNotPosted: a refused revision that the source
+// applied since (approved past the prune guard, say) gets no failure when
+// its refusal is delivered late: the applied revision's status stands.
+func TestRefusalAppliedSinceNotPosted(t *testing.T) {
+	t.Parallel()
+	const token = "gh-token-77e1b0"
+	gh := githubtest.New(t, githubtest.Options{Token: token, Owner: "acme", Repo: "infra"})
+	client, err := githubapi.NewClient(gh.BaseURL(), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha := strings.Repeat("ab", 20)
+	st := openStore(t)
+	if _, err := st.PutSource(t.Context(), &store.Source{Name: "infra", Kind: store.SourceGit, URL: "https://github.com/acme/infra.git",
+		Phase: store.SourceReady, LastAppliedRevision: manifest.Revision("main@sha1:" + sha),
+		LastAttemptedRevision: manifest.Revision("main@sha1:" + sha)}); err != nil {
+		t.Fatal(err)
+	}
+	p := &notify.CommitStatus{Client: client, Store: st}
+	n := &store.Notice{ID: 1, Event: store.EventRevisionRefused, Source: "infra", Revision: manifest.Revision("main@sha1:" + sha),
+		Message: "PruneLimitExceeded: would delete 3 of 4 resources"}
+	if done, _, err := p.Deliver(t.Context(), n, store.Delivery{}); err != nil || !done {
+		t.Fatalf("Deliver = %v, %v", done, err)
+	}
+	if got := gh.Statuses(sha); len(got) != 0 {
+		t.Errorf("statuses on a revision applied since: %+v", got)
+	}
+}
