@@ -268,7 +268,11 @@ type Source struct {
 	LastCommit            *Commit    `json:"last_commit"`
 	LastSyncTime          *time.Time `json:"last_sync_time"`
 	LastAppliedTime       *time.Time `json:"last_applied_time"`
-	Errors                []Problem  `json:"errors"`
+	// LastCheckTime is when the source was last fetched and judged (a
+	// poll or a webhook), whether or not anything had changed;
+	// LastSyncTime moves only when a revision is applied or refused.
+	LastCheckTime *time.Time `json:"last_check_time"`
+	Errors        []Problem  `json:"errors"`
 	// Suspended is true while the source is neither fetched nor synced;
 	// SuspendedBy says by what: "api" or "config" (suspend: true in an
 	// agent's configuration, which only the configuration lifts).
@@ -282,9 +286,9 @@ func NewSource(s *store.Source) Source {
 	return Source{Name: s.Name, Kind: string(s.Kind), URL: redactURL(s.URL), Path: s.Path, Phase: string(s.Phase), Message: s.Message,
 		LastAppliedRevision: string(s.LastAppliedRevision), LastAttemptedRevision: string(s.LastAttemptedRevision),
 		ApprovedRevision: string(s.ApprovedRevision), LastCommit: commit(s.LastCommit), LastSyncTime: s.LastSyncTime,
-		LastAppliedTime: s.LastAppliedTime,
-		Errors:          problems(s.Errors),
-		Suspended:       s.SuspendedBy != "", SuspendedBy: s.SuspendedBy, SuspendedAt: s.SuspendedAt}
+		LastAppliedTime: s.LastAppliedTime, LastCheckTime: s.LastCheckTime,
+		Errors:    problems(s.Errors),
+		Suspended: s.SuspendedBy != "", SuspendedBy: s.SuspendedBy, SuspendedAt: s.SuspendedAt}
 }
 
 // redactURL hides a password or token written into a URL's user info.

@@ -19,7 +19,7 @@ const (
 
 // NotificationEvents are the events an alert may name.
 var NotificationEvents = []string{"ResourceFailed", "ResourceRecovered", "DriftDetected", "DestroyFailed",
-	"SourceFailed", "SourceStalled", "SourceRecovered", "RevisionApplied"}
+	"SourceFailed", "SourceStalled", "SourceRecovered", "RevisionApplied", "RevisionRefused"}
 
 // Notifications configures who is told what: providers by name, and the
 // alerts that route events to them.

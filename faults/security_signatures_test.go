@@ -144,7 +144,7 @@ func TestSecuritySignaturesRollbackToUnsignedHistory(t *testing.T) {
 	// The approval says going back is intended, not who made the commit:
 	// the head is still verified, refused, and nothing is destroyed.
 	f.waitSource(t, "sites", "the approved rollback to be refused for its signature", func(s apiSource) bool {
-		return failedWith("failed", "ValidationFailed", "commit "+prePolicy[:8]+": not signed")(s) &&
+		return failedWith("failed", "SignatureRejected", "commit "+prePolicy[:8]+": not signed")(s) &&
 			strings.HasSuffix(s.LastAttemptedRevision, prePolicy)
 	})
 	src = f.waitSource(t, "sites", "the source to be read", func(apiSource) bool { return true })
@@ -215,7 +215,7 @@ func TestSecuritySignaturesRollbackAllowed(t *testing.T) {
 
 	remote.ForcePush(t, prePolicy)
 	f.waitSource(t, "sites", "the unsigned ancestor to be refused", func(s apiSource) bool {
-		return failedWith("failed", "ValidationFailed", "commit "+prePolicy[:8]+": not signed")(s) &&
+		return failedWith("failed", "SignatureRejected", "commit "+prePolicy[:8]+": not signed")(s) &&
 			strings.HasSuffix(s.LastAttemptedRevision, prePolicy)
 	})
 	if n := countCalls(t, f.world, "destroy"); n != 1 {
@@ -246,7 +246,7 @@ func TestSecuritySignaturesRetiredSSHKey(t *testing.T) {
 	backdated := remote.Signed(t, retired, map[string]string{"sites/s00.yaml": site("s00", 9), "sites/s01.yaml": site("s01", 9)},
 		"signed by the retired key")
 	f.waitSource(t, "sites", "the retired key's commit to be refused", func(s apiSource) bool {
-		return failedWith("failed", "ValidationFailed", "commit "+backdated[:8], retired.Fingerprint, "valid before")(s) &&
+		return failedWith("failed", "SignatureRejected", "commit "+backdated[:8], retired.Fingerprint, "valid before")(s) &&
 			strings.HasSuffix(s.LastAttemptedRevision, backdated)
 	})
 	f.assertIntact(t, 1)

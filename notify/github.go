@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-github/v60/github"
 
@@ -28,11 +29,17 @@ const (
 // maxDescription is GitHub's limit on a commit status's description.
 const maxDescription = 140
 
+// noticeMessageCut is the length, in characters, the store cuts a
+// notice's message to.
+const noticeMessageCut = 2000
+
 // CommitStatus sets a status no8s/<source> on each commit a source
 // applies: pending while the resources of the source reconcile, then
 // success or failure once every one of them settled (ready or failed at
 // its current generation), with a description that counts them and names
-// the failed ones, and a link to the source's dashboard page.
+// the failed ones, and a link to the source's dashboard page. A commit the
+// source refuses gets failure, or error when the agent could not judge it
+// (see RefusalState), with the refusal's reason, once per revision.
 type CommitStatus struct {
 	Client *github.Client
 	Retry  githubapi.Retrier
@@ -103,6 +110,23 @@ func (c *CommitStatus) Deliver(ctx context.Context, n *store.Notice, prev store.
 	if !ok {
 		return false, 0, &PermanentError{fmt.Errorf("source %s is not a GitHub repository", n.Source)}
 	}
+	if n.Event == store.EventRevisionRefused {
+		if src.LastAppliedRevision == n.Revision {
+			// Applied since (approved, or let through by a change
+			// elsewhere): its RevisionApplied tells the outcome, which a
+			// late failure must not overwrite.
+			return true, 0, nil
+		}
+		state, desc := RefusalState(n.Message), firstLine(n.Message)
+		if desc == n.Message && utf8.RuneCountInString(desc) >= noticeMessageCut {
+			// The store cut the message: a secret may straddle the cut.
+			desc = c.Masker.MaskCut(desc, false, true)
+		}
+		if err := c.post(ctx, owner, repo, sha, n.Source, state, desc); err != nil {
+			return false, 0, err
+		}
+		return true, 0, nil
+	}
 	state, desc, err := c.outcome(ctx, n, src)
 	if err != nil {
 		return false, 0, err
@@ -117,6 +141,35 @@ func (c *CommitStatus) Deliver(ctx context.Context, n *store.Notice, prev store.
 		return false, 0, err
 	}
 	return state != statePending, settle, nil
+}
+
+// Reasons of refusals that say the agent could not judge the commit, not
+// that the commit is wrong: an admission hook that did not answer, agents
+// that disagree on the default namespace. They are the sync package's;
+// notify does not import it.
+var judgeErrors = []string{"AdmissionFailed", "DefaultNamespaceMismatch"}
+
+// RefusalState is the commit state of a refused revision whose refusal
+// message (the source's, "Reason: what happened") is msg. A commit that
+// is wrong or waits for a person (invalid manifests, a refused signature,
+// a conflict with another source, the prune guard, a rollback) fails:
+// GitHub's failure is a check that ran and did not pass, which branch
+// protection and people read as "this commit broke it". A refusal for
+// which the commit is not to blame is error: the check could not run.
+func RefusalState(msg string) string {
+	reason, _, _ := strings.Cut(msg, ":")
+	if slices.Contains(judgeErrors, reason) {
+		return stateError
+	}
+	return stateFailure
+}
+
+// firstLine is msg up to its first line break: a notice's message lists
+// the problems on the lines that follow, which the description has no
+// room for.
+func firstLine(msg string) string {
+	line, _, _ := strings.Cut(msg, "\n")
+	return line
 }
 
 // outcome counts the source's resources: pending while some have not
@@ -162,10 +215,7 @@ func (c *CommitStatus) outcome(ctx context.Context, n *store.Notice, src *store.
 
 // post creates the status.
 func (c *CommitStatus) post(ctx context.Context, owner, repo, sha, source, state, desc string) error {
-	desc = c.Masker.Mask(desc)
-	if len(desc) > maxDescription {
-		desc = desc[:maxDescription-3] + "..."
-	}
+	desc = Truncate(c.Masker.Mask(desc), maxDescription)
 	status := &github.RepoStatus{State: github.String(state), Description: github.String(desc),
 		Context: github.String("no8s/" + source)}
 	if c.DashboardURL != "" {
@@ -189,4 +239,21 @@ func commitOf(rev string) (string, bool) {
 		_, sha, ok = strings.Cut(rev, "sha1:")
 	}
 	return sha, ok && len(sha) >= 7
+}
+
+// Truncate cuts s to at most limit characters (code points, as GitHub
+// counts a status's description), ending it with "..." when it was cut.
+// It cuts between characters, never inside one.
+func Truncate(s string, limit int) string {
+	if utf8.RuneCountInString(s) <= limit {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == limit-3 {
+			return s[:i] + "..."
+		}
+		n++
+	}
+	return s
 }

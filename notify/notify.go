@@ -1,6 +1,6 @@
 // Package notify tells people what the agent did: it routes the notices
 // the store records (a resource failing or recovering, drift, a source
-// failing, stalled or recovering, a revision applied) to the configured
+// failing, stalled or recovering, a revision applied or refused) to the configured
 // providers (a signed webhook, Slack, GitHub commit statuses) and delivers
 // them, retrying with backoff, from any agent sharing the store, each
 // notice by one agent at a time.
@@ -145,7 +145,8 @@ type Options struct {
 	// Alerts route events to providers.
 	Alerts []Alert
 	// Commits are the names of the commit-status providers: each gets
-	// every RevisionApplied of the sources it follows (Follows).
+	// every RevisionApplied and RevisionRefused of the sources it follows
+	// (Follows).
 	Commits []string
 	// Follows reports whether the commit-status provider follows the
 	// source; nil follows every source.
@@ -212,7 +213,7 @@ func (d *Dispatcher) Route(n *store.Notice) []string {
 			out = append(out, a.Providers...)
 		}
 	}
-	if n.Event == store.EventRevisionApplied {
+	if n.Event == store.EventRevisionApplied || n.Event == store.EventRevisionRefused {
 		for _, c := range d.opts.Commits {
 			if d.opts.Follows == nil || d.opts.Follows(c, n.Source) {
 				out = append(out, c)

@@ -97,7 +97,19 @@ type Options struct {
 	// or a piece of a secret the Masker does not know; the rendered text is
 	// masked again before it is sent. Nil masks nothing.
 	Masker *redact.Masker
+	// Attempts is how many times a pull request's head is tried before its
+	// preview ends in an error status that says why; zero means
+	// DefaultAttempts. The slow poll (Source.Interval) tries it again, and
+	// a later success replaces the error.
+	Attempts int
+	// Backoff is the wait after a failed attempt, times the failures in a
+	// row, up to a minute; zero means 5s.
+	Backoff time.Duration
 }
+
+// DefaultAttempts is how many times a preview is tried before it ends in
+// an error status.
+const DefaultAttempts = 5
 
 // Previewer previews the pull requests of its sources. It is safe for
 // concurrent use; Run must be running for requests to be served.
@@ -117,6 +129,21 @@ type worker struct {
 	pending map[int]Pull
 	// done is the head commit each open pull request was last previewed at.
 	done map[int]string
+	// tries are, by pull request, the attempts at its head commit.
+	tries map[int]*tries
+}
+
+// tries are the attempts at previewing one head commit.
+type tries struct {
+	head string
+	// pending is set once the pending status is posted on head: it is
+	// posted once per head commit, not at every attempt.
+	pending bool
+	// failures counts the failed attempts in a row.
+	failures int
+	// failed is set once the preview ended in an error status; the slow
+	// poll tries it again, quietly, until it succeeds.
+	failed bool
 }
 
 // New returns a Previewer.
@@ -127,9 +154,16 @@ func New(opts Options) *Previewer {
 	if opts.Retry.Backoff == 0 {
 		opts.Retry = githubapi.Retrier{Backoff: time.Second, MaxBackoff: time.Minute}
 	}
+	if opts.Attempts <= 0 {
+		opts.Attempts = DefaultAttempts
+	}
+	if opts.Backoff <= 0 {
+		opts.Backoff = 5 * time.Second
+	}
 	p := &Previewer{opts: opts, log: opts.Logger, sources: map[string]*worker{}}
 	for _, s := range opts.Sources {
-		p.sources[s.Target.Name] = &worker{src: s, wake: make(chan struct{}, 1), pending: map[int]Pull{}, done: map[int]string{}}
+		p.sources[s.Target.Name] = &worker{src: s, wake: make(chan struct{}, 1), pending: map[int]Pull{}, done: map[int]string{},
+			tries: map[int]*tries{}}
 	}
 	return p
 }
@@ -167,6 +201,7 @@ func (p *Previewer) Forget(sourceName string, number int) {
 		w.mu.Lock()
 		delete(w.pending, number)
 		delete(w.done, number)
+		delete(w.tries, number)
 		w.mu.Unlock()
 	}
 }
@@ -222,7 +257,12 @@ func (p *Previewer) serve(ctx context.Context, w *worker) {
 			if !ok {
 				break
 			}
-			if err := p.Preview(ctx, w.src, pull); err != nil {
+			tr := w.triesOf(pull)
+			posted, err := p.preview(ctx, w.src, pull, !tr.pending)
+			if posted {
+				w.update(func() { tr.pending = true })
+			}
+			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -234,18 +274,75 @@ func (p *Previewer) serve(ctx context.Context, w *worker) {
 					continue
 				}
 				failures++
-				log.Warn("preview failed; will retry", "pull", pull.Number, "error", err, "failures", failures)
+				if p.failed(ctx, log, w, tr, pull, err) {
+					continue
+				}
 				w.retry(pull)
 				// Back off before the next attempt; a webhook may wake us sooner.
-				if githubapi.Sleep(ctx, min(time.Duration(failures)*5*time.Second, time.Minute)) != nil {
+				if githubapi.Sleep(ctx, min(time.Duration(failures)*p.opts.Backoff, time.Minute)) != nil {
 					return
 				}
 				continue
 			}
 			failures = 0
+			w.update(func() { delete(w.tries, pull.Number) })
 			w.finished(pull)
 		}
 	}
+}
+
+// failed counts a failed attempt at pull's head and reports whether the
+// preview is over for now: after Attempts failures in a row it posts the
+// error status, with the reason, and leaves the head to the slow poll;
+// once it has, a failed attempt of the slow poll changes nothing on
+// GitHub and waits for the next poll too.
+func (p *Previewer) failed(ctx context.Context, log *slog.Logger, w *worker, tr *tries, pull Pull, err error) bool {
+	var failures int
+	var failed bool
+	w.update(func() {
+		tr.failures++
+		failures, failed = tr.failures, tr.failed
+	})
+	switch {
+	case failed:
+		log.Warn("preview failed again; trying at the next poll", "pull", pull.Number, "error", err)
+		w.finished(pull)
+		return true
+	case failures < p.opts.Attempts:
+		log.Warn("preview failed; will retry", "pull", pull.Number, "error", err, "attempt", failures, "attempts", p.opts.Attempts)
+		return false
+	}
+	desc := fmt.Sprintf("preview failed after %d attempts: %v", failures, err)
+	if serr := p.status(ctx, w.src, pull.HeadSHA, "error", desc); serr != nil {
+		// GitHub itself fails: the error status is tried again with
+		// the next attempt.
+		log.Warn("preview failed; cannot post its error status either", "pull", pull.Number, "error", err, "status_error", serr)
+		return false
+	}
+	log.Error("preview failed; gave up until the next poll", "pull", pull.Number, "error", err, "attempts", failures)
+	w.update(func() { tr.failed = true })
+	w.finished(pull)
+	return true
+}
+
+// triesOf returns the attempts at pull's head, new ones when the pull
+// request moved to another head.
+func (w *worker) triesOf(pull Pull) *tries {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	tr := w.tries[pull.Number]
+	if tr == nil || tr.head != pull.HeadSHA {
+		tr = &tries{head: pull.HeadSHA}
+		w.tries[pull.Number] = tr
+	}
+	return tr
+}
+
+// update runs f under the worker's lock.
+func (w *worker) update(f func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f()
 }
 
 // next takes a pending pull request, in number order.
@@ -309,9 +406,11 @@ func (p *Previewer) listOpen(ctx context.Context, w *worker) error {
 	for _, pr := range open {
 		n := pr.GetNumber()
 		seen[n] = true
-		if w.done[n] != pr.GetHead().GetSHA() {
+		head := pr.GetHead().GetSHA()
+		tr := w.tries[n]
+		if w.done[n] != head || (tr != nil && tr.head == head && tr.failed) {
 			if _, ok := w.pending[n]; !ok {
-				w.pending[n] = Pull{Number: n, HeadSHA: pr.GetHead().GetSHA(), BaseRef: pr.GetBase().GetRef()}
+				w.pending[n] = Pull{Number: n, HeadSHA: head, BaseRef: pr.GetBase().GetRef()}
 				queued = true
 			}
 		}
@@ -319,6 +418,11 @@ func (p *Previewer) listOpen(ctx context.Context, w *worker) error {
 	for n := range w.done {
 		if !seen[n] {
 			delete(w.done, n)
+		}
+	}
+	for n := range w.tries {
+		if !seen[n] {
+			delete(w.tries, n)
 		}
 	}
 	w.mu.Unlock()
@@ -338,18 +442,33 @@ var ErrNotSynced = errors.New("the source's branch is not synced yet")
 // Preview previews one pull request and reports on GitHub. It changes
 // nothing in the store.
 func (p *Previewer) Preview(ctx context.Context, src *Source, pull Pull) error {
+	_, err := p.preview(ctx, src, pull, true)
+	return err
+}
+
+// preview is Preview, posting the pending status first only when pending
+// is set, and reporting whether it did.
+func (p *Previewer) preview(ctx context.Context, src *Source, pull Pull, pending bool) (posted bool, err error) {
 	if p.opts.Store != nil {
 		cur, err := p.opts.Store.GetSource(ctx, src.Target.Name)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && cur.LastAppliedRevision == "") {
-			return ErrNotSynced
+			return false, ErrNotSynced
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
-	if err := p.status(ctx, src, pull.HeadSHA, "pending", "previewing"); err != nil {
-		return err
+	if pending {
+		if err := p.status(ctx, src, pull.HeadSHA, "pending", "previewing"); err != nil {
+			return false, err
+		}
+		posted = pull.HeadSHA != ""
 	}
+	return posted, p.report(ctx, src, pull)
+}
+
+// report fetches, plans and reports the preview of pull.
+func (p *Previewer) report(ctx context.Context, src *Source, pull Pull) error {
 	snap, err := src.Fetch(ctx, pull.Number)
 	if err != nil {
 		return fmt.Errorf("fetch pull request #%d: %w", pull.Number, err)

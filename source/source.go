@@ -40,6 +40,11 @@ type Snapshot struct {
 	// Problems are files that could not be used (too large, a symlink out of
 	// the root, unreadable). A sync treats them like invalid manifests.
 	Problems []manifest.Problem
+	// Unverified are the commits a signature policy refused (unsigned,
+	// signed by a key that is not trusted, a bad signature), one problem
+	// each, not tied to a file. They are among Problems too; a sync
+	// refuses the snapshot for them with its own reason.
+	Unverified []manifest.Problem
 	// Lineage, set by a source whose verdict on a snapshot depends on the
 	// revision last applied (a Git source with a signature policy), says
 	// what it was judged against; nil otherwise.

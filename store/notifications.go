@@ -22,18 +22,23 @@ const (
 	EventSourceStalled     = "SourceStalled"
 	EventSourceRecovered   = "SourceRecovered"
 	EventRevisionApplied   = "RevisionApplied"
+	// EventRevisionRefused is a revision a source refused (invalid,
+	// unsigned, in conflict, stalled on the prune guard), told once per
+	// revision; its message starts with the refusal's reason.
+	EventRevisionRefused = "RevisionRefused"
 )
 
 // Events lists every event, in the order above.
 func Events() []string {
 	return []string{EventResourceFailed, EventResourceRecovered, EventDriftDetected, EventDestroyFailed,
-		EventSourceFailed, EventSourceStalled, EventSourceRecovered, EventRevisionApplied}
+		EventSourceFailed, EventSourceStalled, EventSourceRecovered, EventRevisionApplied, EventRevisionRefused}
 }
 
 // Notice is something worth telling people, recorded by the store
 // in the transaction of the change it tells of (a resource's first
 // failure after a success, its recovery, drift, a source failing, stalled
-// or recovering, a revision applied), and its delivery to providers.
+// or recovering, a revision applied or refused), and its delivery to
+// providers.
 type Notice struct {
 	ID       int64
 	Event    string

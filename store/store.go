@@ -739,6 +739,11 @@ type Source struct {
 	LastSyncTime     *time.Time
 	// LastAppliedTime is when LastAppliedRevision was applied.
 	LastAppliedTime *time.Time
+	// LastCheckTime is when the source was last fetched and judged (a
+	// poll or a webhook), whether or not anything had changed; nil when
+	// never. LastSyncTime moves only when a revision is applied or
+	// refused. PutSource never clears it: nil keeps what is stored.
+	LastCheckTime *time.Time
 	// Errors are the problems of the last attempted revision.
 	Errors []manifest.Problem
 	// SuspendedAt is when the source was suspended, by SuspendedBy
@@ -930,6 +935,11 @@ type Store interface {
 	// with ErrConflict while the configuration suspends the source. Every
 	// change notifies TopicSources with the source's name.
 	SuspendSource(ctx context.Context, name, by string, suspend bool) (*Source, error)
+	// MarkSourceChecked records that the named source was fetched and
+	// judged at at, found as recorded; an earlier time than the one stored
+	// changes nothing, nor does a source the store does not know. It
+	// writes nothing else, the update time included.
+	MarkSourceChecked(ctx context.Context, name string, at time.Time) error
 	// DeleteSource removes a source's row; its sync history stays. It fails
 	// with ErrNotFound when there is none, and with ErrInUse while resources
 	// or resource types it owns remain.

@@ -36,6 +36,10 @@ const (
 	ReasonScopeChange        = "ScopeChangeRefused"
 	ReasonDefaultNamespace   = "DefaultNamespaceMismatch"
 	ReasonFetchFailed        = "FetchFailed"
+	// ReasonSignatureRejected: the source's signature policy refused a
+	// commit (unsigned, signed by a key that is not trusted, a bad
+	// signature); the problems name each commit and why.
+	ReasonSignatureRejected = "SignatureRejected"
 )
 
 // Error is a sync that was refused. Nothing in the store changed but the
@@ -179,6 +183,58 @@ type Syncer struct {
 	owned map[string]*ownedCache
 	// work counts the syncs in flight that have something to apply.
 	work *priority.Work
+	// checkEvery is how often, at most, a check that found nothing new
+	// is recorded per source (see RecordChecksEvery); checked is, by
+	// source, when one was last recorded.
+	checkEvery time.Duration
+	checked    map[string]time.Time
+}
+
+// DefaultCheckEvery is how often, at most, a Syncer records per source
+// that it was checked and found as recorded: a source polled every 2s
+// is not written every 2s, and its last check time is never older than
+// this plus its interval.
+const DefaultCheckEvery = 15 * time.Second
+
+// RecordChecksEvery sets how often, at most, a check of a source that
+// found nothing new (its revision applied, or its refusal standing) is
+// recorded as its last check time; zero or less records every one. A
+// sync that applies or refuses a revision records it at once. Call it
+// before the first sync.
+func (s *Syncer) RecordChecksEvery(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checkEvery = d
+}
+
+// markChecked records that the source was checked at now and found as
+// recorded, unless a check was recorded less than checkEvery ago. A
+// failure to record it is logged, not returned: it fails nothing.
+func (s *Syncer) markChecked(ctx context.Context, name string) {
+	now := s.now()
+	s.mu.Lock()
+	last, ok := s.checked[name]
+	due := !ok || now.Sub(last) >= s.checkEvery || now.Before(last)
+	if due {
+		s.checked[name] = now
+	}
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	if err := s.store.MarkSourceChecked(ctx, name, now); err != nil && ctx.Err() == nil {
+		s.log.Warn("cannot record the source's last check", "source", name, "error", err)
+		s.mu.Lock()
+		delete(s.checked, name)
+		s.mu.Unlock()
+	}
+}
+
+// checkedNow notes that a sync recorded now as the source's last check.
+func (s *Syncer) checkedNow(name string, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checked[name] = now
 }
 
 // CountWork makes the Syncer count, in w, each sync in flight that has
@@ -200,7 +256,8 @@ func New(st store.Store, log *slog.Logger) *Syncer {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Syncer{store: st, log: log, now: time.Now, validators: map[string]*manifest.Validator{},
-		compiled: map[string]*manifest.ResourceType{}, refusals: map[string]refusal{}, owned: map[string]*ownedCache{}}
+		compiled: map[string]*manifest.ResourceType{}, refusals: map[string]refusal{}, owned: map[string]*ownedCache{},
+		checkEvery: DefaultCheckEvery, checked: map[string]time.Time{}}
 }
 
 // UseDefaultNamespace sets the namespace of resources of namespaced kinds
@@ -278,6 +335,7 @@ func (s *Syncer) SyncJudged(ctx context.Context, t Target, snap *source.Snapshot
 		if fetchFailed(cur) {
 			return res, s.recordFetchRecovered(ctx, t, snap.Revision)
 		}
+		s.markChecked(ctx, t.Name)
 		return res, nil
 	}
 	// What the sync is judged against is read before anything the sync
@@ -303,6 +361,7 @@ func (s *Syncer) SyncJudged(ctx context.Context, t Target, snap *source.Snapshot
 		}
 		if s.refusedAlready(t.Name, snap.Revision, cur, a) {
 			res.Skipped, res.Refused = true, true
+			s.markChecked(ctx, t.Name)
 			return res, nil
 		}
 	}
@@ -380,6 +439,7 @@ func (s *Syncer) SyncJudged(ctx context.Context, t Target, snap *source.Snapshot
 	switch {
 	case errors.Is(err, errSkip):
 		res.Skipped = true
+		s.markChecked(ctx, t.Name)
 		return res, nil
 	case err != nil:
 		var serr *Error
@@ -690,9 +750,11 @@ func (s *Syncer) recordFetchRecovered(ctx context.Context, t Target, rev manifes
 		cur.Message = fmt.Sprintf("fetched again: %s is applied", rev)
 		cur.Errors = nil
 		cur.LastSyncTime = &now
+		cur.LastCheckTime = &now
 		if _, err := tx.PutSource(ctx, cur); err != nil {
 			return err
 		}
+		s.checkedNow(t.Name, now)
 		recovered = true
 		return tx.Notify(ctx, store.TopicSources, t.Name)
 	})
@@ -753,10 +815,32 @@ func (s *Syncer) validate(ctx context.Context, t Target, snap *source.Snapshot) 
 	}
 	if len(problems) > 0 {
 		manifest.SortProblems(problems)
+		if len(snap.Unverified) > 0 {
+			return nil, signatureRejected(snap, problems)
+		}
 		return nil, &Error{Reason: ReasonValidationFailed, Problems: problems,
 			Message: fmt.Sprintf("%d invalid manifest(s); first: %s", len(problems), problems[0])}
 	}
 	return set, nil
+}
+
+// signatureRejected is the refusal of a snapshot whose commits the
+// source's signature policy refused: it names the commit and why (not
+// signed, a key that is not trusted, a bad signature), and counts the
+// invalid manifests besides, all of which are among problems.
+func signatureRejected(snap *source.Snapshot, problems []manifest.Problem) *Error {
+	// The revision refused is the source's last attempted one; the
+	// message names the commit at fault, which in verify mode all may lie
+	// below it.
+	first := strings.TrimPrefix(snap.Unverified[0].Message, "signature policy: ")
+	msg := "refused by the source's signature policy: " + first
+	if n := len(snap.Unverified); n > 1 {
+		msg += fmt.Sprintf(" (and %d more commit(s))", n-1)
+	}
+	if n := len(problems) - len(snap.Unverified); n > 0 {
+		msg += fmt.Sprintf("; besides, %d invalid manifest(s)", n)
+	}
+	return &Error{Reason: ReasonSignatureRejected, Problems: problems, Message: msg}
 }
 
 // otherTypes returns a resolver of the types other sources own, compiled on
@@ -837,9 +921,11 @@ func (s *Syncer) fail(ctx context.Context, t Target, snap *source.Snapshot, star
 		cur.LastCommit = snap.Commit
 		cur.Errors = serr.Problems
 		cur.LastSyncTime = &now
+		cur.LastCheckTime = &now
 		if _, err := tx.PutSource(ctx, cur); err != nil {
 			return err
 		}
+		s.checkedNow(t.Name, now)
 		last, err := tx.ListSyncRecords(ctx, t.Name, 1)
 		if err != nil {
 			return fmt.Errorf("read sync history: %w", err)
@@ -890,6 +976,7 @@ func (s *Syncer) recordSuccess(ctx context.Context, tx store.Store, t Target, sn
 	cur.Errors = nil
 	cur.LastSyncTime = &now
 	cur.LastAppliedTime = &now
+	cur.LastCheckTime = &now
 	if cur.ApprovedRevision != snap.Revision {
 		// An approval lets one revision through, not that revision again
 		// after the source has moved on (a rollback to it, say).
@@ -899,6 +986,7 @@ func (s *Syncer) recordSuccess(ctx context.Context, tx store.Store, t Target, sn
 	if err != nil {
 		return err
 	}
+	s.checkedNow(t.Name, now)
 	p.recorded = recorded
 	if _, err := tx.AddSyncRecord(ctx, &store.SyncRecord{Source: t.Name, Revision: snap.Revision, Commit: snap.Commit,
 		Success: true, Created: len(p.Creates), Updated: len(p.Updates), Deleted: len(p.Deletes) + len(p.Forgets),

@@ -300,6 +300,9 @@ func describeSource(ctx context.Context, c *client.Client, w io.Writer, name str
 	if s.LastCommit != nil {
 		field("Last commit", oneLine(s.LastCommit.Author+": "+s.LastCommit.Message))
 	}
+	if s.LastCheckTime != nil {
+		field("Last check", when(*s.LastCheckTime))
+	}
 	if s.LastSyncTime != nil {
 		field("Last sync", when(*s.LastSyncTime))
 	}

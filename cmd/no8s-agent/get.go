@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -371,11 +372,14 @@ func getSources(ctx context.Context, st store.Store, m *redact.Masker, w io.Writ
 		return 0, nil
 	}
 	return len(objs), printObjects(w, format, objs, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "NAME\tKIND\tREADY\tPHASE\tSUSPENDED\tREVISION\tLAST SYNC\tMESSAGE")
+		fmt.Fprintln(tw, "NAME\tKIND\tREADY\tPHASE\tSUSPENDED\tREVISION\tLAST CHECK\tMESSAGE")
 		for _, o := range objs {
 			last := "-"
-			if o.LastSyncTime != nil {
-				last = age(*o.LastSyncTime) + " ago"
+			// When the agent last fetched and judged the source, changed
+			// or not: whether it is being watched, as Flux's READY says.
+			// When it last changed is describe's "Last sync".
+			if checked := cmp.Or(o.LastCheckTime, o.LastSyncTime); checked != nil {
+				last = age(*checked) + " ago"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Name, o.Kind, sourceReady(o.Phase), o.Phase, suspendedCell(o.Suspended), orDash(shortRevision(o.LastAppliedRevision)), last, orDash(oneLine(o.Message)))
 		}

@@ -158,6 +158,10 @@ type Source struct {
 	last *index
 	// verifyLast is what the signature policy checks of last's commit.
 	verifyLast *verifying
+	// verdictLogged is the last signature verdict logged: the same head is
+	// checked again at every fetch (for rotated keys), and logged only when
+	// the verdict changes.
+	verdictLogged string
 	// clone is the cache kept open between fetches (see openCache).
 	clone *clone
 	// local is a file:// remote's object store (see localFetch), and

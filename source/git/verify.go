@@ -384,8 +384,32 @@ func (s *Source) checkSignatures(snap *source.Snapshot, v *verifying) {
 			snap.Lineage.Problems = problems
 		}
 	}
+	s.logVerdict(snap.Revision, problems)
 	if len(problems) > 0 {
-		s.log.Warn("commit signatures refused", "revision", snap.Revision, "problems", len(problems), "first", problems[0].Message)
 		snap.Problems = append(append([]manifest.Problem(nil), snap.Problems...), problems...)
+		snap.Unverified = problems
+	}
+}
+
+// logVerdict logs the signature verdict on rev when it differs from the
+// last one logged. The sync that refuses the revision logs the refusal,
+// once; this says what the source found, for debugging, without a record
+// at every fetch of the same head.
+func (s *Source) logVerdict(rev manifest.Revision, problems []manifest.Problem) {
+	var b strings.Builder
+	b.WriteString(string(rev))
+	for _, p := range problems {
+		b.WriteString("\n" + p.Message)
+	}
+	// Fetch holds s.mu.
+	same := s.verdictLogged == b.String()
+	s.verdictLogged = b.String()
+	if same {
+		return
+	}
+	if len(problems) > 0 {
+		s.log.Debug("commit signatures refused", "revision", rev, "problems", len(problems), "first", problems[0].Message)
+	} else {
+		s.log.Debug("commit signatures verified", "revision", rev)
 	}
 }

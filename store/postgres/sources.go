@@ -14,7 +14,7 @@ import (
 
 const sourceCols = `name, kind, url, path, phase, message, last_applied_revision, last_attempted_revision,
 	last_commit_author, last_commit_message, last_commit_time, approved_revision, last_sync_time, last_applied_time, errors,
-	created_at, updated_at, suspended_at, suspended_by`
+	created_at, updated_at, suspended_at, suspended_by, last_check_time`
 
 func scanSource(row pgx.Row) (*store.Source, error) {
 	var (
@@ -25,7 +25,7 @@ func scanSource(row pgx.Row) (*store.Source, error) {
 	err := row.Scan(&src.Name, &src.Kind, &src.URL, &src.Path, &src.Phase, &src.Message,
 		&src.LastAppliedRevision, &src.LastAttemptedRevision, &src.LastCommit.Author, &src.LastCommit.Message,
 		&commitTime, &src.ApprovedRevision, &src.LastSyncTime, &src.LastAppliedTime, &errs, &src.CreatedAt, &src.UpdatedAt,
-		&src.SuspendedAt, &src.SuspendedBy)
+		&src.SuspendedAt, &src.SuspendedBy, &src.LastCheckTime)
 	if err != nil {
 		return nil, err
 	}
@@ -36,6 +36,7 @@ func scanSource(row pgx.Row) (*store.Source, error) {
 	src.LastSyncTime = utcPtr(src.LastSyncTime)
 	src.LastAppliedTime = utcPtr(src.LastAppliedTime)
 	src.SuspendedAt = utcPtr(src.SuspendedAt)
+	src.LastCheckTime = utcPtr(src.LastCheckTime)
 	src.CreatedAt, src.UpdatedAt = utc(src.CreatedAt), utc(src.UpdatedAt)
 	return &src, nil
 }
@@ -59,8 +60,8 @@ func (s *Store) PutSource(ctx context.Context, src *store.Source) (*store.Source
 	}
 	out, err := scanSource(s.q.QueryRow(ctx, `INSERT INTO sources (name, kind, url, path, phase, message,
 			last_applied_revision, last_attempted_revision, last_commit_author, last_commit_message,
-			last_commit_time, approved_revision, last_sync_time, last_applied_time, errors)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+			last_commit_time, approved_revision, last_sync_time, last_applied_time, errors, last_check_time)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 		ON CONFLICT (name) DO UPDATE SET
 			kind = excluded.kind, url = excluded.url, path = excluded.path, phase = excluded.phase,
 			message = excluded.message, last_applied_revision = excluded.last_applied_revision,
@@ -68,15 +69,23 @@ func (s *Store) PutSource(ctx context.Context, src *store.Source) (*store.Source
 			last_commit_author = excluded.last_commit_author, last_commit_message = excluded.last_commit_message,
 			last_commit_time = excluded.last_commit_time, approved_revision = excluded.approved_revision,
 			last_sync_time = excluded.last_sync_time, last_applied_time = excluded.last_applied_time,
-			errors = excluded.errors, updated_at = now()
+			errors = excluded.errors, updated_at = now(),
+			last_check_time = coalesce(excluded.last_check_time, sources.last_check_time)
 		RETURNING `+sourceCols,
 		src.Name, string(src.Kind), src.URL, src.Path, string(want), src.Message,
 		string(src.LastAppliedRevision), string(src.LastAttemptedRevision), src.LastCommit.Author,
-		src.LastCommit.Message, nullTime(src.LastCommit.Time), string(src.ApprovedRevision), src.LastSyncTime, src.LastAppliedTime, errs))
+		src.LastCommit.Message, nullTime(src.LastCommit.Time), string(src.ApprovedRevision), src.LastSyncTime, src.LastAppliedTime, errs, src.LastCheckTime))
 	if err != nil {
 		return nil, mapErr(err, fmt.Sprintf("put source %q", src.Name))
 	}
 	return out, nil
+}
+
+// MarkSourceChecked records when the named source was last checked.
+func (s *Store) MarkSourceChecked(ctx context.Context, name string, at time.Time) error {
+	_, err := s.q.Exec(ctx, `UPDATE sources SET last_check_time = $2
+		WHERE name = $1 AND (last_check_time IS NULL OR last_check_time < $2)`, name, at)
+	return mapErr(err, fmt.Sprintf("mark source %q checked", name))
 }
 
 // GetSource returns the named source, or ErrNotFound.

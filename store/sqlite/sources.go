@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
@@ -12,20 +13,20 @@ import (
 
 const sourceCols = `name, kind, url, path, phase, message, last_applied_revision, last_attempted_revision,
 	last_commit_author, last_commit_message, last_commit_time, approved_revision, last_sync_time, last_applied_time, errors,
-	created_at, updated_at, suspended_at, suspended_by`
+	created_at, updated_at, suspended_at, suspended_by, last_check_time`
 
 func scanSource(row scanner) (*store.Source, error) {
 	var (
 		src                             store.Source
 		commitTime, syncTime, appliedAt sql.NullInt64
-		suspendedAt                     sql.NullInt64
+		suspendedAt, checkedAt          sql.NullInt64
 		errs                            string
 		created, updated                int64
 	)
 	err := row.Scan(&src.Name, &src.Kind, &src.URL, &src.Path, &src.Phase, &src.Message,
 		&src.LastAppliedRevision, &src.LastAttemptedRevision, &src.LastCommit.Author, &src.LastCommit.Message,
 		&commitTime, &src.ApprovedRevision, &syncTime, &appliedAt, &errs, &created, &updated,
-		&suspendedAt, &src.SuspendedBy)
+		&suspendedAt, &src.SuspendedBy, &checkedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -36,6 +37,7 @@ func scanSource(row scanner) (*store.Source, error) {
 	src.LastSyncTime = fromNullMs(syncTime)
 	src.LastAppliedTime = fromNullMs(appliedAt)
 	src.SuspendedAt = fromNullMs(suspendedAt)
+	src.LastCheckTime = fromNullMs(checkedAt)
 	src.CreatedAt, src.UpdatedAt = fromMs(created), fromMs(updated)
 	return &src, nil
 }
@@ -61,8 +63,9 @@ func (s *Store) PutSource(ctx context.Context, src *store.Source) (*store.Source
 	err = s.withTx(ctx, func(s *Store) error {
 		out, err = scanSource(s.queryRow(ctx, `INSERT INTO sources (name, kind, url, path, phase, message,
 				last_applied_revision, last_attempted_revision, last_commit_author, last_commit_message,
-				last_commit_time, approved_revision, last_sync_time, last_applied_time, errors, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)
+				last_commit_time, approved_revision, last_sync_time, last_applied_time, errors, created_at, updated_at,
+				last_check_time)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $17)
 			ON CONFLICT (name) DO UPDATE SET
 				kind = excluded.kind, url = excluded.url, path = excluded.path, phase = excluded.phase,
 				message = excluded.message, last_applied_revision = excluded.last_applied_revision,
@@ -70,18 +73,29 @@ func (s *Store) PutSource(ctx context.Context, src *store.Source) (*store.Source
 				last_commit_author = excluded.last_commit_author, last_commit_message = excluded.last_commit_message,
 				last_commit_time = excluded.last_commit_time, approved_revision = excluded.approved_revision,
 				last_sync_time = excluded.last_sync_time, last_applied_time = excluded.last_applied_time,
-				errors = excluded.errors, updated_at = excluded.updated_at
+				errors = excluded.errors, updated_at = excluded.updated_at,
+				last_check_time = coalesce(excluded.last_check_time, sources.last_check_time)
 			RETURNING `+sourceCols,
 			src.Name, string(src.Kind), src.URL, src.Path, string(want), src.Message,
 			string(src.LastAppliedRevision), string(src.LastAttemptedRevision), src.LastCommit.Author,
 			src.LastCommit.Message, msOrNull(src.LastCommit.Time), string(src.ApprovedRevision),
-			msPtr(src.LastSyncTime), msPtr(src.LastAppliedTime), errs, ms(clock())))
+			msPtr(src.LastSyncTime), msPtr(src.LastAppliedTime), errs, ms(clock()), msPtr(src.LastCheckTime)))
 		return err
 	})
 	if err != nil {
 		return nil, mapErr(err, fmt.Sprintf("put source %q", src.Name))
 	}
 	return out, nil
+}
+
+// MarkSourceChecked records when the named source was last checked.
+func (s *Store) MarkSourceChecked(ctx context.Context, name string, at time.Time) error {
+	err := s.withTx(ctx, func(s *Store) error {
+		_, err := s.exec(ctx, `UPDATE sources SET last_check_time = $2
+			WHERE name = $1 AND (last_check_time IS NULL OR last_check_time < $2)`, name, ms(at))
+		return err
+	})
+	return mapErr(err, fmt.Sprintf("mark source %q checked", name))
 }
 
 // GetSource returns the named source, or ErrNotFound.

@@ -95,7 +95,8 @@ func testNoticesRecorded(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	want := []string{"ResourceFailed Widget/a", "ResourceRecovered Widget/a", "DestroyFailed Widget/a", "DriftDetected Widget/a",
-		"SourceFailed infra", "SourceRecovered infra", "RevisionApplied infra", "SourceStalled infra"}
+		"SourceFailed infra", "RevisionRefused infra", "SourceRecovered infra", "RevisionApplied infra", "SourceStalled infra",
+		"RevisionRefused infra"}
 	// One write may record two notices (a recovery and a revision
 	// applied), whose order is the backend's.
 	if got := noticeEvents(t, s); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
@@ -210,5 +211,99 @@ func testNoticeDelivery(t *testing.T, s store.Store) {
 	}
 	if left, err := s.ListNotices(ctx, "infra", 10); err != nil || len(left) != 2 {
 		t.Fatalf("after the trim: %+v, %v; want the newest done one and the open one", left, err)
+	}
+}
+
+// testRevisionRefused: each revision a source refuses is told once,
+// RevisionRefused, however often the refusal is written again (a poll, a
+// retry, another reason, a fetch failure in between); a fetch failure is
+// not a refusal; applying a revision lets a revision refused before be
+// told again when it is refused again.
+func testRevisionRefused(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	put := func(phase store.SourcePhase, attempted, applied manifest.Revision, msg string) {
+		t.Helper()
+		if _, err := s.PutSource(ctx, &store.Source{Name: "infra", Kind: store.SourceGit, Phase: phase, Message: msg,
+			LastAttemptedRevision: attempted, LastAppliedRevision: applied,
+			Errors: []manifest.Problem{{File: "w.yaml", Line: 3, Message: "spec.size: expected integer"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := func() []string {
+		t.Helper()
+		ns, err := s.ListNotices(ctx, "infra", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for i := len(ns) - 1; i >= 0; i-- {
+			if n := ns[i]; n.Event == store.EventRevisionRefused {
+				out = append(out, n.Severity+" "+string(n.Revision)+" "+n.Message)
+			}
+		}
+		return out
+	}
+	// Refused at first sight, on insert.
+	put(store.SourceFailed, "main@sha1:one", "", "ValidationFailed: 1 invalid manifest(s)")
+	put(store.SourceFailed, "main@sha1:one", "", "ValidationFailed: 1 invalid manifest(s)")
+	put(store.SourceFailed, "main@sha1:one", "", "FetchFailed: connection refused")
+	put(store.SourceFailed, "main@sha1:one", "", "OwnershipConflict: another reason, same revision")
+	put(store.SourceReady, "main@sha1:two", "main@sha1:two", "applied")
+	put(store.SourceFailed, "main@sha1:two", "main@sha1:two", "FetchFailed: connection refused")
+	put(store.SourceFailed, "main@sha1:three", "main@sha1:two", "SignatureRejected: commit 3: not signed")
+	put(store.SourceStalled, "main@sha1:four", "main@sha1:two", "PruneLimitExceeded: would delete 3")
+	put(store.SourceStalled, "main@sha1:four", "main@sha1:two", "PruneLimitExceeded: would delete 3")
+	put(store.SourceReady, "main@sha1:four", "main@sha1:four", "applied")
+	put(store.SourceFailed, "main@sha1:one", "main@sha1:four", "ValidationFailed: 1 invalid manifest(s)")
+	want := []string{
+		"error main@sha1:one ValidationFailed: 1 invalid manifest(s)\nw.yaml:3: spec.size: expected integer",
+		"error main@sha1:three SignatureRejected: commit 3: not signed\nw.yaml:3: spec.size: expected integer",
+		"warning main@sha1:four PruneLimitExceeded: would delete 3\nw.yaml:3: spec.size: expected integer",
+		"error main@sha1:one ValidationFailed: 1 invalid manifest(s)\nw.yaml:3: spec.size: expected integer",
+	}
+	if got := refused(); !slices.Equal(got, want) {
+		t.Fatalf("RevisionRefused notices:\n got %q\nwant %q", got, want)
+	}
+}
+
+// testSourceChecked: MarkSourceChecked records a source's last check and
+// nothing else; an earlier time, or a source the store does not know,
+// changes nothing; PutSource keeps it when given none.
+func testSourceChecked(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	synced := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	src, err := s.PutSource(ctx, &store.Source{Name: "infra", Kind: store.SourceGit, Phase: store.SourceReady,
+		LastAppliedRevision: "main@sha1:one", LastAttemptedRevision: "main@sha1:one", LastSyncTime: &synced})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.LastCheckTime != nil {
+		t.Errorf("a new source's LastCheckTime = %v, want nil", src.LastCheckTime)
+	}
+	checked := synced.Add(90 * time.Second)
+	for _, at := range []time.Time{checked, synced.Add(time.Second)} {
+		if err := s.MarkSourceChecked(ctx, "infra", at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.MarkSourceChecked(ctx, "nosuch", checked); err != nil {
+		t.Errorf("MarkSourceChecked of an unknown source: %v", err)
+	}
+	got, err := s.GetSource(ctx, "infra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameTime(got.LastCheckTime, &checked) || !sameTime(got.LastSyncTime, &synced) || !got.UpdatedAt.Equal(src.UpdatedAt) {
+		t.Errorf("after the checks: checked %v (want %v), synced %v (want %v), updated %v (want %v)",
+			got.LastCheckTime, checked, got.LastSyncTime, synced, got.UpdatedAt, src.UpdatedAt)
+	}
+	got.LastCheckTime, got.Message = nil, "written again"
+	if got, err = s.PutSource(ctx, got); err != nil || !sameTime(got.LastCheckTime, &checked) {
+		t.Errorf("PutSource without a check time: %v, %v; want it kept", got, err)
+	}
+	later := checked.Add(time.Minute)
+	got.LastCheckTime = &later
+	if got, err = s.PutSource(ctx, got); err != nil || !sameTime(got.LastCheckTime, &later) {
+		t.Errorf("PutSource with a check time: %v, %v", got, err)
 	}
 }

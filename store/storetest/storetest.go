@@ -61,6 +61,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ResourceStates", testResourceStates},
 		{"NoticesRecorded", testNoticesRecorded},
 		{"NoticeDelivery", testNoticeDelivery},
+		{"RevisionRefused", testRevisionRefused},
+		{"SourceChecked", testSourceChecked},
 		{"InTxCommits", testInTxCommits},
 		{"InTxRollsBack", testInTxRollsBack},
 		{"Ping", testPing},

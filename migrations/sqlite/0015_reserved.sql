@@ -1,0 +1,2 @@
+-- Kept empty: this version is taken by a change made alongside.
+SELECT 1;
