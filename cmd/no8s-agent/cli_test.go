@@ -283,6 +283,45 @@ api: {writeTokenEnv: %s}
 		}
 	})
 
+	// get src -w prints the list's columns for every change too.
+	t.Run("get sources watch", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		out := &lockedWriter{w: &bytes.Buffer{}}
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, []string{"get", "src", "-w", "--database", url, "--server", base}, out, &bytes.Buffer{})
+		}()
+		defer func() {
+			cancel()
+			if code := <-done; code != 0 {
+				t.Errorf("get src -w exited %d", code)
+			}
+		}()
+		waitFor(t, 30*time.Second, agent, "the list", func() (bool, string) {
+			return strings.Contains(out.String(), "READY"), out.String()
+		})
+		// A sync per check, so that one is announced after the stream
+		// opened.
+		waitFor(t, 30*time.Second, agent, "a watched source", func() (bool, string) {
+			if len(tableRows(out.String())) > 2 {
+				return true, out.String()
+			}
+			if code, o, e := runCLI(t, with("sync", "source", "local", "--wait")...); code != 0 {
+				t.Fatalf("sync: exit %d\n%s%s", code, o, e)
+			}
+			return false, out.String()
+		})
+		rows := tableRows(out.String())
+		if strings.Join(rows[0], "|") != "NAME|KIND|READY|PHASE|SUSPENDED|REVISION|LAST CHECK|MESSAGE" {
+			t.Fatalf("get src -w: want the header first:\n%s", out.String())
+		}
+		for _, row := range rows[1:] {
+			if len(row) != len(rows[0]) || row[0] != "local" || row[3] != "ready" || row[4] != "False" {
+				t.Errorf("get src -w: row %q does not fill the header's %d columns:\n%s", row, len(rows[0]), out.String())
+			}
+		}
+	})
+
 	// The failing attempt --wait saw is in the history.
 	r, err := st.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Job", Namespace: "default", Name: "bad"})
 	if err != nil {

@@ -350,6 +350,9 @@ func shorten(s string, n int) string {
 	return s[:n-3] + "..."
 }
 
+// sourceHeader heads the sources' table; sourceRow fills it.
+const sourceHeader = "NAME\tKIND\tREADY\tPHASE\tSUSPENDED\tREVISION\tLAST CHECK\tMESSAGE"
+
 func getSources(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format, name string) (int, error) {
 	rows, err := st.ListSources(ctx)
 	if err != nil {
@@ -372,18 +375,25 @@ func getSources(ctx context.Context, st store.Store, m *redact.Masker, w io.Writ
 		return 0, nil
 	}
 	return len(objs), printObjects(w, format, objs, func(tw *tabwriter.Writer) {
-		fmt.Fprintln(tw, "NAME\tKIND\tREADY\tPHASE\tSUSPENDED\tREVISION\tLAST CHECK\tMESSAGE")
+		fmt.Fprintln(tw, sourceHeader)
 		for _, o := range objs {
-			last := "-"
-			// When the agent last fetched and judged the source, changed
-			// or not: whether it is being watched, as Flux's READY says.
-			// When it last changed is describe's "Last sync".
-			if checked := cmp.Or(o.LastCheckTime, o.LastSyncTime); checked != nil {
-				last = age(*checked) + " ago"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Name, o.Kind, sourceReady(o.Phase), o.Phase, suspendedCell(o.Suspended), orDash(shortRevision(o.LastAppliedRevision)), last, orDash(oneLine(o.Message)))
+			fmt.Fprintln(tw, sourceRow(o))
 		}
 	})
+}
+
+// sourceRow is a source's row of the table, the same in a list and in a
+// watch, under sourceHeader.
+func sourceRow(o api.Source) string {
+	last := "-"
+	// When the agent last fetched and judged the source, changed or not:
+	// whether it is being watched, as Flux's READY says. When it last
+	// changed is describe's "Last sync".
+	if checked := cmp.Or(o.LastCheckTime, o.LastSyncTime); checked != nil {
+		last = age(*checked) + " ago"
+	}
+	return strings.Join([]string{o.Name, o.Kind, sourceReady(o.Phase), o.Phase, suspendedCell(o.Suspended),
+		orDash(shortRevision(o.LastAppliedRevision)), last, orDash(oneLine(o.Message))}, "\t")
 }
 
 func getSyncHistory(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format, sourceName string, limit int) (int, error) {
@@ -573,11 +583,7 @@ func watchEvents(ctx context.Context, c *client.Client, m *redact.Masker, w io.W
 				fmt.Fprintf(w, "source/%s\n", s.Name)
 				return true, nil
 			}
-			phase := s.Phase
-			if s.Suspended {
-				phase += " (suspended)"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Kind, sourceReady(s.Phase), phase, orDash(shortRevision(s.LastAppliedRevision)))
+			fmt.Fprintln(tw, sourceRow(s))
 		case ev.Name == api.EventResync:
 			fmt.Fprintln(tw, "# events may have been missed: run get again for the current state")
 		default:
