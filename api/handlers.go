@@ -888,7 +888,7 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// listAgents lists the agents that record themselves, alive or gone.
+// listAgents lists the agents that record themselves, alive, stopped or gone.
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
 	rows, err := s.store.ListAgents(r.Context())
 	if err != nil {

@@ -118,14 +118,21 @@ type Agent struct {
 	Version    string    `json:"version"`
 	StartedAt  time.Time `json:"started_at"`
 	LastSeenAt time.Time `json:"last_seen_at"`
-	// Alive is false once the agent missed several heartbeats.
+	// Alive is false once the agent stopped or missed several heartbeats.
 	Alive bool `json:"alive"`
+	// State is alive, stopped (a clean shutdown, its work handed back) or
+	// gone (it stopped recording heartbeats without one; its leases end
+	// when they expire).
+	State store.AgentState `json:"state"`
+	// StoppedAt is when it stopped cleanly.
+	StoppedAt *time.Time `json:"stopped_at,omitempty"`
 }
 
 // NewAgent converts a stored agent; now is the store's time or close to it.
 func NewAgent(a *store.Agent, now time.Time) Agent {
+	st := a.State(now)
 	return Agent{ID: a.ID, Host: a.Host, Version: a.Version, StartedAt: a.StartedAt, LastSeenAt: a.LastSeenAt,
-		Alive: now.Sub(a.LastSeenAt) < store.AgentGoneAfter}
+		Alive: st == store.AgentAlive, State: st, StoppedAt: a.StoppedAt}
 }
 
 // NewResource converts a stored resource.

@@ -615,6 +615,37 @@ type Agent struct {
 	// StartedAt is when it started; LastSeenAt its last heartbeat, by the
 	// store's clock.
 	StartedAt, LastSeenAt time.Time
+	// StoppedAt is when it stopped cleanly (StopAgent), by the store's
+	// clock; nil while it runs, and for an agent that vanished.
+	StoppedAt *time.Time
+}
+
+// AgentState is what a listed agent is doing.
+type AgentState string
+
+// The states of an agent.
+const (
+	// AgentAlive: it records heartbeats.
+	AgentAlive AgentState = "alive"
+	// AgentStopped: it shut down cleanly, its work handed back.
+	AgentStopped AgentState = "stopped"
+	// AgentGone: it stopped recording heartbeats without a clean shutdown
+	// (killed, crashed, its host or network lost); what it held is taken
+	// over once its leases expire.
+	AgentGone AgentState = "gone"
+)
+
+// State tells whether the agent runs, stopped cleanly or vanished, as of
+// now (the store's time or close to it).
+func (a *Agent) State(now time.Time) AgentState {
+	switch {
+	case a.StoppedAt != nil:
+		return AgentStopped
+	case now.Sub(a.LastSeenAt) < AgentGoneAfter:
+		return AgentAlive
+	default:
+		return AgentGone
+	}
 }
 
 // HistoryLimits bound the history a store keeps.
@@ -944,8 +975,13 @@ type Store interface {
 	RecordAgent(ctx context.Context, a *Agent) error
 	// ListAgents returns the agents that beat, ordered by id.
 	ListAgents(ctx context.Context) ([]*Agent, error)
-	// ForgetAgents removes the agents not seen for longer than age and
-	// returns how many.
+	// StopAgent records that agent id shut down cleanly: StoppedAt is set
+	// to the store's clock, so that it is listed as stopped, not gone. An
+	// unknown id is ErrNotFound. A later RecordAgent of the same id runs it
+	// again.
+	StopAgent(ctx context.Context, id string) error
+	// ForgetAgents removes the agents not seen for longer than age,
+	// stopped or gone, and returns how many.
 	ForgetAgents(ctx context.Context, age time.Duration) (int, error)
 
 	// TrimHistory deletes, in one short transaction, up to batch reconcile

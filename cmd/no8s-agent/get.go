@@ -21,7 +21,7 @@ import (
 
 // getObjectWords are the objects get reads, with their short names.
 func getObjectWords() []string {
-	return []string{"types", "resources", "sources", "history", "rt", "res", "src"}
+	return []string{"types", "resources", "sources", "history", "agents", "rt", "res", "src"}
 }
 
 // getObject resolves what get was asked for to types, resources, sources
@@ -36,15 +36,18 @@ func getObject(word string) (string, bool) {
 		return "sources", true
 	case "history":
 		return "history", true
+	case "agents", "agent":
+		return "agents", true
 	}
 	return "", false
 }
 
 func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("get", "get types|resources|sources|history [NAME] [flags]\n\n"+
+	fs := newFlags("get", "get types|resources|sources|history|agents [NAME] [flags]\n\n"+
 		"Reads the store. Short names: rt (types), res (resources), src (sources). NAME picks one\n"+
 		"object by name. history lists sync attempts of sources, or with --resource KIND/NAME the\n"+
-		"reconcile attempts of one resource (KIND/NAME or KIND/NAMESPACE/NAME). Resources are those of the\n"+
+		"reconcile attempts of one resource (KIND/NAME or KIND/NAMESPACE/NAME). agents lists the agents sharing\n"+
+		"the store: alive, stopped (shut down cleanly) or gone (vanished). Resources are those of the\n"+
 		"default namespace (the store records it) and cluster-scoped ones, as kubectl lists them; -n picks\n"+
 		"another namespace, -A all of them with a NAMESPACE column. -o json prints the objects the HTTP API returns; -o wide\n"+
 		"adds columns; -o name prints kind/name. -w then watches the running agent's event stream\n"+
@@ -83,7 +86,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	object, ok := getObject(rest[0])
 	if !ok {
-		return fail(stderr, "get", fmt.Errorf("unknown object %q: want types (rt), resources (res), sources (src) or history", rest[0]))
+		return fail(stderr, "get", fmt.Errorf("unknown object %q: want types (rt), resources (res), sources (src), history or agents", rest[0]))
 	}
 	name := ""
 	if len(rest) == 2 {
@@ -142,6 +145,8 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		n, err = getResources(ctx, st, m, stdout, *output, f, *kind, name, *limit, allNamespaces)
 	case "sources":
 		n, err = getSources(ctx, st, m, stdout, *output, name)
+	case "agents":
+		n, err = getAgents(ctx, st, stdout, *output, name)
 	case "history":
 		lim := *limit
 		if lim == 0 {
