@@ -58,8 +58,8 @@ type Resource struct {
 	// Lease is the worker that holds the resource now; null when none does.
 	Lease *Lease `json:"lease"`
 	// Suspended is true while no worker may reconcile, check or destroy
-	// the resource; SuspendedBy says what suspends it: "api" (SuspendedAt
-	// is when) or "annotation" (no8s.io/suspend: "true").
+	// the resource; SuspendedBy says what suspends it: "api" or
+	// "annotation" (no8s.io/suspend: "true"), and SuspendedAt since when.
 	Suspended   bool       `json:"suspended"`
 	SuspendedBy string     `json:"suspended_by"`
 	SuspendedAt *time.Time `json:"suspended_at"`

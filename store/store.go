@@ -143,9 +143,10 @@ type Resource struct {
 	LeasedAt       *time.Time
 	// LeaseToken increases with every claim; see Lease.
 	LeaseToken int64
-	// SuspendedAt is when the resource was suspended through the API; nil
-	// when it was not (its annotation may suspend it all the same: see
-	// Suspended).
+	// SuspendedAt is when the resource was suspended: when its annotation
+	// no8s.io/suspend: "true" was first written while that suspends it,
+	// else when it was suspended through the API; nil when it is not
+	// suspended (see Suspended and SuspendedBy).
 	SuspendedAt *time.Time
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
