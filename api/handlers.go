@@ -312,6 +312,12 @@ func (s *Server) deleteType(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := store.ResourceFilter{Kind: q.Get("kind"), Source: q.Get("source"), Action: q.Get("action_plugin")}
+	if f.Action != "" && s.opts.Actions != nil {
+		// A resource is bound to an instance by its name or by its
+		// plugin's: either finds it, and the plugin's finds all of its
+		// instances' resources.
+		f.Actions = matchingActions(s.opts.Actions, f.Action)
+	}
 	if st := q.Get("status"); st != "" {
 		f.Phase = manifest.Phase(st)
 		if !f.Phase.Valid() {

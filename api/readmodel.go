@@ -878,7 +878,8 @@ func (s *Server) viewAt(r *http.Request, cost float64, fn func(m *readModel) err
 // matches reports whether e passes f (but for its cursor and limit).
 func (e *modelResource) matches(f *store.ResourceFilter) bool {
 	if (f.Kind != "" && e.kind != f.Kind) || (f.Phase != "" && e.phase != f.Phase) ||
-		(f.Action != "" && e.action != f.Action) || (f.Source != "" && e.source != f.Source) ||
+		(f.Actions == nil && f.Action != "" && e.action != f.Action) || (f.Actions != nil && !slices.Contains(f.Actions, e.action)) ||
+		(f.Source != "" && e.source != f.Source) ||
 		(f.Name != "" && e.name != f.Name) || (f.Namespaces != nil && !slices.Contains(f.Namespaces, e.namespace)) {
 		return false
 	}

@@ -385,9 +385,13 @@ type ResourceFilter struct {
 	// namespaces; "" among them selects cluster-scoped resources.
 	Namespaces []string
 	Phase      manifest.Phase
-	// Action is the action instance the resources are bound to.
+	// Action is the action the resources are bound to, as stored: the name
+	// of an action instance or of a plugin that has one instance.
 	Action string
-	Source string
+	// Actions, when not nil, replaces Action: resources bound to any of
+	// these names.
+	Actions []string
+	Source  string
 	// Labels must all be present with equal values.
 	Labels map[string]string
 	// After is a keyset cursor: only IDs greater than After.

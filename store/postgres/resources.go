@@ -299,7 +299,9 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*s
 	if f.Phase != "" {
 		add("phase = $%d", string(f.Phase))
 	}
-	if f.Action != "" {
+	if f.Actions != nil {
+		add("action = ANY($%d::text[])", f.Actions)
+	} else if f.Action != "" {
 		add("action = $%d", f.Action)
 	}
 	if f.Source != "" {

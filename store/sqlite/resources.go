@@ -336,7 +336,13 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*s
 	if f.Phase != "" {
 		add("phase = $%d", string(f.Phase))
 	}
-	if f.Action != "" {
+	if f.Actions != nil {
+		actions, err := jsonArray(f.Actions)
+		if err != nil {
+			return nil, err
+		}
+		add("action IN (SELECT value FROM json_each($%d))", actions)
+	} else if f.Action != "" {
 		add("action = $%d", f.Action)
 	}
 	if f.Source != "" {
