@@ -952,6 +952,11 @@ type Store interface {
 	AddReconcileRecord(ctx context.Context, h *ReconcileRecord) (int64, error)
 	// ListReconcileRecords returns a resource's attempts, newest first.
 	ListReconcileRecords(ctx context.Context, resourceID int64, limit int) ([]*ReconcileRecord, error)
+	// ListReconcileRecordsByRef returns the attempts of the resources that
+	// had ref (kind, namespace, name; "" for a cluster-scoped kind), newest
+	// first: history outlives its resource, and a name used again is one
+	// trail.
+	ListReconcileRecordsByRef(ctx context.Context, ref manifest.ObjectRef, limit int) ([]*ReconcileRecord, error)
 
 	// PutSource creates or replaces a source's state.
 	PutSource(ctx context.Context, s *Source) (*Source, error)

@@ -61,7 +61,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var labels repeated
 	fs.Var(&labels, "label", "only resources with this label, as key=value; repeatable")
 	limit := fs.Int("limit", 0, "at most this many rows (0: all; history: 20)")
-	resource := fs.String("resource", "", "history of this resource, as KIND/NAME or KIND/NAMESPACE/NAME")
+	resource := fs.String("resource", "", "history of this resource, as KIND/NAME, KIND/NAMESPACE/NAME or its ID; also once it is deleted")
 	var namespace string
 	var allNamespaces bool
 	fs.StringVar(&namespace, "n", "", "resources of this namespace (and cluster-scoped ones); default: the default namespace")
@@ -373,11 +373,7 @@ func getSyncHistory(ctx context.Context, st store.Store, m *redact.Masker, w io.
 }
 
 func getReconcileHistory(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format, ref, namespace string, limit int) (int, error) {
-	r, err := resourceByRef(ctx, st, ref, namespace)
-	if err != nil {
-		return 0, err
-	}
-	rows, err := st.ListReconcileRecords(ctx, r.ID, limit)
+	rows, err := reconcileHistory(ctx, st, ref, namespace, limit)
 	if err != nil {
 		return 0, err
 	}
