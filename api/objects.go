@@ -63,6 +63,11 @@ type Resource struct {
 	Suspended   bool       `json:"suspended"`
 	SuspendedBy string     `json:"suspended_by"`
 	SuspendedAt *time.Time `json:"suspended_at"`
+	// Orphaned is true while the resource's source is orphaned: no agent's
+	// configuration lists it, and the resource is neither reconciled nor
+	// destroyed until the source comes back, or is forgotten or pruned.
+	// Status is then the last one it reached.
+	Orphaned bool `json:"orphaned"`
 	// Finalizers are what must happen before the resource is gone, as the
 	// predecessor lists them: FinalizerDestroy while its removal runs the
 	// action's Destroy (none when annotated no8s.io/prune: disabled, whose
@@ -145,7 +150,7 @@ func NewResource(r *store.Resource) Resource {
 		Source: sourceRef(r.Source), Labels: r.Labels, Annotations: r.Annotations, DependsOn: r.DependsOn,
 		RetryCount: r.RetryCount, NextReconcileTime: r.NextReconcileAt, DeletionRequestedAt: r.DeletionRequestedAt,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastReconcileTime: r.LastReconcileTime,
-		Suspended: r.Suspended(), SuspendedBy: r.SuspendedBy(), SuspendedAt: r.SuspendedAt, Finalizers: finalizers(r),
+		Suspended: r.Suspended(), SuspendedBy: r.SuspendedBy(), SuspendedAt: r.SuspendedAt, Orphaned: r.Orphaned, Finalizers: finalizers(r),
 	}
 	if r.LeaseOwner != "" && r.LeaseExpiresAt != nil {
 		out.Lease = &Lease{Holder: r.LeaseOwner, Since: r.LeasedAt, ExpiresAt: *r.LeaseExpiresAt}

@@ -150,6 +150,11 @@ type Resource struct {
 	SuspendedAt *time.Time
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	// Orphaned is true while the resource's source is orphaned: no agent's
+	// configuration lists it, and the resource is neither reconciled nor
+	// destroyed until the source comes back, or is forgotten or pruned.
+	// Stores read it with the row, from the source's phase.
+	Orphaned bool
 }
 
 // Suspension reasons, as the API shows them.

@@ -119,7 +119,11 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, ref ma
 	if len(r.PluginConfig) > 0 && string(r.PluginConfig) != "null" {
 		field("Plugin config", oneLine(string(r.PluginConfig)))
 	}
-	field("Status", string(r.Status))
+	field("Status", statusCell(r.Resource))
+	if r.Orphaned {
+		field("Orphaned", fmt.Sprintf("yes: no agent's configuration lists source %s; neither reconciled nor destroyed until it is "+
+			"listed again, or forgotten or pruned (no8s-agent delete source %s)", r.Source.Name, r.Source.Name))
+	}
 	if r.Suspended {
 		field("Suspended", suspendedBy(r.SuspendedBy, r.SuspendedAt))
 	}

@@ -257,11 +257,11 @@ func getResources(ctx context.Context, st store.Store, m *redact.Masker, w io.Wr
 			ready, reason := readiness(o.Conditions)
 			msg := orDash(oneLine(o.StatusMessage))
 			if wide {
-				fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", nsCell(o), o.ID, o.Kind, o.Name, ready, o.Status, reason,
+				fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", nsCell(o), o.ID, o.Kind, o.Name, ready, statusCell(o), reason,
 					suspendedCell(o.Suspended), o.Generation, o.ObservedGeneration, orDash(o.ActionPlugin), o.Source.Name, age(o.CreatedAt), msg)
 				continue
 			}
-			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", nsCell(o), o.Kind, o.Name, ready, o.Status, reason, suspendedCell(o.Suspended),
+			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", nsCell(o), o.Kind, o.Name, ready, statusCell(o), reason, suspendedCell(o.Suspended),
 				age(o.CreatedAt), shorten(msg, 60))
 		}
 	})

@@ -46,3 +46,13 @@ func getAgents(ctx context.Context, st store.Store, w io.Writer, format, name st
 		}
 	})
 }
+
+// statusCell is a resource's STATUS: its phase, and ",orphaned" while its
+// source is orphaned (as kubectl writes a node Ready,SchedulingDisabled):
+// the phase is the last one it reached, and nothing reconciles it.
+func statusCell(r api.Resource) string {
+	if r.Orphaned {
+		return string(r.Status) + ",orphaned"
+	}
+	return string(r.Status)
+}
