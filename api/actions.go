@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/store"
@@ -17,6 +18,31 @@ type Actions interface {
 	Resolve(name string) (action.Instance, error)
 	// List returns the instances, by name.
 	List() []action.Instance
+}
+
+// matchingActions returns the action names stored in resources that are
+// bound to an instance whose name or plugin is name: the names of those
+// instances, and the name of the plugin of each that is its plugin's only
+// instance (a resource written with the plugin's name runs under it; see
+// Resolve). name itself is always among them, so that resources bound to
+// no configured instance are found by the name they were written with.
+func matchingActions(acts Actions, name string) []string {
+	out := []string{name}
+	add := func(s string) {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	for _, i := range acts.List() {
+		if i.Name != name && i.Plugin != name {
+			continue
+		}
+		add(i.Name)
+		if r, err := acts.Resolve(i.Plugin); err == nil && r.Name == i.Name {
+			add(i.Plugin)
+		}
+	}
+	return out
 }
 
 // ActionInstance is an action instance in GET /api/v1/plugins/actions: its

@@ -54,4 +54,24 @@ func TestActionInstances(t *testing.T) {
 	if got, ok := instances.Get(created.ActionPlugin); !ok || got.Name != "provision-db" {
 		t.Errorf("the instance that exec stands for: %+v %v", got, ok)
 	}
+	// The filter action_plugin finds a resource by its instance's name or
+	// its plugin's, however it was written.
+	byName := strings.Replace(dbResource, `"production-pg"`, `"staging-pg"`, 1)
+	e.must("POST", "/api/v1/resources", writeToken, byName, http.StatusCreated, nil)
+	for filter, want := range map[string]string{
+		"provision-db": "production-pg staging-pg",
+		"exec":         "production-pg staging-pg",
+		"noop":         "",
+		"http":         "",
+	} {
+		var got []api.Resource
+		e.must("GET", "/api/v1/resources?action_plugin="+filter, "", "", http.StatusOK, &got)
+		var names []string
+		for _, r := range got {
+			names = append(names, r.Name)
+		}
+		if strings.Join(names, " ") != want {
+			t.Errorf("?action_plugin=%s found %v, want [%s]", filter, names, want)
+		}
+	}
 }

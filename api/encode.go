@@ -119,6 +119,8 @@ func appendResource(b []byte, r *store.Resource) []byte {
 	b = appendJSONString(b, by)
 	b = append(b, `,"suspended_at":`...)
 	b = appendTimePtr(b, r.SuspendedAt)
+	b = append(b, `,"orphaned":`...)
+	b = strconv.AppendBool(b, r.Orphaned)
 	b = append(b, `,"finalizers":[`...)
 	if !r.PruneDisabled() { // as finalizers(r) says, without its slice
 		b = appendJSONString(b, FinalizerDestroy)

@@ -91,7 +91,7 @@ func TestEncodedShapes(t *testing.T) {
 		v    any
 		want string
 	}{
-		{Resource{}, "id name namespace kind resource_type_name resource_type_version api_version action_plugin spec spec_hash status status_message generation observed_generation conditions outputs source labels annotations depends_on retry_count next_reconcile_time deletion_requested_at created_at updated_at last_reconcile_time lease suspended suspended_by suspended_at finalizers plugin_config metadata"},
+		{Resource{}, "id name namespace kind resource_type_name resource_type_version api_version action_plugin spec spec_hash status status_message generation observed_generation conditions outputs source labels annotations depends_on retry_count next_reconcile_time deletion_requested_at created_at updated_at last_reconcile_time lease suspended suspended_by suspended_at orphaned finalizers plugin_config metadata"},
 		{Lease{}, "holder since expires_at"},
 		{manifest.Condition{}, "type status reason,omitempty message,omitempty lastTransitionTime observedGeneration,omitempty"},
 		{manifest.ObjectRef{}, "kind namespace,omitempty name"},

@@ -312,6 +312,12 @@ func (s *Server) deleteType(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) listResources(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := store.ResourceFilter{Kind: q.Get("kind"), Source: q.Get("source"), Action: q.Get("action_plugin")}
+	if f.Action != "" && s.opts.Actions != nil {
+		// A resource is bound to an instance by its name or by its
+		// plugin's: either finds it, and the plugin's finds all of its
+		// instances' resources.
+		f.Actions = matchingActions(s.opts.Actions, f.Action)
+	}
 	if st := q.Get("status"); st != "" {
 		f.Phase = manifest.Phase(st)
 		if !f.Phase.Valid() {
@@ -808,8 +814,8 @@ func (s *Server) reconcileResource(w http.ResponseWriter, r *http.Request) error
 	if err := s.mayOn(r.Context(), VerbReconcile, cur); err != nil {
 		return err
 	}
-	if cur.Suspended() {
-		return errorf(http.StatusConflict, "%s is suspended (by %s): resume it first", cur.Ref(), cur.SuspendedBy())
+	if err := s.mayRun(r.Context(), cur); err != nil {
+		return err
 	}
 	row, err := s.store.RequestReconcile(r.Context(), id)
 	if err != nil {
@@ -817,6 +823,31 @@ func (s *Server) reconcileResource(w http.ResponseWriter, r *http.Request) error
 	}
 	writeJSON(w, http.StatusAccepted, ResourceAction{Message: "Reconciliation triggered", ResourceID: row.ID,
 		Resource: NewResource(row)})
+	return nil
+}
+
+// mayRun refuses with 409 a reconcile request that no worker would act
+// on, saying why and what to do: a suspended resource, one whose source is
+// orphaned (no configuration lists it) or being pruned.
+func (s *Server) mayRun(ctx context.Context, cur *store.Resource) error {
+	if cur.Suspended() {
+		return errorf(http.StatusConflict, "%s is suspended (by %s): resume it first", cur.Ref(), cur.SuspendedBy())
+	}
+	src, err := s.store.GetSource(ctx, cur.Source.Name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	switch src.Phase {
+	case store.SourceOrphaned:
+		return errorf(http.StatusConflict, "%s is not reconciled: its source %s is orphaned (no agent's configuration lists it); "+
+			"add the source back to the configuration, or forget it (no8s-agent delete source %s --mode forget) or prune it (--mode prune)",
+			cur.Ref(), src.Name, src.Name)
+	case store.SourcePruning:
+		return errorf(http.StatusConflict, "%s is not reconciled: its source %s is being pruned, and its resources destroyed", cur.Ref(), src.Name)
+	}
 	return nil
 }
 
@@ -888,7 +919,7 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// listAgents lists the agents that record themselves, alive or gone.
+// listAgents lists the agents that record themselves, alive, stopped or gone.
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
 	rows, err := s.store.ListAgents(r.Context())
 	if err != nil {

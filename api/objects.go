@@ -58,11 +58,16 @@ type Resource struct {
 	// Lease is the worker that holds the resource now; null when none does.
 	Lease *Lease `json:"lease"`
 	// Suspended is true while no worker may reconcile, check or destroy
-	// the resource; SuspendedBy says what suspends it: "api" (SuspendedAt
-	// is when) or "annotation" (no8s.io/suspend: "true").
+	// the resource; SuspendedBy says what suspends it: "api" or
+	// "annotation" (no8s.io/suspend: "true"), and SuspendedAt since when.
 	Suspended   bool       `json:"suspended"`
 	SuspendedBy string     `json:"suspended_by"`
 	SuspendedAt *time.Time `json:"suspended_at"`
+	// Orphaned is true while the resource's source is orphaned: no agent's
+	// configuration lists it, and the resource is neither reconciled nor
+	// destroyed until the source comes back, or is forgotten or pruned.
+	// Status is then the last one it reached.
+	Orphaned bool `json:"orphaned"`
 	// Finalizers are what must happen before the resource is gone, as the
 	// predecessor lists them: FinalizerDestroy while its removal runs the
 	// action's Destroy (none when annotated no8s.io/prune: disabled, whose
@@ -118,14 +123,21 @@ type Agent struct {
 	Version    string    `json:"version"`
 	StartedAt  time.Time `json:"started_at"`
 	LastSeenAt time.Time `json:"last_seen_at"`
-	// Alive is false once the agent missed several heartbeats.
+	// Alive is false once the agent stopped or missed several heartbeats.
 	Alive bool `json:"alive"`
+	// State is alive, stopped (a clean shutdown, its work handed back) or
+	// gone (it stopped recording heartbeats without one; its leases end
+	// when they expire).
+	State store.AgentState `json:"state"`
+	// StoppedAt is when it stopped cleanly.
+	StoppedAt *time.Time `json:"stopped_at,omitempty"`
 }
 
 // NewAgent converts a stored agent; now is the store's time or close to it.
 func NewAgent(a *store.Agent, now time.Time) Agent {
+	st := a.State(now)
 	return Agent{ID: a.ID, Host: a.Host, Version: a.Version, StartedAt: a.StartedAt, LastSeenAt: a.LastSeenAt,
-		Alive: now.Sub(a.LastSeenAt) < store.AgentGoneAfter}
+		Alive: st == store.AgentAlive, State: st, StoppedAt: a.StoppedAt}
 }
 
 // NewResource converts a stored resource.
@@ -138,7 +150,7 @@ func NewResource(r *store.Resource) Resource {
 		Source: sourceRef(r.Source), Labels: r.Labels, Annotations: r.Annotations, DependsOn: r.DependsOn,
 		RetryCount: r.RetryCount, NextReconcileTime: r.NextReconcileAt, DeletionRequestedAt: r.DeletionRequestedAt,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastReconcileTime: r.LastReconcileTime,
-		Suspended: r.Suspended(), SuspendedBy: r.SuspendedBy(), SuspendedAt: r.SuspendedAt, Finalizers: finalizers(r),
+		Suspended: r.Suspended(), SuspendedBy: r.SuspendedBy(), SuspendedAt: r.SuspendedAt, Orphaned: r.Orphaned, Finalizers: finalizers(r),
 	}
 	if r.LeaseOwner != "" && r.LeaseExpiresAt != nil {
 		out.Lease = &Lease{Holder: r.LeaseOwner, Since: r.LeasedAt, ExpiresAt: *r.LeaseExpiresAt}

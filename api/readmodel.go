@@ -535,6 +535,21 @@ func (m *readModel) refresh(ctx context.Context, c changes) error {
 		if sources, err = m.st.ListSources(ctx); err != nil {
 			return err
 		}
+		// A source orphaned or served again changes how each of its
+		// resources reads (orphaned), though their rows did not change:
+		// they are read again, after the sources.
+		m.mu.RLock()
+		flipped := orphanFlips(m.sources, sources)
+		m.mu.RUnlock()
+		for _, name := range flipped {
+			rows, err := m.st.ListResources(ctx, store.ResourceFilter{Source: name})
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				fresh = append(fresh, newModelResource(r))
+			}
+		}
 	}
 	if c.types {
 		if types, err = m.st.ListResourceTypes(ctx, store.TypeFilter{}); err != nil {
@@ -565,6 +580,34 @@ func (m *readModel) refresh(ctx context.Context, c changes) error {
 		m.types = types
 	}
 	return nil
+}
+
+// orphanFlips returns the names of the sources that are orphaned in one of
+// was and now but not in the other.
+func orphanFlips(was, now []*store.Source) []string {
+	orphaned := func(ss []*store.Source) map[string]bool {
+		out := map[string]bool{}
+		for _, s := range ss {
+			if s.Phase == store.SourceOrphaned {
+				out[s.Name] = true
+			}
+		}
+		return out
+	}
+	before, after := orphaned(was), orphaned(now)
+	var out []string
+	for name := range before {
+		if !after[name] {
+			out = append(out, name)
+		}
+	}
+	for name := range after {
+		if !before[name] {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // putLocked puts r in the copy in place of the row with its ID.
@@ -878,7 +921,8 @@ func (s *Server) viewAt(r *http.Request, cost float64, fn func(m *readModel) err
 // matches reports whether e passes f (but for its cursor and limit).
 func (e *modelResource) matches(f *store.ResourceFilter) bool {
 	if (f.Kind != "" && e.kind != f.Kind) || (f.Phase != "" && e.phase != f.Phase) ||
-		(f.Action != "" && e.action != f.Action) || (f.Source != "" && e.source != f.Source) ||
+		(f.Actions == nil && f.Action != "" && e.action != f.Action) || (f.Actions != nil && !slices.Contains(f.Actions, e.action)) ||
+		(f.Source != "" && e.source != f.Source) ||
 		(f.Name != "" && e.name != f.Name) || (f.Namespaces != nil && !slices.Contains(f.Namespaces, e.namespace)) {
 		return false
 	}

@@ -582,6 +582,25 @@ func TestSuspensionShown(t *testing.T) {
 	if _, body, _ := get(t, h, "/"); !regexp.MustCompile(`\b1\s+suspended\b`).MatchString(text(body)) {
 		t.Errorf("overview does not count the suspended resource:\n%s", text(body))
 	}
+	// Suspended by its annotation, it says since when as well.
+	var other int64
+	for _, o := range f.ids {
+		if o != id {
+			other = o
+		}
+	}
+	cur, err := f.st.GetResource(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	annotated := cur.Resource
+	annotated.Annotations = map[string]string{manifest.AnnotationSuspend: "true"}
+	if _, _, err := f.st.ApplyResource(ctx, &annotated, cur.Source); err != nil {
+		t.Fatal(err)
+	}
+	if _, body, _ := get(t, h, fmt.Sprintf("/resources/%d", other)); !strings.Contains(text(body), "yes by its annotation no8s.io/suspend just now not reconciled") {
+		t.Errorf("page of a resource suspended by its annotation:\n%s", text(body))
+	}
 }
 
 // TestNotificationsShown lists a source's notifications and how their

@@ -59,8 +59,9 @@ func newStoreCollector(src Source, opts Options) *storeCollector {
 		limit:   opts.ResourceSeriesLimit,
 		every:   opts.ResourceSeriesEvery,
 		agents: prometheus.NewDesc(name("agents"),
-			"Agents sharing the store by state: alive (recording heartbeats) or gone (no heartbeat for "+
-				store.AgentGoneAfter.String()+"; its leases end when they expire).",
+			"Agents sharing the store by state: alive (recording heartbeats), stopped (shut down cleanly, "+
+				"listed for a day) or gone (no heartbeat for "+store.AgentGoneAfter.String()+
+				" and no clean shutdown; its leases end when they expire).",
 			[]string{"state"}, nil),
 		sourceSusp: prometheus.NewDesc(name("source_suspended"),
 			"1 while the source is suspended (neither fetched nor synced), through the API or its configuration.",
@@ -176,16 +177,15 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	if agents, err := c.src.ListAgents(ctx); err != nil {
 		fail("agents", err)
 	} else {
-		alive := 0
+		n := map[store.AgentState]int{}
 		for _, a := range agents {
 			// The store's clock wrote LastSeenAt; this one is close enough
 			// for a threshold of several heartbeats.
-			if time.Since(a.LastSeenAt) < store.AgentGoneAfter {
-				alive++
-			}
+			n[a.State(time.Now())]++
 		}
-		ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, float64(alive), "alive")
-		ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, float64(len(agents)-alive), "gone")
+		for _, st := range []store.AgentState{store.AgentAlive, store.AgentStopped, store.AgentGone} {
+			ch <- prometheus.MustNewConstMetric(c.agents, prometheus.GaugeValue, float64(n[st]), string(st))
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
 }

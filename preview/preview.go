@@ -495,7 +495,7 @@ func (p *Previewer) report(ctx context.Context, src *Source, pull Pull) error {
 	var body bytes.Buffer
 	fmt.Fprintf(&body, "%s\n### no8s preview of `%s`\n\nPull request #%d at `%s`, against `%s`.\n\n",
 		marker(src.Target.Name), src.Target.Name, pull.Number, short(head), src.Branch)
-	if err := sync.WriteMarkdown(&body, plan, planErr, plans...); err != nil {
+	if err := sync.WriteMarkdownIn(&body, src.Target.Path, plan, planErr, plans...); err != nil {
 		return err
 	}
 	text := m.Mask(body.String())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
 	"reflect"
 	"strings"
 	"testing"
@@ -85,9 +86,20 @@ type fixture struct {
 
 func newFixture(t *testing.T, maxDeletes int) *fixture {
 	t.Helper()
+	return newFixtureIn(t, maxDeletes, "")
+}
+
+// newFixtureIn is newFixture with the source's manifests in the folder dir
+// of the repository ("" for its root).
+func newFixtureIn(t *testing.T, maxDeletes int, dir string) *fixture {
+	t.Helper()
 	f := &fixture{t: t}
 	f.repo = gittest.NewRepo(t)
-	f.repo.Write(map[string]string{"types.yaml": dbType, "dbs/a.yaml": db("a", 100), "dbs/b.yaml": db("b", 200), "dbs/c.yaml": db("c", 300)})
+	files := map[string]string{}
+	for name, content := range map[string]string{"types.yaml": dbType, "dbs/a.yaml": db("a", 100), "dbs/b.yaml": db("b", 200), "dbs/c.yaml": db("c", 300)} {
+		files[path.Join(dir, name)] = content
+	}
+	f.repo.Write(files)
 	f.repo.Commit("three databases")
 	var err error
 	f.st, err = postgres.Open(t.Context(), pgtest.URL(t))
@@ -99,9 +111,9 @@ func newFixture(t *testing.T, maxDeletes int) *fixture {
 		t.Fatal(err)
 	}
 	f.syncer = sync.New(f.st, nil)
-	target := sync.Target{Name: "infra", Kind: store.SourceGit, URL: f.repo.URL(),
+	target := sync.Target{Name: "infra", Kind: store.SourceGit, URL: f.repo.URL(), Path: dir,
 		Prune: sync.Prune{Enabled: true, MaxDeletes: &sync.MaxDeletes{Value: maxDeletes}}}
-	main, err := git.New(git.Config{Name: "infra", URL: f.repo.URL(), CacheDir: t.TempDir()})
+	main, err := git.New(git.Config{Name: "infra", URL: f.repo.URL(), CacheDir: t.TempDir(), Path: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +132,7 @@ func newFixture(t *testing.T, maxDeletes int) *fixture {
 	pullCache := t.TempDir()
 	f.src = &preview.Source{Target: target, Branch: "main", Owner: "acme", Repo: "infra", Client: client,
 		Fetch: func(ctx context.Context, n int) (*source.Snapshot, error) {
-			s, err := git.New(git.Config{Name: "infra", URL: f.repo.URL(), CacheDir: pullCache, Ref: git.Ref{PullRequest: n}})
+			s, err := git.New(git.Config{Name: "infra", URL: f.repo.URL(), CacheDir: pullCache, Ref: git.Ref{PullRequest: n}, Path: dir})
 			if err != nil {
 				return nil, err
 			}

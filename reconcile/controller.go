@@ -193,7 +193,10 @@ func (c *Controller) Run(ctx context.Context) error {
 		defer close(beaten)
 		c.beat(ctx)
 	}()
-	defer func() { <-beaten }()
+	defer func() {
+		<-beaten
+		c.stopped()
+	}()
 	comp := newCompleter(c.store, c.opts.Workers, !c.opts.NoGather)
 	compExited := make(chan struct{})
 	go func() {

@@ -143,12 +143,18 @@ type Resource struct {
 	LeasedAt       *time.Time
 	// LeaseToken increases with every claim; see Lease.
 	LeaseToken int64
-	// SuspendedAt is when the resource was suspended through the API; nil
-	// when it was not (its annotation may suspend it all the same: see
-	// Suspended).
+	// SuspendedAt is when the resource was suspended: when its annotation
+	// no8s.io/suspend: "true" was first written while that suspends it,
+	// else when it was suspended through the API; nil when it is not
+	// suspended (see Suspended and SuspendedBy).
 	SuspendedAt *time.Time
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	// Orphaned is true while the resource's source is orphaned: no agent's
+	// configuration lists it, and the resource is neither reconciled nor
+	// destroyed until the source comes back, or is forgotten or pruned.
+	// Stores read it with the row, from the source's phase.
+	Orphaned bool
 }
 
 // Suspension reasons, as the API shows them.
@@ -384,9 +390,13 @@ type ResourceFilter struct {
 	// namespaces; "" among them selects cluster-scoped resources.
 	Namespaces []string
 	Phase      manifest.Phase
-	// Action is the action instance the resources are bound to.
+	// Action is the action the resources are bound to, as stored: the name
+	// of an action instance or of a plugin that has one instance.
 	Action string
-	Source string
+	// Actions, when not nil, replaces Action: resources bound to any of
+	// these names.
+	Actions []string
+	Source  string
 	// Labels must all be present with equal values.
 	Labels map[string]string
 	// After is a keyset cursor: only IDs greater than After.
@@ -615,6 +625,37 @@ type Agent struct {
 	// StartedAt is when it started; LastSeenAt its last heartbeat, by the
 	// store's clock.
 	StartedAt, LastSeenAt time.Time
+	// StoppedAt is when it stopped cleanly (StopAgent), by the store's
+	// clock; nil while it runs, and for an agent that vanished.
+	StoppedAt *time.Time
+}
+
+// AgentState is what a listed agent is doing.
+type AgentState string
+
+// The states of an agent.
+const (
+	// AgentAlive: it records heartbeats.
+	AgentAlive AgentState = "alive"
+	// AgentStopped: it shut down cleanly, its work handed back.
+	AgentStopped AgentState = "stopped"
+	// AgentGone: it stopped recording heartbeats without a clean shutdown
+	// (killed, crashed, its host or network lost); what it held is taken
+	// over once its leases expire.
+	AgentGone AgentState = "gone"
+)
+
+// State tells whether the agent runs, stopped cleanly or vanished, as of
+// now (the store's time or close to it).
+func (a *Agent) State(now time.Time) AgentState {
+	switch {
+	case a.StoppedAt != nil:
+		return AgentStopped
+	case now.Sub(a.LastSeenAt) < AgentGoneAfter:
+		return AgentAlive
+	default:
+		return AgentGone
+	}
 }
 
 // HistoryLimits bound the history a store keeps.
@@ -921,6 +962,11 @@ type Store interface {
 	AddReconcileRecord(ctx context.Context, h *ReconcileRecord) (int64, error)
 	// ListReconcileRecords returns a resource's attempts, newest first.
 	ListReconcileRecords(ctx context.Context, resourceID int64, limit int) ([]*ReconcileRecord, error)
+	// ListReconcileRecordsByRef returns the attempts of the resources that
+	// had ref (kind, namespace, name; "" for a cluster-scoped kind), newest
+	// first: history outlives its resource, and a name used again is one
+	// trail.
+	ListReconcileRecordsByRef(ctx context.Context, ref manifest.ObjectRef, limit int) ([]*ReconcileRecord, error)
 
 	// PutSource creates or replaces a source's state.
 	PutSource(ctx context.Context, s *Source) (*Source, error)
@@ -954,8 +1000,13 @@ type Store interface {
 	RecordAgent(ctx context.Context, a *Agent) error
 	// ListAgents returns the agents that beat, ordered by id.
 	ListAgents(ctx context.Context) ([]*Agent, error)
-	// ForgetAgents removes the agents not seen for longer than age and
-	// returns how many.
+	// StopAgent records that agent id shut down cleanly: StoppedAt is set
+	// to the store's clock, so that it is listed as stopped, not gone. An
+	// unknown id is ErrNotFound. A later RecordAgent of the same id runs it
+	// again.
+	StopAgent(ctx context.Context, id string) error
+	// ForgetAgents removes the agents not seen for longer than age,
+	// stopped or gone, and returns how many.
 	ForgetAgents(ctx context.Context, age time.Duration) (int, error)
 
 	// TrimHistory deletes, in one short transaction, up to batch reconcile

@@ -7,6 +7,7 @@ import (
 	"html"
 	"io"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 
@@ -32,6 +33,19 @@ type ActionPlan struct {
 // of each updated spec, every problem with its file and line, and the plans
 // of actions, collapsed.
 func WriteMarkdown(w io.Writer, p *Plan, planErr error, actionPlans ...ActionPlan) error {
+	return WriteMarkdownIn(w, "", p, planErr, actionPlans...)
+}
+
+// WriteMarkdownIn is WriteMarkdown for a source whose files are in the
+// folder dir of its repository: files are named from the repository's
+// root, as a pull request shows them.
+func WriteMarkdownIn(w io.Writer, dir string, p *Plan, planErr error, actionPlans ...ActionPlan) error {
+	at := func(file string) string {
+		if file == "" || dir == "" {
+			return file
+		}
+		return strings.TrimPrefix(path.Join(dir, file), "/")
+	}
 	var b strings.Builder
 	var serr *Error
 	refused := errors.As(planErr, &serr)
@@ -48,15 +62,16 @@ func WriteMarkdown(w io.Writer, p *Plan, planErr error, actionPlans ...ActionPla
 	if p != nil && (p.Changes() > 0 || len(p.Types) > 0) {
 		b.WriteString("| change | resource | file | generation | spec |\n|---|---|---|---|---|\n")
 		for _, t := range p.Types {
-			fmt.Fprintf(&b, "| %s | ResourceType %s %s | %s | | |\n", t.Action, mdEscape(t.Name), mdEscape(t.Version), mdEscape(t.File))
+			fmt.Fprintf(&b, "| %s | ResourceType %s %s | %s | | |\n", t.Action, mdEscape(t.Name), mdEscape(t.Version), mdEscape(at(t.File)))
 		}
 		for _, c := range p.All() {
 			gen := ""
 			if c.Generation > 0 {
 				gen = fmt.Sprint(c.Generation)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", c.Action, mdEscape(c.Ref().String()), mdEscape(c.Location()), gen,
-				specDiff(c))
+			spec := specDiff(c)
+			c.File = at(c.File)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", c.Action, mdEscape(c.Ref().String()), mdEscape(c.Location()), gen, spec)
 		}
 		b.WriteString("\n")
 	}
@@ -67,7 +82,7 @@ func WriteMarkdown(w io.Writer, p *Plan, planErr error, actionPlans ...ActionPla
 			if pr.Line > 0 {
 				line = fmt.Sprint(pr.Line)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", mdEscape(pr.File), line, mdEscape(pr.Message))
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", mdEscape(at(pr.File)), line, mdEscape(pr.Message))
 		}
 		b.WriteString("\n")
 	}

@@ -92,3 +92,37 @@ func TestStaleLock(t *testing.T) {
 		t.Errorf("the forced lock is not logged:\n%s", logs)
 	}
 }
+
+// A server that answers a held lock without its lock info leaves the
+// binary printing its own request's lock info: that id is not the holder's,
+// so it is neither shown as the holder's nor forced, even when the previous
+// attempt's run is gone; the error says the backend did not name the lock.
+func TestLockWithoutHolderInfo(t *testing.T) {
+	t.Parallel()
+	srv := tofutest.NewStateServer(t)
+	f := newFixture(t, dbModule, map[string]any{"backend": srv.Backend()})
+	ctx := t.Context()
+	if _, err := f.act.Apply(ctx, request("bare", 1, `{"size": 1}`, &recorder{})); err != nil {
+		t.Fatalf("first apply: %v", err)
+	}
+	srv.AnswerLockedBare()
+	srv.Lock("tf", "Database", "bare", "lock-of-someone")
+	for _, prior := range []*action.Handle{nil, deadRun(t)} {
+		req := request("bare", 2, `{"size": 2}`, &recorder{})
+		req.PriorHandle = prior
+		_, err := f.act.Apply(ctx, req)
+		if err == nil || !strings.Contains(err.Error(), "the backend did not say by which lock") ||
+			strings.Contains(err.Error(), "the state is locked (lock ") || !strings.Contains(err.Error(), "force-unlock ID") {
+			t.Errorf("prior run %v: apply against a lock the server did not describe: %v", prior != nil, err)
+		}
+		if !srv.Held("tf", "Database", "bare") {
+			t.Fatalf("prior run %v: a lock nobody named was forced", prior != nil)
+		}
+	}
+	f.logMu.Lock()
+	logs := f.logs.String()
+	f.logMu.Unlock()
+	if strings.Contains(logs, "force-unlocking") {
+		t.Errorf("a force-unlock was tried:\n%s", logs)
+	}
+}

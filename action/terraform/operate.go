@@ -295,9 +295,19 @@ func (a *Action) withLock(ctx context.Context, dir string, st priorState, h hand
 	if !locked {
 		return res, err
 	}
+	if li.id == "" {
+		// Forcing a lock nobody can name could free someone else's.
+		return res, fmt.Errorf("the state is locked, and the backend did not say by which lock (its answer held no lock info); "+
+			"if no run of this resource is going on, find the lock's id where the backend keeps it and run `%s force-unlock ID` in %s: %w",
+			filepath.Base(a.binary), dir, err)
+	}
+	who := li.who
+	if who == "" {
+		who = "an unknown holder"
+	}
 	if st != priorGone {
 		return res, fmt.Errorf("the state is locked (lock %s, held by %s) and its holder is not known to be gone; "+
-			"if no run of this resource is going on, run `%s force-unlock %s` in %s: %w", li.id, li.who, filepath.Base(a.binary), li.id, dir, err)
+			"if no run of this resource is going on, run `%s force-unlock %s` in %s: %w", li.id, who, filepath.Base(a.binary), li.id, dir, err)
 	}
 	a.log.Warn("force-unlocking the state lock of a run that is gone",
 		"lock", li.id, "holder", li.who, "pid", h.PID, "host", h.Host, "dir", dir)

@@ -306,22 +306,37 @@ func tail(output string) string {
 	return output
 }
 
-// lockInfo is what the binary says of a state lock it could not take.
+// lockInfo is what the binary says of a state lock it could not take: the
+// holder's lock id and who took it, each empty when the binary did not say.
 type lockInfo struct {
 	id, who string
 }
 
 var (
-	lockIDLine  = regexp.MustCompile(`(?m)^\s*ID:\s+(\S+)\s*$`)
-	lockWhoLine = regexp.MustCompile(`(?m)^\s*Who:\s+(\S+)\s*$`)
+	lockIDLine  = regexp.MustCompile(`(?m)^[ \t]*ID:[ \t]+(\S+)[ \t]*$`)
+	lockWhoLine = regexp.MustCompile(`(?m)^[ \t]*Who:[ \t]+(\S+)[ \t]*$`)
+	// heldByLine is the http backend's message naming the holder's lock
+	// id, read from the lock info the server answered with. Some binaries
+	// print their own request's lock info under "Lock Info" beside it.
+	heldByLine = regexp.MustCompile(`already locked: ID=(\S+)`)
+	// ownInfoLine is the http backend's message when the server's answer
+	// was no lock info: the "Lock Info" printed is then the binary's own
+	// request's, not the holder's.
+	ownInfoLine = regexp.MustCompile(`already locked, failed to (?:unmarshal|read) body`)
 )
 
 // lockError reports the lock an error is about, when it is the binary's
-// "Error acquiring the state lock".
+// "Error acquiring the state lock". The lock info printed is the holder's,
+// but for the http backend: there the holder's id is the one its message
+// names, and when the server did not describe the lock, nothing printed
+// is the holder's.
 func lockError(err error) (lockInfo, bool) {
 	var re *runError
 	if !errors.As(err, &re) || !strings.Contains(re.output, "Error acquiring the state lock") {
 		return lockInfo{}, false
+	}
+	if ownInfoLine.MatchString(re.output) {
+		return lockInfo{}, true
 	}
 	var li lockInfo
 	if m := lockIDLine.FindStringSubmatch(re.output); m != nil {
@@ -330,7 +345,11 @@ func lockError(err error) (lockInfo, bool) {
 	if m := lockWhoLine.FindStringSubmatch(re.output); m != nil {
 		li.who = m[1]
 	}
-	return li, li.id != ""
+	if m := heldByLine.FindStringSubmatch(re.output); m != nil && m[1] != li.id {
+		// The lock info printed is the request's own: only the id is known.
+		li = lockInfo{id: m[1]}
+	}
+	return li, true
 }
 
 // hostname is this host's name, for handles; empty when unknown.

@@ -71,6 +71,17 @@ func TestDeleteSourceCLI(t *testing.T) {
 	if code != 0 || strings.Count(out, "orphaned") != 2 {
 		t.Fatalf("get sources: exit %d, %s %s; want gone and doomed orphaned", code, out, errOut)
 	}
+	// Their resources say so in STATUS; the kept source's type is no
+	// resource.
+	code, out, errOut = runCLI(t, "get", "resources", "--database", path)
+	if code != 0 || strings.Count(out, ",orphaned") != 4 {
+		t.Fatalf("get resources: exit %d, %s %s; want 4 orphaned", code, out, errOut)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		if f := strings.Fields(line); len(f) < 4 || !strings.HasSuffix(f[3], ",orphaned") {
+			t.Errorf("get resources row %q: want STATUS <phase>,orphaned", line)
+		}
+	}
 	if code, out, errOut := runCLI(t, "delete", "--help"); code != 0 || !strings.Contains(out+errOut, "-mode") {
 		t.Errorf("delete --help: exit %d, %s%s", code, out, errOut)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/no8s/no8s-agent/api"
 	"github.com/no8s/no8s-agent/client"
 	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
 )
 
 // describeAttempts is how many of the last attempts describe shows.
@@ -123,7 +124,11 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, ref ma
 	if len(r.PluginConfig) > 0 && string(r.PluginConfig) != "null" {
 		field("Plugin config", oneLine(string(r.PluginConfig)))
 	}
-	field("Status", string(r.Status))
+	field("Status", statusCell(r.Resource))
+	if r.Orphaned {
+		field("Orphaned", fmt.Sprintf("yes: no agent's configuration lists source %s; neither reconciled nor destroyed until it is "+
+			"listed again, or forgotten or pruned (no8s-agent delete source %s)", r.Source.Name, r.Source.Name))
+	}
 	if r.Suspended {
 		field("Suspended", suspendedBy(r.SuspendedBy, r.SuspendedAt))
 	}
@@ -143,13 +148,15 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, ref ma
 	}
 	if l := r.Lease; l != nil {
 		holder := orDash(l.Holder)
-		switch alive, known := holderAlive(agents, l.Holder); {
+		switch state, known := holderState(agents, l.Holder); {
 		case agentsHidden:
 			holder += " (the token may not list the agents)"
 		case !known:
 			holder += " (not a registered agent)"
-		case alive:
+		case state == store.AgentAlive:
 			holder += " (alive)"
+		case state == store.AgentStopped:
+			holder += " (stopped)"
 		default:
 			holder += " (not heart-beating)"
 		}
@@ -363,15 +370,19 @@ func when(t time.Time) string {
 	return fmt.Sprintf("%s (%s ago)", t.UTC().Format(time.RFC3339), age(t))
 }
 
-// holderAlive tells whether the lease holder is an agent still recording
-// its heartbeat; known is false when no agent of that id is listed.
-func holderAlive(agents []api.Agent, holder string) (alive, known bool) {
+// holderState tells whether the lease holder is an agent still recording
+// its heartbeat, stopped or gone; known is false when no agent of that id
+// is listed.
+func holderState(agents []api.Agent, holder string) (state store.AgentState, known bool) {
 	for _, a := range agents {
 		if a.ID == holder {
-			return a.Alive, true
+			if a.State == "" && a.Alive { // an agent older than the state field
+				return store.AgentAlive, true
+			}
+			return a.State, true
 		}
 	}
-	return false, false
+	return "", false
 }
 
 // suspendedBy says what suspended an object, and when if known.

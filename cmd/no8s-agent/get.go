@@ -23,7 +23,7 @@ import (
 
 // getObjectWords are the objects get reads, with their short names.
 func getObjectWords() []string {
-	return []string{"types", "resources", "sources", "history", "rt", "res", "src"}
+	return []string{"types", "resources", "sources", "history", "agents", "rt", "res", "src"}
 }
 
 // getObject resolves what get was asked for to types, resources, sources
@@ -38,16 +38,19 @@ func getObject(word string) (string, bool) {
 		return "sources", true
 	case "history":
 		return "history", true
+	case "agents", "agent":
+		return "agents", true
 	}
 	return "", false
 }
 
 func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("get", "get types|resources|sources|history [NAME] [flags]\n\n"+
+	fs := newFlags("get", "get types|resources|sources|history|agents [NAME] [flags]\n\n"+
 		"Reads the store. Short names: rt (types), res (resources), src (sources). NAME picks one\n"+
 		"object by name: -o json or yaml print it as an object (a list when several kinds or versions\n"+
 		"share the name), and none is an error (exit 1). history lists sync attempts of sources, or with --resource KIND/NAME the\n"+
-		"reconcile attempts of one resource (KIND/NAME or KIND/NAMESPACE/NAME). Resources are those of the\n"+
+		"reconcile attempts of one resource (KIND/NAME or KIND/NAMESPACE/NAME). agents lists the agents sharing\n"+
+		"the store: alive, stopped (shut down cleanly) or gone (vanished). Resources are those of the\n"+
 		"default namespace (the store records it) and cluster-scoped ones, as kubectl lists them; -n picks\n"+
 		"another namespace, -A all of them with a NAMESPACE column. -o json prints the objects the HTTP API returns; -o wide\n"+
 		"adds columns; -o name prints kind/name. -w then watches the running agent's event stream\n"+
@@ -61,7 +64,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var labels repeated
 	fs.Var(&labels, "label", "only resources with this label, as key=value; repeatable")
 	limit := fs.Int("limit", 0, "at most this many rows (0: all; history: 20)")
-	resource := fs.String("resource", "", "history of this resource, as KIND/NAME or KIND/NAMESPACE/NAME")
+	resource := fs.String("resource", "", "history of this resource, as KIND/NAME, KIND/NAMESPACE/NAME or its ID; also once it is deleted")
 	var namespace string
 	var allNamespaces bool
 	fs.StringVar(&namespace, "n", "", "resources of this namespace (and cluster-scoped ones); default: the default namespace")
@@ -86,7 +89,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	object, ok := getObject(rest[0])
 	if !ok {
-		return fail(stderr, "get", fmt.Errorf("unknown object %q: want types (rt), resources (res), sources (src) or history", rest[0]))
+		return fail(stderr, "get", fmt.Errorf("unknown object %q: want types (rt), resources (res), sources (src), history or agents", rest[0]))
 	}
 	name := ""
 	if len(rest) == 2 {
@@ -156,6 +159,8 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		n = len(listed)
 	case "sources":
 		n, err = getSources(ctx, st, m, out, format, name)
+	case "agents":
+		n, err = getAgents(ctx, st, out, format, name)
 	case "history":
 		lim := *limit
 		if lim == 0 {
@@ -317,10 +322,10 @@ func resourceRow(o api.Resource, wide, allNamespaces bool) string {
 		created = age(o.CreatedAt)
 	}
 	if wide {
-		return fmt.Sprintf("%s%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s", nsCell, o.ID, orDash(o.Kind), orDash(o.Name), ready, orDash(string(o.Status)), reason,
+		return fmt.Sprintf("%s%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s", nsCell, o.ID, orDash(o.Kind), orDash(o.Name), ready, orDash(statusCell(o)), reason,
 			suspendedCell(o.Suspended), o.Generation, o.ObservedGeneration, orDash(o.ActionPlugin), orDash(o.Source.Name), created, msg)
 	}
-	return fmt.Sprintf("%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", nsCell, orDash(o.Kind), orDash(o.Name), ready, orDash(string(o.Status)), reason, suspendedCell(o.Suspended),
+	return fmt.Sprintf("%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", nsCell, orDash(o.Kind), orDash(o.Name), ready, orDash(statusCell(o)), reason, suspendedCell(o.Suspended),
 		created, shorten(msg, 60))
 }
 
@@ -443,11 +448,7 @@ func getSyncHistory(ctx context.Context, st store.Store, m *redact.Masker, w io.
 }
 
 func getReconcileHistory(ctx context.Context, st store.Store, m *redact.Masker, w io.Writer, format, ref, namespace string, limit int) (int, error) {
-	r, err := resourceByRef(ctx, st, ref, namespace)
-	if err != nil {
-		return 0, err
-	}
-	rows, err := st.ListReconcileRecords(ctx, r.ID, limit)
+	rows, err := reconcileHistory(ctx, st, ref, namespace, limit)
 	if err != nil {
 		return 0, err
 	}

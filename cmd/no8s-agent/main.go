@@ -134,7 +134,7 @@ func legacyCommands() []legacyCommand {
 		{"run", "agent", "run the agent: keep the configured sources synced into the database", runRun, nil},
 		{"validate", "agent", "check manifests offline: every problem as file:line: message", runValidate, nil},
 		{"diff", "agent", "show what syncing a folder as a source would change in the live store", runDiff, nil},
-		{"get", "store", "read the store: types, resources, sources, history (-w: watch the agent)", runGet, getObjectWords()},
+		{"get", "store", "read the store: types, resources, sources, history, agents (-w: watch the agent)", runGet, getObjectWords()},
 		{"delete", "store", "remove an orphaned source from the store: forget or prune it", runDelete, []string{"source"}},
 		{"migrate", "store", "apply database migrations and exit", runMigrate, nil},
 	}

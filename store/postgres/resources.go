@@ -19,7 +19,8 @@ const resourceCols = `id, kind, namespace, grp, type_version, name, labels, anno
 	origin_document, origin_line, source_name, source_path, source_revision, generation, observed_generation,
 	phase, status_message, conditions, outputs, retry_count, next_reconcile_at, deletion_requested_at,
 	reconcile_requested_at, last_reconcile_time, lease_owner, lease_expires_at, lease_token, created_at, updated_at,
-	leased_at, suspended_at, plugin_config`
+	leased_at, suspended_at, plugin_config, annotation_suspended_at,
+	source_name IN (` + store.OrphanedSourcesSQL + `)`
 
 // scanResource scans the resourceCols of row, followed by extra columns
 // into extra.
@@ -27,12 +28,13 @@ func scanResource(row pgx.Row, extra ...any) (*store.Resource, error) {
 	var (
 		r                                                         store.Resource
 		labels, annotations, spec, deps, conds, out, pluginConfig []byte
+		annotatedAt                                               *time.Time
 	)
 	dest := []any{&r.ID, &r.Kind, &r.Namespace, &r.Group, &r.Version, &r.Name, &labels, &annotations, &spec, &r.SpecHash,
 		&r.Action, &deps, &r.Origin.Document, &r.Origin.Line, &r.Source.Name, &r.Source.Path, &r.Source.Revision,
 		&r.Generation, &r.ObservedGeneration, &r.Phase, &r.StatusMessage, &conds, &out, &r.RetryCount,
 		&r.NextReconcileAt, &r.DeletionRequestedAt, &r.ReconcileRequestedAt, &r.LastReconcileTime,
-		&r.LeaseOwner, &r.LeaseExpiresAt, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt, &r.LeasedAt, &r.SuspendedAt, &pluginConfig}
+		&r.LeaseOwner, &r.LeaseExpiresAt, &r.LeaseToken, &r.CreatedAt, &r.UpdatedAt, &r.LeasedAt, &r.SuspendedAt, &pluginConfig, &annotatedAt, &r.Orphaned}
 	err := row.Scan(append(dest, extra...)...)
 	if err != nil {
 		return nil, err
@@ -63,6 +65,9 @@ func scanResource(row pgx.Row, extra ...any) (*store.Resource, error) {
 	r.LeaseExpiresAt = utcPtr(r.LeaseExpiresAt)
 	r.LeasedAt = utcPtr(r.LeasedAt)
 	r.SuspendedAt = utcPtr(r.SuspendedAt)
+	if r.SuspendAnnotated() && annotatedAt != nil {
+		r.SuspendedAt = utcPtr(annotatedAt)
+	}
 	r.CreatedAt, r.UpdatedAt = utc(r.CreatedAt), utc(r.UpdatedAt)
 	return &r, nil
 }
@@ -295,7 +300,9 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*s
 	if f.Phase != "" {
 		add("phase = $%d", string(f.Phase))
 	}
-	if f.Action != "" {
+	if f.Actions != nil {
+		add("action = ANY($%d::text[])", f.Actions)
+	} else if f.Action != "" {
 		add("action = $%d", f.Action)
 	}
 	if f.Source != "" {

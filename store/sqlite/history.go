@@ -84,14 +84,26 @@ func (s *Store) AddReconcileRecord(ctx context.Context, h *store.ReconcileRecord
 // ListReconcileRecords returns up to limit attempts of the resource, newest
 // first; zero means no limit. The resource need not exist any more.
 func (s *Store) ListReconcileRecords(ctx context.Context, resourceID int64, limit int) ([]*store.ReconcileRecord, error) {
+	return s.listReconcileRecords(ctx, fmt.Sprintf("resource %d", resourceID), `resource_id = $1`, []any{resourceID}, limit)
+}
+
+// ListReconcileRecordsByRef returns up to limit attempts of the resources
+// that had ref, newest first; zero means no limit.
+func (s *Store) ListReconcileRecordsByRef(ctx context.Context, ref manifest.ObjectRef, limit int) ([]*store.ReconcileRecord, error) {
+	return s.listReconcileRecords(ctx, ref.String(), `kind = $1 AND namespace = $2 AND name = $3`,
+		[]any{ref.Kind, ref.Namespace, ref.Name}, limit)
+}
+
+// listReconcileRecords returns up to limit attempts that where selects,
+// newest first, of what (for errors).
+func (s *Store) listReconcileRecords(ctx context.Context, what, where string, args []any, limit int) ([]*store.ReconcileRecord, error) {
 	if limit < 0 {
 		return nil, invalid("list reconcile records: negative limit")
 	}
-	query := `SELECT ` + reconcileCols + ` FROM reconcile_history WHERE resource_id = $1 ORDER BY id DESC`
-	args := []any{resourceID}
+	query := `SELECT ` + reconcileCols + ` FROM reconcile_history WHERE ` + where + ` ORDER BY id DESC`
 	if limit > 0 {
-		query += ` LIMIT $2`
 		args = append(args, limit)
+		query += fmt.Sprintf(` LIMIT $%d`, len(args))
 	}
 	out, err := collect(ctx, s, func(row scanner) (*store.ReconcileRecord, error) {
 		var (
@@ -114,7 +126,7 @@ func (s *Store) ListReconcileRecords(ctx context.Context, resourceID int64, limi
 		return &h, err
 	}, query, args...)
 	if err != nil {
-		return nil, mapErr(err, fmt.Sprintf("list reconcile records of resource %d", resourceID))
+		return nil, mapErr(err, "list reconcile records of "+what)
 	}
 	return out, nil
 }

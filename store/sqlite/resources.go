@@ -15,7 +15,8 @@ const resourceCols = `id, kind, namespace, grp, type_version, name, labels, anno
 	origin_document, origin_line, source_name, source_path, source_revision, generation, observed_generation,
 	phase, status_message, conditions, outputs, retry_count, next_reconcile_at, deletion_requested_at,
 	reconcile_requested_at, last_reconcile_time, lease_owner, lease_expires_at, lease_token, created_at, updated_at,
-	leased_at, suspended_at, plugin_config`
+	leased_at, suspended_at, plugin_config, annotation_suspended_at,
+	source_name IN (` + store.OrphanedSourcesSQL + `)`
 
 // scanResource scans the resourceCols of row, followed by extra columns
 // into extra.
@@ -25,13 +26,13 @@ func scanResource(row scanner, extra ...any) (*store.Resource, error) {
 		labels, annotations, deps, conds     string
 		spec, out, pluginConfig              []byte
 		next, deletion, request, last, lease sql.NullInt64
-		leased, suspended                    sql.NullInt64
+		leased, suspended, annotated         sql.NullInt64
 		created, updated                     int64
 	)
 	dest := []any{&r.ID, &r.Kind, &r.Namespace, &r.Group, &r.Version, &r.Name, &labels, &annotations, &spec, &r.SpecHash,
 		&r.Action, &deps, &r.Origin.Document, &r.Origin.Line, &r.Source.Name, &r.Source.Path, &r.Source.Revision,
 		&r.Generation, &r.ObservedGeneration, &r.Phase, &r.StatusMessage, &conds, &out, &r.RetryCount,
-		&next, &deletion, &request, &last, &r.LeaseOwner, &lease, &r.LeaseToken, &created, &updated, &leased, &suspended, &pluginConfig}
+		&next, &deletion, &request, &last, &r.LeaseOwner, &lease, &r.LeaseToken, &created, &updated, &leased, &suspended, &pluginConfig, &annotated, &r.Orphaned}
 	err := row.Scan(append(dest, extra...)...)
 	if err != nil {
 		return nil, err
@@ -62,6 +63,9 @@ func scanResource(row scanner, extra ...any) (*store.Resource, error) {
 	r.LeaseExpiresAt = fromNullMs(lease)
 	r.LeasedAt = fromNullMs(leased)
 	r.SuspendedAt = fromNullMs(suspended)
+	if r.SuspendAnnotated() && annotated.Valid {
+		r.SuspendedAt = fromNullMs(annotated)
+	}
 	r.CreatedAt, r.UpdatedAt = fromMs(created), fromMs(updated)
 	return &r, nil
 }
@@ -107,8 +111,9 @@ func resourceWhat(ref manifest.ObjectRef) string { return "resource " + ref.Stri
 
 const insertResourceSQL = `INSERT INTO resources (kind, grp, type_version, name, labels, annotations, spec, spec_hash,
 	action, depends_on, origin_document, origin_line, source_name, source_path, source_revision, meta_hash,
-	created_at, updated_at, plugin_config, namespace)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17, $18, $19)`
+	created_at, updated_at, plugin_config, namespace, annotation_suspended_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17, $18, $19,
+		CASE WHEN json_extract($6, ` + suspendPath + `) = 'true' THEN $17 END)`
 
 // insertArgs are the arguments of insertResourceSQL.
 func insertArgs(r *manifest.Resource, src store.SourceRef, d *desired, now int64) []any {
@@ -167,6 +172,9 @@ FROM resources WHERE kind = $1 AND namespace = $4 AND name = $2`
 // the conditions of a new generation; $21 the plugin configuration.
 const applyUpdateSQL = `UPDATE resources SET
 	grp = $2, type_version = $3, labels = $4, annotations = $5, spec = $6, spec_hash = $7,
+	-- When its annotation suspends it, since when (kept while it stays).
+	annotation_suspended_at = CASE WHEN json_extract($5, ` + suspendPath + `) = 'true'
+		THEN coalesce(annotation_suspended_at, $17) END,
 	action = $8, depends_on = $9, origin_document = $10, origin_line = $11,
 	source_path = $12, source_revision = $13,
 	generation = generation + CASE WHEN $14 THEN 1 ELSE 0 END,
@@ -329,7 +337,13 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) ([]*s
 	if f.Phase != "" {
 		add("phase = $%d", string(f.Phase))
 	}
-	if f.Action != "" {
+	if f.Actions != nil {
+		actions, err := jsonArray(f.Actions)
+		if err != nil {
+			return nil, err
+		}
+		add("action IN (SELECT value FROM json_each($%d))", actions)
+	} else if f.Action != "" {
 		add("action = $%d", f.Action)
 	}
 	if f.Source != "" {

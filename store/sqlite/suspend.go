@@ -40,6 +40,8 @@ func (s *Store) SuspendResource(ctx context.Context, id int64, suspend bool) (*s
 		r, err := scanResource(s.queryRow(ctx, `UPDATE resources SET suspended_at = NULL,
 				annotations = CASE WHEN deletion_requested_at IS NOT NULL
 					THEN json_remove(annotations, `+suspendPath+`) ELSE annotations END,
+				annotation_suspended_at = CASE WHEN deletion_requested_at IS NOT NULL
+					THEN NULL ELSE annotation_suspended_at END,
 				updated_at = $1
 			WHERE id = $2 RETURNING `+resourceCols, now, id))
 		if err != nil {

@@ -43,12 +43,46 @@ func testAgents(t *testing.T, s store.Store) {
 	if agents[0].Version != "v3" {
 		t.Errorf("after a heartbeat: %+v", agents[0])
 	}
+	// A clean stop is listed as stopped, however long ago the agent beat;
+	// one that merely stops beating is gone once it missed several beats.
+	if err := s.StopAgent(ctx, "b-agent"); err != nil {
+		t.Fatalf("StopAgent: %v", err)
+	}
+	if err := s.StopAgent(ctx, "no-such-agent"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("StopAgent of an unknown agent: %v", err)
+	}
+	agents, _ = s.ListAgents(ctx)
+	if len(agents) != 2 || agents[1].StoppedAt == nil || agents[0].StoppedAt != nil ||
+		time.Since(*agents[1].StoppedAt) > time.Minute || agents[1].StoppedAt.Location() != time.UTC {
+		t.Fatalf("after StopAgent(b-agent): %+v %+v", agents[0], agents[1])
+	}
+	later := agents[1].StoppedAt.Add(store.AgentGoneAfter * 10)
+	if st := agents[1].State(later); st != store.AgentStopped {
+		t.Errorf("stopped agent long after: %s", st)
+	}
+	if st := agents[0].State(agents[0].LastSeenAt.Add(store.AgentGoneAfter)); st != store.AgentGone {
+		t.Errorf("silent agent: %s", st)
+	}
+	if st := agents[0].State(agents[0].LastSeenAt); st != store.AgentAlive {
+		t.Errorf("beating agent: %s", st)
+	}
+	// Started again under the same id, it runs again.
+	if err := s.RecordAgent(ctx, &store.Agent{ID: "b-agent", Host: "host-b", Version: "v1", StartedAt: started}); err != nil {
+		t.Fatal(err)
+	}
+	if agents, _ = s.ListAgents(ctx); agents[1].StoppedAt != nil {
+		t.Errorf("restarted agent still stopped: %+v", agents[1])
+	}
+	if err := s.StopAgent(ctx, "b-agent"); err != nil {
+		t.Fatal(err)
+	}
 	if n, err := s.ForgetAgents(ctx, time.Hour); err != nil || n != 0 {
 		t.Errorf("ForgetAgents(1h) = %d, %v", n, err)
 	}
 	if _, err := s.ForgetAgents(ctx, 0); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("ForgetAgents(0): %v", err)
 	}
+	// Stopped agents are forgotten like gone ones.
 	forgotten := 0
 	waitFor(t, 5*time.Second, "both agents to be older than 1ms", func() bool {
 		n, err := s.ForgetAgents(ctx, time.Millisecond)

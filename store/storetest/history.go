@@ -94,6 +94,37 @@ func testReconcileHistory(t *testing.T, s store.Store) {
 	if err != nil || len(none) != 0 {
 		t.Errorf("ListReconcileRecords(unknown resource) = %d records, %v; want none and no error", len(none), err)
 	}
+
+	// By kind, namespace and name, the deleted resource's attempts are
+	// found, and those of a resource declared again under its name after
+	// them, newest first.
+	again, err := s.CreateResource(ctx, resource("a", `{}`), gitSource("infra", "a.yaml"))
+	if err != nil || again.ID == r.ID {
+		t.Fatalf("recreated: %+v, %v", again, err)
+	}
+	newest, err := s.AddReconcileRecord(ctx, &store.ReconcileRecord{ResourceID: again.ID, Kind: "Widget", Namespace: again.Namespace, Name: "a",
+		Generation: 1, Trigger: store.TriggerCreate, StartedAt: started, FinishedAt: started})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := manifest.ObjectRef{Kind: "Widget", Namespace: again.Namespace, Name: "a"}
+	byRef, err := s.ListReconcileRecordsByRef(ctx, ref, 0)
+	if err != nil || len(byRef) != 4 || byRef[0].ID != newest || byRef[1].ID != ids[2] || byRef[3].ID != ids[0] ||
+		byRef[1].ResourceID != r.ID || byRef[1].Error != "" || byRef[3].Error != "boom" {
+		t.Fatalf("ListReconcileRecordsByRef(%s) = %d records, %v; want 4, newest first", ref, len(byRef), err)
+	}
+	if lim, err := s.ListReconcileRecordsByRef(ctx, ref, 2); err != nil || len(lim) != 2 || lim[1].ID != ids[2] {
+		t.Errorf("ListReconcileRecordsByRef limit 2 = %d records, %v", len(lim), err)
+	}
+	for _, other := range []manifest.ObjectRef{{Kind: "Widget", Namespace: again.Namespace, Name: "zzz"},
+		{Kind: "Gadget", Namespace: again.Namespace, Name: "a"}, {Kind: "Widget", Namespace: "elsewhere", Name: "a"}} {
+		if none, err := s.ListReconcileRecordsByRef(ctx, other, 0); err != nil || len(none) != 0 {
+			t.Errorf("ListReconcileRecordsByRef(%s) = %d records, %v; want none", other, len(none), err)
+		}
+	}
+	if _, err := s.ListReconcileRecordsByRef(ctx, ref, -1); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("ListReconcileRecordsByRef with a negative limit: %v", err)
+	}
 }
 
 func problems() []manifest.Problem {

@@ -92,7 +92,20 @@ func testOrphanedNotDue(t *testing.T, s store.Store) {
 	if _, err := s.RequestDeletion(ctx, doomed.ID); err != nil {
 		t.Fatal(err)
 	}
+	if fresh.Orphaned {
+		t.Errorf("resource of a served source reads as orphaned: %+v", fresh)
+	}
 	putSource(t, s, "gone", store.SourceOrphaned)
+	// Every read says so: one, a list, by name.
+	if r, err := s.GetResource(ctx, retry.ID); err != nil || !r.Orphaned {
+		t.Errorf("GetResource of an orphaned source's resource: %+v, %v; want orphaned", r, err)
+	}
+	if r, err := s.GetResourceByName(ctx, manifest.ObjectRef{Kind: fresh.Kind, Namespace: fresh.Namespace, Name: fresh.Name}); err != nil || !r.Orphaned {
+		t.Errorf("GetResourceByName of an orphaned source's resource: %+v, %v; want orphaned", r, err)
+	}
+	if rs, err := s.ListResources(ctx, store.ResourceFilter{}); err != nil || len(rs) != 3 || !rs[0].Orphaned || !rs[1].Orphaned || !rs[2].Orphaned {
+		t.Errorf("ListResources with an orphaned source: %v, %v; want 3 orphaned", rs, err)
+	}
 	if cs := claim(t, s, "a1", 10); len(cs) != 0 {
 		t.Fatalf("claimed %v of an orphaned source", claimedIDs(cs))
 	}
@@ -110,8 +123,14 @@ func testOrphanedNotDue(t *testing.T, s store.Store) {
 	if cs := claim(t, s, "a1", 10); len(cs) != 1 || cs[0].ID != other.ID {
 		t.Fatalf("claim beside an orphaned source = %v, want [%d]", claimedIDs(cs), other.ID)
 	}
+	if other.Orphaned {
+		t.Errorf("resource of a served source beside an orphaned one reads as orphaned")
+	}
 	// Back in a configuration: due again, scheduled ones on schedule.
 	putSource(t, s, "gone", store.SourceReady)
+	if r, err := s.GetResource(ctx, retry.ID); err != nil || r.Orphaned {
+		t.Errorf("GetResource once the source came back: %+v, %v; want not orphaned", r, err)
+	}
 	cs := claim(t, s, "a1", 10)
 	if got := claimedIDs(cs); len(got) != 2 || !(got[0] == fresh.ID && got[1] == doomed.ID || got[0] == doomed.ID && got[1] == fresh.ID) {
 		t.Fatalf("claim after the source came back = %v, want %d and %d", got, fresh.ID, doomed.ID)

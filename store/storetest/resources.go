@@ -119,8 +119,11 @@ func testListResourcesFilters(t *testing.T, s store.Store) {
 	for _, sd := range seeds {
 		r := resource(sd.name, `{"n":"`+sd.name+`"}`)
 		r.Kind, r.Labels = sd.kind, sd.labels
-		if sd.kind == "Gadget" {
+		switch {
+		case sd.kind == "Gadget":
 			r.Action = "gadgets"
+		case sd.name == "w2":
+			r.Action = "exec" // a plugin's name, which runs its only instance
 		}
 		created, err := s.CreateResource(ctx, r, gitSource(sd.source, sd.name+".yaml"))
 		if err != nil {
@@ -146,6 +149,10 @@ func testListResourcesFilters(t *testing.T, s store.Store) {
 		{"api source", store.ResourceFilter{Source: store.APISource}, []string{"Widget/w3"}},
 		{"action", store.ResourceFilter{Action: "gadgets"}, []string{"Gadget/g1", "Gadget/g2"}},
 		{"action and source", store.ResourceFilter{Action: "gadgets", Source: "infra"}, nil},
+		{"actions", store.ResourceFilter{Action: "act", Actions: []string{"act", "exec"}}, []string{"Widget/w2"}},
+		{"actions, either name", store.ResourceFilter{Actions: []string{"gadgets", "exec"}}, []string{"Widget/w2", "Gadget/g1", "Gadget/g2"}},
+		{"actions, none", store.ResourceFilter{Action: "gadgets", Actions: []string{}}, nil},
+		{"actions and kind", store.ResourceFilter{Kind: "Gadget", Actions: []string{"exec", "gadgets"}}, []string{"Gadget/g1", "Gadget/g2"}},
 		{"one label", store.ResourceFilter{Labels: map[string]string{"env": "prod"}}, []string{"Widget/w1", "Gadget/g1", "Widget/w3"}},
 		{"two labels", store.ResourceFilter{Labels: map[string]string{"env": "prod", "team": "core"}}, []string{"Widget/w1"}},
 		{"label value differs", store.ResourceFilter{Labels: map[string]string{"env": "staging"}}, nil},

@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LeaseSince", testLeaseSince},
 		{"NoDriftFold", testNoDriftFold},
 		{"SuspendResources", testSuspendResources},
+		{"SuspendAnnotationTime", testSuspendAnnotationTime},
 		{"SuspendSources", testSuspendSources},
 		{"ResourceStates", testResourceStates},
 		{"NoticesRecorded", testNoticesRecorded},

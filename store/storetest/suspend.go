@@ -66,8 +66,23 @@ func testSuspendResources(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !byNote.Suspended() || byNote.SuspendedBy() != store.SuspendedByAnnotation || byNote.SuspendedAt != nil {
+	// Suspended by its annotation, it says since when, as a suspension
+	// through the API does; a later apply keeps that time.
+	if !byNote.Suspended() || byNote.SuspendedBy() != store.SuspendedByAnnotation || byNote.SuspendedAt == nil {
 		t.Fatalf("annotated resource: suspended %v by %q at %v", byNote.Suspended(), byNote.SuspendedBy(), byNote.SuspendedAt)
+	}
+	checkUTC(t, "SuspendedAt", *byNote.SuspendedAt)
+	if d := time.Since(*byNote.SuspendedAt); d > time.Minute || d < -time.Minute {
+		t.Errorf("annotated resource suspended at %v, want about now", byNote.SuspendedAt)
+	}
+	noted := *byNote.SuspendedAt
+	relabelled := annotated(resource("by-note", `{}`), manifest.AnnotationSuspend, "true")
+	relabelled.Labels = map[string]string{"team": "b"}
+	if r, _, err := s.ApplyResource(ctx, relabelled, src); err != nil || r.SuspendedAt == nil || !r.SuspendedAt.Equal(noted) {
+		t.Fatalf("annotated resource applied again: %v, %v; want suspended at %v still", r.SuspendedAt, err, noted)
+	}
+	if r, err := s.GetResource(ctx, byNote.ID); err != nil || r.SuspendedAt == nil || !r.SuspendedAt.Equal(noted) {
+		t.Fatalf("annotated resource read: %+v, %v; want suspended at %v", r, err, noted)
 	}
 	status, err := s.Listen(ctx, store.TopicStatus)
 	if err != nil {
@@ -248,5 +263,38 @@ func testResourceStates(t *testing.T, s store.Store) {
 		if states[i] != want[i] {
 			t.Errorf("state %d = %+v, want %+v", i, states[i], want[i])
 		}
+	}
+}
+
+// testSuspendAnnotationTime records when a resource's annotation suspended
+// it, from the update that wrote it until the one that takes it out.
+func testSuspendAnnotationTime(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	src := gitSource("infra", "widgets/a.yaml")
+	// Suspended by annotation on an update, it says so too.
+	later, _, err := s.ApplyResource(ctx, resource("noted-later", `{}`), src)
+	if err != nil || later.SuspendedAt != nil {
+		t.Fatalf("plain resource: %v, %v", later, err)
+	}
+	if later, _, err = s.ApplyResource(ctx, annotated(resource("noted-later", `{}`), manifest.AnnotationSuspend, "true"), src); err != nil ||
+		later.SuspendedBy() != store.SuspendedByAnnotation || later.SuspendedAt == nil {
+		t.Fatalf("resource annotated on an update: %+v, %v", later, err)
+	}
+	if later, _, err = s.ApplyResource(ctx, resource("noted-later", `{}`), src); err != nil || later.Suspended() || later.SuspendedAt != nil {
+		t.Fatalf("resource whose annotation went: %+v, %v", later, err)
+	}
+	// Suspended through the API as well, it keeps the API's time once the
+	// annotation goes.
+	byAPI, err := s.SuspendResource(ctx, later.ID, true)
+	if err != nil || byAPI.SuspendedAt == nil {
+		t.Fatalf("SuspendResource = %+v, %v", byAPI, err)
+	}
+	if both, _, err := s.ApplyResource(ctx, annotated(resource("noted-later", `{}`), manifest.AnnotationSuspend, "true"), src); err != nil ||
+		both.SuspendedBy() != store.SuspendedByAnnotation || both.SuspendedAt == nil {
+		t.Fatalf("suspended both ways: %+v, %v", both, err)
+	}
+	if r, _, err := s.ApplyResource(ctx, resource("noted-later", `{}`), src); err != nil ||
+		r.SuspendedBy() != store.SuspendedByAPI || r.SuspendedAt == nil || !r.SuspendedAt.Equal(*byAPI.SuspendedAt) {
+		t.Fatalf("annotation gone, API suspension left: %+v, %v; want suspended by the API at %v", r, err, byAPI.SuspendedAt)
 	}
 }

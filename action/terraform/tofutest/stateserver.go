@@ -24,6 +24,18 @@ type StateServer struct {
 	mu     sync.Mutex
 	states map[string][]byte
 	locks  map[string][]byte // the holder's lock info, by lock path
+	// bare, when set, answers a LOCK of a held lock as some servers do:
+	// 409 with a text, not the holder's lock info.
+	bare bool
+}
+
+// AnswerLockedBare makes a LOCK of a held lock answer 409 with a text that
+// is not the holder's lock info, as some servers of the protocol do: the
+// binary then cannot say whose lock it is.
+func (s *StateServer) AnswerLockedBare() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bare = true
 }
 
 // NewStateServer starts a StateServer, stopped when t ends.
@@ -71,6 +83,10 @@ func (s *StateServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		delete(s.states, key)
 	case strings.HasPrefix(key, "/lock/") && r.Method == "LOCK":
 		if held, ok := s.locks[key]; ok {
+			if s.bare {
+				http.Error(w, "locked", http.StatusConflict)
+				return
+			}
 			w.WriteHeader(http.StatusLocked)
 			w.Write(held)
 			return

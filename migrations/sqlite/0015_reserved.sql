@@ -1,2 +1,0 @@
--- Kept empty: this version is taken by a change made alongside.
-SELECT 1;
