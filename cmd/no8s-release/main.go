@@ -16,7 +16,6 @@ import (
 	"os/signal"
 	"sort"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -59,12 +58,8 @@ func run(ctx context.Context, args []string) error {
 		Image: nil,
 	}
 	if *targets != "" {
-		for _, s := range strings.Split(*targets, ",") {
-			goos, goarch, ok := strings.Cut(strings.TrimSpace(s), "/")
-			if !ok {
-				return fmt.Errorf("-targets: %q is not GOOS/GOARCH", s)
-			}
-			o.Targets = append(o.Targets, release.Target{OS: goos, Arch: goarch})
+		if o.Targets, err = release.ParseTargets(*targets); err != nil {
+			return fmt.Errorf("-targets: %w", err)
 		}
 	}
 	res, err := release.Build(ctx, o)

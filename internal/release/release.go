@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -32,6 +33,21 @@ type Target struct {
 }
 
 func (t Target) String() string { return t.OS + "/" + t.Arch }
+
+// ParseTargets reads a comma-separated list of GOOS/GOARCH pairs, such as
+// "linux/amd64,darwin/arm64".
+func ParseTargets(s string) ([]Target, error) {
+	var out []Target
+	for _, pair := range strings.Split(s, ",") {
+		goos, goarch, ok := strings.Cut(strings.TrimSpace(pair), "/")
+		t := Target{goos, goarch}
+		if !ok || !slices.Contains(DefaultTargets, t) {
+			return nil, fmt.Errorf("%q is not one of linux and darwin on amd64 and arm64, written GOOS/GOARCH", pair)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
 
 // DefaultTargets are the platforms a release is built for.
 var DefaultTargets = []Target{

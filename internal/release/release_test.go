@@ -858,3 +858,15 @@ func TestPackageVersion(t *testing.T) {
 		t.Errorf("PackageVersion of nothing = %q, want an error", v)
 	}
 }
+
+func TestParseTargets(t *testing.T) {
+	got, err := release.ParseTargets("linux/amd64, darwin/arm64")
+	if want := []release.Target{{OS: "linux", Arch: "amd64"}, {OS: "darwin", Arch: "arm64"}}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("ParseTargets = %v, %v; want %v", got, err, want)
+	}
+	for _, bad := range []string{"linux", "windows/amd64", "linux/386", ""} {
+		if got, err := release.ParseTargets(bad); err == nil {
+			t.Errorf("ParseTargets(%q) = %v, want an error", bad, got)
+		}
+	}
+}
