@@ -11,13 +11,23 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 BUILDDATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS   ?= -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILDDATE)
 
-.PHONY: all build test lint bench bench-e2e fuzz faults postgres chromium signing tofu promtool clean
+.PHONY: all build dist test lint bench bench-e2e fuzz faults postgres chromium signing tofu promtool clean
 
 all: lint test build
 
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/no8s-agent
+
+# The release files, into dist/: for linux and darwin on amd64 and arm64,
+# static binaries in tar.gz archives (with shell completions and the default
+# configuration), a CycloneDX SBOM per binary, deb and rpm packages with the
+# systemd unit for linux, and checksums.txt. Offline, from the module cache,
+# and reproducible: every timestamp is the commit's (DIST_DATE).
+DIST_DATE ?= $(shell git log -1 --format=%cI 2>/dev/null)
+dist:
+	rm -rf dist
+	$(GO) run ./cmd/no8s-release -out dist -version "$(VERSION)" -commit "$(COMMIT)" -date "$(DIST_DATE)"
 
 test: postgres chromium signing tofu promtool
 	NO8S_TOFU="$${NO8S_TOFU:-$(CURDIR)/$(TOFU_BIN)}" NO8S_PROMTOOL="$${NO8S_PROMTOOL:-$(CURDIR)/$(PROMTOOL_BIN)}" \
@@ -125,4 +135,4 @@ $(PROMTOOL_BIN):
 	  github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

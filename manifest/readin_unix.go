@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // readIn reads the regular file name in the open folder dir, up to limit
@@ -27,8 +28,8 @@ func readIn(dir *os.File, name string, l sizeLimit) (data []byte, msg string, ok
 	var openErr error
 	if err := rc.Control(func(dirfd uintptr) {
 		for {
-			fd, openErr = syscall.Openat(int(dirfd), name, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-			if !errors.Is(openErr, syscall.EINTR) {
+			fd, openErr = unix.Openat(int(dirfd), name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+			if !errors.Is(openErr, unix.EINTR) {
 				return
 			}
 		}
@@ -36,17 +37,17 @@ func readIn(dir *os.File, name string, l sizeLimit) (data []byte, msg string, ok
 		return nil, "", false
 	}
 	if openErr != nil {
-		if errors.Is(openErr, syscall.ELOOP) {
+		if errors.Is(openErr, unix.ELOOP) {
 			return nil, "cannot read: it became a symlink while the tree was read", true
 		}
 		return nil, fmt.Sprintf("cannot read: %v", openErr), true
 	}
-	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, fmt.Sprintf("cannot read: %v", err), true
 	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, "cannot read: not a regular file", true
 	}
 	if st.Size > limit {
@@ -64,8 +65,8 @@ func readIn(dir *os.File, name string, l sizeLimit) (data []byte, msg string, ok
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
-		if errors.Is(err, syscall.EINTR) {
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
