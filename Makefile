@@ -11,7 +11,7 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 BUILDDATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS   ?= -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILDDATE)
 
-.PHONY: all build dist test lint bench bench-e2e fuzz faults postgres chromium signing tofu promtool clean
+.PHONY: all build dist test lint bench bench-e2e fuzz faults postgres chromium signing release-tools tofu promtool clean
 
 all: lint test build
 
@@ -29,7 +29,7 @@ dist:
 	rm -rf dist
 	$(GO) run ./cmd/no8s-release -out dist -version "$(VERSION)" -commit "$(COMMIT)" -date "$(DIST_DATE)"
 
-test: postgres chromium signing tofu promtool
+test: postgres chromium signing release-tools tofu promtool
 	NO8S_TOFU="$${NO8S_TOFU:-$(CURDIR)/$(TOFU_BIN)}" NO8S_PROMTOOL="$${NO8S_PROMTOOL:-$(CURDIR)/$(PROMTOOL_BIN)}" \
 	  $(GO) test $(TESTFLAGS) ./...
 
@@ -103,6 +103,20 @@ signing:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnupg gpg-agent openssh-client >/dev/null; \
 	  else \
 	    echo "gpg, gpg-agent, gpgconf and ssh-keygen are needed by the commit signature tests: install them (Debian: apt-get install gnupg openssh-client)" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+
+# The release tests unpack the deb with dpkg-deb, check the systemd unit
+# with systemd-analyze and the CA bundle the image copies.
+release-tools:
+	@if ! command -v dpkg-deb >/dev/null 2>&1 || ! command -v systemd-analyze >/dev/null 2>&1 \
+	    || [ ! -f /etc/ssl/certs/ca-certificates.crt ]; then \
+	  if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing dpkg-deb, systemd-analyze and the CA bundle for the release tests (Debian packages dpkg, systemd, ca-certificates)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg systemd ca-certificates >/dev/null; \
+	  else \
+	    echo "dpkg-deb, systemd-analyze and /etc/ssl/certs/ca-certificates.crt are needed by the release tests: install them (Debian: apt-get install dpkg systemd ca-certificates)" >&2; \
 	    exit 1; \
 	  fi; \
 	fi

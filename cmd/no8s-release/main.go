@@ -12,14 +12,18 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/no8s/no8s-agent/internal/release"
+	"github.com/no8s/no8s-agent/internal/release/ociimage"
 )
 
 func main() {
@@ -52,10 +56,8 @@ func run(ctx context.Context, args []string) error {
 	}
 	o := release.Options{
 		Dir: *dir, Out: *out, Version: *version, Commit: *commit, Time: at, Maintainer: *maintainer,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		// The container image step plugs in here: a release.ImageFunc
-		// writing each linux binary's OCI layout. Nil builds no image.
-		Image: nil,
+		Log:   slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Image: containerImage(*version, *commit, at),
 	}
 	if *targets != "" {
 		if o.Targets, err = release.ParseTargets(*targets); err != nil {
@@ -72,11 +74,36 @@ func run(ctx context.Context, args []string) error {
 			files = append(files, f)
 		}
 	}
+	files = append(files, res.Images...)
 	sort.Strings(files)
 	for _, f := range append(files, res.Checksums) {
 		fmt.Println(f)
 	}
 	return nil
+}
+
+// containerImage writes the image of the linux binaries: a
+// multi-architecture OCI layout, as a folder and as a tar, and a
+// docker-archive tar per architecture, tagged with the version.
+func containerImage(version, commit string, at time.Time) release.ImageFunc {
+	return func(ctx context.Context, binaries map[string]string, out, base string) ([]string, error) {
+		o := ociimage.Options{
+			Version: version, Revision: commit, Created: at,
+			LayoutDir:  filepath.Join(out, base+"_oci"),
+			LayoutTar:  filepath.Join(out, base+"_oci.tar"),
+			DockerTars: map[string]string{},
+		}
+		for _, arch := range slices.Sorted(maps.Keys(binaries)) {
+			o.Binaries = append(o.Binaries, ociimage.Binary{Arch: arch, Path: binaries[arch]})
+			o.DockerTars[arch] = filepath.Join(out, base+"_linux_"+arch+".docker.tar")
+		}
+		res, err := ociimage.Write(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "image %s: index %s\n", res.Ref, res.Index)
+		return append([]string{o.LayoutTar}, slices.Collect(maps.Values(o.DockerTars))...), nil
+	}
 }
 
 // commitTime parses -date, or SOURCE_DATE_EPOCH when -date is empty.

@@ -55,11 +55,13 @@ var DefaultTargets = []Target{
 	{"darwin", "amd64"}, {"darwin", "arm64"},
 }
 
-// ImageFunc writes the container image of the linux binary at binary,
-// built for goarch, into dir (a folder of its own under the output
-// folder), as an OCI layout. Files it leaves directly in the output folder
-// are listed in checksums.txt with the others.
-type ImageFunc func(ctx context.Context, binary, goarch, dir string) error
+// ImageFunc writes the container image of the linux binaries, given by
+// GOARCH, into the output folder out, in files whose names start with base
+// (the archives' prefix, such as "no8s-agent_1.2.3"). One call gets every
+// architecture, so that the image is one multi-architecture index. Files
+// it leaves directly in out are listed in checksums.txt with the others;
+// it returns the files it wrote there.
+type ImageFunc func(ctx context.Context, binaries map[string]string, out, base string) ([]string, error)
 
 // Options says what to build and from where.
 type Options struct {
@@ -101,6 +103,8 @@ type Result struct {
 	// Packages are the deb and rpm packages, by target and format
 	// ("linux/amd64 deb").
 	Packages map[string]string
+	// Images are the container image's files, as the ImageFunc named them.
+	Images []string
 	// Checksums is checksums.txt.
 	Checksums string
 }
@@ -184,16 +188,16 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	// The container image step: Options.Image, when the command wires it.
-	if o.Image != nil {
-		for _, t := range targets {
-			if t.OS != "linux" {
-				continue
-			}
-			dir := filepath.Join(o.Out, "image_"+t.OS+"_"+t.Arch)
-			log.Info("writing the container image", "target", t.String(), "dir", dir)
-			if err := o.Image(ctx, res.Binaries[t.String()], t.Arch, dir); err != nil {
-				return nil, fmt.Errorf("container image for %s: %w", t, err)
-			}
+	linux := map[string]string{}
+	for _, t := range targets {
+		if t.OS == "linux" {
+			linux[t.Arch] = res.Binaries[t.String()]
+		}
+	}
+	if o.Image != nil && len(linux) > 0 {
+		log.Info("writing the container image", "architectures", len(linux))
+		if res.Images, err = o.Image(ctx, linux, o.Out, Name+"_"+pv); err != nil {
+			return nil, fmt.Errorf("container image: %w", err)
 		}
 	}
 

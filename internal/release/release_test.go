@@ -24,9 +24,9 @@ import (
 	"testing"
 	"time"
 
-	rpmutils "github.com/sassoftware/go-rpmutils"
-
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/jackc/pgx/v5"
+	rpmutils "github.com/sassoftware/go-rpmutils"
 
 	"github.com/no8s/no8s-agent/config"
 	"github.com/no8s/no8s-agent/internal/release"
@@ -69,6 +69,9 @@ type result struct {
 	SBOM      string
 	Deb, RPM  string
 	Checksums string
+	// Image is the multi-architecture OCI layout's tar, DockerImage the
+	// docker-archive tar of the target's architecture.
+	Image, DockerImage string
 }
 
 func testTarget() release.Target {
@@ -130,17 +133,19 @@ func buildRelease(t *testing.T, key string) (*result, error) {
 	t.Logf("release build %s: %s", key, time.Since(start).Round(time.Millisecond))
 	rpmArch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[tt.Arch]
 	res := &result{
-		Dir:       out,
-		Binary:    filepath.Join(out, "build", tt.OS+"_"+tt.Arch, "no8s-agent"),
-		Archive:   filepath.Join(out, fmt.Sprintf("no8s-agent_1.2.3_%s_%s.tar.gz", tt.OS, tt.Arch)),
-		SBOM:      filepath.Join(out, fmt.Sprintf("no8s-agent_1.2.3_%s_%s.sbom.cdx.json", tt.OS, tt.Arch)),
-		Deb:       filepath.Join(out, "no8s-agent_1.2.3-1_"+tt.Arch+".deb"),
-		RPM:       filepath.Join(out, "no8s-agent-1.2.3-1."+rpmArch+".rpm"),
-		Checksums: filepath.Join(out, "checksums.txt"),
+		Dir:         out,
+		Binary:      filepath.Join(out, "build", tt.OS+"_"+tt.Arch, "no8s-agent"),
+		Archive:     filepath.Join(out, fmt.Sprintf("no8s-agent_1.2.3_%s_%s.tar.gz", tt.OS, tt.Arch)),
+		SBOM:        filepath.Join(out, fmt.Sprintf("no8s-agent_1.2.3_%s_%s.sbom.cdx.json", tt.OS, tt.Arch)),
+		Deb:         filepath.Join(out, "no8s-agent_1.2.3-1_"+tt.Arch+".deb"),
+		RPM:         filepath.Join(out, "no8s-agent-1.2.3-1."+rpmArch+".rpm"),
+		Checksums:   filepath.Join(out, "checksums.txt"),
+		Image:       filepath.Join(out, "no8s-agent_1.2.3_oci.tar"),
+		DockerImage: filepath.Join(out, "no8s-agent_1.2.3_linux_"+tt.Arch+".docker.tar"),
 	}
 	// The command lists what it wrote, checksums.txt last.
 	printed := strings.Fields(stdout.String())
-	want := []string{res.RPM, res.Deb, res.SBOM, res.Archive, res.Checksums}
+	want := []string{res.RPM, res.Deb, res.DockerImage, res.SBOM, res.Archive, res.Image, res.Checksums}
 	if !slices.Equal(printed, want) {
 		return nil, fmt.Errorf("no8s-release printed %q, want %q", printed, want)
 	}
@@ -169,7 +174,7 @@ func need(t *testing.T, tools ...string) {
 	}
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed: cannot check the package with it", tool)
+			t.Fatalf("%s is not installed, and the packages cannot be checked without it: `make release-tools` installs it", tool)
 		}
 	}
 }
@@ -398,7 +403,7 @@ func TestChecksums(t *testing.T) {
 		t.Errorf("names not sorted: %v", order)
 	}
 	var want []string
-	for _, p := range []string{res.Archive, res.SBOM, res.Deb, res.RPM} {
+	for _, p := range []string{res.Archive, res.SBOM, res.Deb, res.RPM, res.Image, res.DockerImage} {
 		want = append(want, filepath.Base(p))
 	}
 	sort.Strings(want)
@@ -867,6 +872,76 @@ func TestParseTargets(t *testing.T) {
 	for _, bad := range []string{"linux", "windows/amd64", "linux/386", ""} {
 		if got, err := release.ParseTargets(bad); err == nil {
 			t.Errorf("ParseTargets(%q) = %v, want an error", bad, got)
+		}
+	}
+}
+
+// The container image make dist writes is the release's: its binary, its
+// version and commit, in the files checksums.txt lists.
+func TestImage(t *testing.T) {
+	t.Parallel()
+	res := built(t, "a")
+	img, err := tarball.ImageFromPath(res.DockerImage, nil)
+	if err != nil {
+		t.Fatalf("docker tar: %v", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.Config.User == "" || cf.Config.User == "0" || strings.HasPrefix(cf.Config.User, "0:") || cf.Architecture != testTarget().Arch {
+		t.Errorf("image runs as %q on %s", cf.Config.User, cf.Architecture)
+	}
+	if got := cf.Config.Labels["org.opencontainers.image.version"]; got != testVersion {
+		t.Errorf("image version label %q, want %q", got, testVersion)
+	}
+	if got := cf.Config.Labels["org.opencontainers.image.revision"]; got != testCommit {
+		t.Errorf("image revision label %q, want %q", got, testCommit)
+	}
+	// The layer holding the agent holds the release's binary, byte for byte.
+	want, err := os.ReadFile(res.Binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(rc)
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			if h.Name == "usr/bin/no8s-agent" || h.Name == "/usr/bin/no8s-agent" {
+				// Its size and first 64 KiB: decompressing all of it
+				// under the race detector takes half a minute.
+				head := make([]byte, 64<<10)
+				if _, err := io.ReadFull(tr, head); err != nil {
+					t.Fatal(err)
+				}
+				found = h.Size == int64(len(want)) && bytes.Equal(head, want[:len(head)])
+				break
+			}
+		}
+		rc.Close()
+	}
+	if !found {
+		t.Error("no layer holds the release's binary at /usr/bin/no8s-agent")
+	}
+	sums, err := os.ReadFile(res.Checksums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{res.Image, res.DockerImage} {
+		if !strings.Contains(string(sums), "  "+filepath.Base(f)+"\n") {
+			t.Errorf("checksums.txt does not list %s:\n%s", filepath.Base(f), sums)
 		}
 	}
 }
