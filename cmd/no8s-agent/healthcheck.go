@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,9 +27,16 @@ func healthcheckCommand(stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			// What it prints goes to the container's stored health log:
+			// never the URL's password.
+			u, err := neturl.Parse(url)
+			if err != nil || u.Host == "" {
+				return fmt.Errorf("--url is not an absolute URL")
+			}
+			shown := u.Redacted()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 			if err != nil {
-				return err
+				return fmt.Errorf("--url %s: %w", shown, err)
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -38,10 +46,10 @@ func healthcheckCommand(stdout, stderr io.Writer) *cobra.Command {
 			defer resp.Body.Close()
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 			if resp.StatusCode/100 != 2 {
-				fmt.Fprintf(stderr, "healthcheck: %s answered %s\n", url, resp.Status)
+				fmt.Fprintf(stderr, "healthcheck: %s answered %s\n", shown, resp.Status)
 				return exitCode(exitError)
 			}
-			fmt.Fprintf(stdout, "%s: %s\n", url, resp.Status)
+			fmt.Fprintf(stdout, "%s: %s\n", shown, resp.Status)
 			return nil
 		},
 	}

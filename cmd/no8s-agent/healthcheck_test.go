@@ -37,6 +37,21 @@ func TestHealthcheck(t *testing.T) {
 	if code, _, errOut := runCLI(t, "healthcheck", "--url", "http://"+addr+"/healthz", "--timeout", "2s"); code != exitError || !strings.Contains(errOut, "healthcheck:") {
 		t.Errorf("down: exit %d, %q", code, errOut)
 	}
+	// A URL's password never reaches what is printed (a container's
+	// stored health log), whatever the answer.
+	withPassword := strings.Replace(srv.URL, "http://", "http://probe:s3cret-pw@", 1)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		code, out, errOut := runCLI(t, "healthcheck", "--url", withPassword+path)
+		if strings.Contains(out+errOut, "s3cret-pw") || !strings.Contains(out+errOut, "probe:xxxxx@") {
+			t.Errorf("%s: exit %d, printed the password or no URL: %q %q", path, code, out, errOut)
+		}
+	}
+	if code, _, errOut := runCLI(t, "healthcheck", "--url", "http://probe:s3cret-pw@"+addr+"/healthz", "--timeout", "2s"); code != exitError || strings.Contains(errOut, "s3cret-pw") {
+		t.Errorf("down, with a password: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "healthcheck", "--url", "::not a url s3cret-pw"); code != exitError || strings.Contains(errOut, "s3cret-pw") {
+		t.Errorf("a bad URL: exit %d, %q", code, errOut)
+	}
 	if code, _, _ := runCLI(t, "healthcheck", "extra"); code != exitError {
 		t.Errorf("an argument: exit %d", code)
 	}

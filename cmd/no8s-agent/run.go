@@ -45,6 +45,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(rest) > 0 {
 		return fail(stderr, "run", fmt.Errorf("unexpected argument %q", rest[0]))
 	}
+	if err := hideFromActions(); err != nil {
+		return fail(stderr, "run", fmt.Errorf("keeping the environment from actions: %w", err))
+	}
 	if *profiling {
 		// Heap samples are taken only when profiles are served.
 		memprofile.Enable()

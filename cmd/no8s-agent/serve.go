@@ -27,6 +27,9 @@ type httpServer struct {
 	ln  net.Listener
 	srv *api.Server
 	log *slog.Logger
+	// readsOpen: no read token and no scoped tokens, so anyone who
+	// reaches the address reads everything.
+	readsOpen bool
 }
 
 // newHTTPServer listens on cfg.Listen and builds the API with the
@@ -67,7 +70,7 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		// The configuration's -1 (never) is the API's negative pace.
 		ReadsWhileWorking: float64(cfg.API.ReadsWhileWorking),
 	})
-	return &httpServer{ln: ln, srv: srv, log: log}, nil
+	return &httpServer{ln: ln, srv: srv, log: log, readsOpen: cfg.API.ReadToken() == "" && len(apiTokens(cfg.API)) == 0}, nil
 }
 
 // Addr is the address the server listens on (the port chosen when the
@@ -77,9 +80,19 @@ func (h *httpServer) Addr() string { return h.ln.Addr().String() }
 // serve runs until ctx is done.
 func (h *httpServer) serve(ctx context.Context) {
 	h.log.Info("serving HTTP", "addr", h.Addr(), "dashboard", "http://"+h.Addr()+"/")
+	if h.readsOpen && !loopback(h.ln.Addr()) {
+		h.log.Warn("reads are open to anyone who reaches this address: set api.readTokenEnv or api.tokens, or listen on 127.0.0.1",
+			"addr", h.Addr())
+	}
 	if err := h.srv.Serve(ctx, h.ln); err != nil {
 		h.log.Error("HTTP server stopped", "error", err)
 	}
+}
+
+// loopback says whether addr is reachable from this host only.
+func loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // webhookSources lists the Git sources a push may concern, with the ref

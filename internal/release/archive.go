@@ -94,7 +94,9 @@ func archiveFiles(bin string, t Target, comp map[string][]byte, s *static) []arc
 	}
 	files = append(files,
 		archiveFile{Name: "no8s.yaml", Mode: 0o644, Data: s.Config.Data},
-		archiveFile{Name: "no8s.env", Mode: 0o644, Data: s.Env.Data})
+		// It is where secrets go: readable by its owner alone from the
+		// start.
+		archiveFile{Name: "no8s.env", Mode: 0o600, Data: s.Env.Data})
 	if t.OS == "linux" {
 		files = append(files, archiveFile{Name: "systemd/" + Name + ".service", Mode: 0o644, Data: s.Unit.Data})
 	}

@@ -18,7 +18,7 @@ const (
 	ConfigPath     = ConfigDir + "/no8s.yaml"
 	EnvPath        = ConfigDir + "/no8s.env"
 	UnitPath       = "/usr/lib/systemd/system/" + Name + ".service"
-	ManifestsDir   = "/var/lib/no8s/manifests"
+	ManifestsDir   = "/etc/no8s/manifests"
 	BashCompletion = "/usr/share/bash-completion/completions/" + Name
 	FishCompletion = "/usr/share/fish/vendor_completions.d/" + Name + ".fish"
 	// Debian's zsh looks in vendor-completions, Fedora's and RHEL's in
@@ -75,10 +75,17 @@ func writePackage(o Options, format string, t Target, version, bin string, comp 
 				// An upgrade keeps the administrator's copies (deb
 				// conffiles, rpm %config(noreplace)).
 				{Source: src(s.Config), Destination: ConfigPath, Type: files.TypeConfigNoReplace, FileInfo: fi(0o640, "root", User)},
-				{Source: src(s.Env), Destination: EnvPath, Type: files.TypeConfigNoReplace, FileInfo: fi(0o640, "root", User)},
+				// Secrets: systemd reads the file as root before it
+				// starts the agent, and neither the agent's user nor the
+				// commands its actions run may read it.
+				{Source: src(s.Env), Destination: EnvPath, Type: files.TypeConfigNoReplace, FileInfo: fi(0o600, "root", "root")},
 				{Source: src(s.Unit), Destination: UnitPath, FileInfo: fi(0o644, "root", "root")},
 				{Destination: "/var/lib/no8s", Type: files.TypeDir, FileInfo: fi(0o750, User, User)},
-				{Destination: ManifestsDir, Type: files.TypeDir, FileInfo: fi(0o750, User, User)},
+				// The agent reads its manifests and may not write them:
+				// an action's command, which runs as the agent's user,
+				// could otherwise declare resources no review saw. Its
+				// parent is root's, so it cannot be replaced either.
+				{Destination: ManifestsDir, Type: files.TypeDir, FileInfo: fi(0o750, "root", User)},
 				{Source: compFile["bash"], Destination: BashCompletion, FileInfo: fi(0o644, "root", "root")},
 				{Source: compFile["fish"], Destination: FishCompletion, FileInfo: fi(0o644, "root", "root")},
 				{Source: compFile["zsh"], Destination: zsh, FileInfo: fi(0o644, "root", "root")},
