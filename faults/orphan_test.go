@@ -104,10 +104,12 @@ func orphanSetup(t *testing.T) (string, string) {
 	if r := rs["b1"]; r.Status != "ready" || rs["b2"].Status != "ready" {
 		t.Fatalf("resources of the orphaned source: %+v", rs)
 	}
-	// Manual reconciles of a1 and b1, due together: only a1's is served.
+	// Manual reconciles of a1 and b1: a1's is served; b1's is refused
+	// with why, as it would never run, and nothing of it is reconciled.
 	applies := countCalls(t, world, "apply")
-	for _, name := range []string{"a1", "b1"} {
-		orphanCall(t, "POST", fmt.Sprintf("%s/api/v1/resources/%d/reconcile", base, orphanResourceID(t, base, name)), http.StatusAccepted)
+	orphanCall(t, "POST", fmt.Sprintf("%s/api/v1/resources/%d/reconcile", base, orphanResourceID(t, base, "a1")), http.StatusAccepted)
+	if body := orphanCall(t, "POST", fmt.Sprintf("%s/api/v1/resources/%d/reconcile", base, orphanResourceID(t, base, "b1")), http.StatusConflict); !strings.Contains(body, "orphaned") {
+		t.Fatalf("a reconcile of the orphaned source's b1 answered %s; want it to say the source is orphaned", body)
 	}
 	waitUntil(t, 60*time.Second, "the manual reconcile of a1", func() (bool, string) {
 		c := countCalls(t, world, "apply")
