@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -82,5 +87,67 @@ func TestRunHidesItsEnvironmentFromActions(t *testing.T) {
 	// Its own /proc entries are still its own to read.
 	if _, err := os.ReadFile("/proc/self/maps"); err != nil {
 		t.Errorf("/proc/self/maps: %v", err)
+	}
+}
+
+// The attack itself: a process of the agent's user, as an action's command
+// is, reads /proc/<agent>/environ. It is refused, while the same read of
+// another process of that user succeeds, so the reader is not what fails.
+func TestAgentEnvironmentRefusedToItsOwnUser(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("/proc and PR_SET_DUMPABLE are linux's")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("running the agent as another user needs root; TestRunHidesItsEnvironmentFromActions checks the flag")
+	}
+	t.Parallel()
+	const uid, secret = 65534, "env-secret-4f1d9c"
+	as := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	env := []string{"PATH=/usr/bin:/bin", "NO8S_TEST_ENV_SECRET=" + secret}
+
+	dir := t.TempDir()
+	work := filepath.Join(dir, "work")
+	for _, c := range [][]string{{"cp", binary(t), filepath.Join(dir, "no8s-agent")}, {"cp", "-r", "../../examples/repo", work + "/"},
+		{"chmod", "755", filepath.Dir(dir), dir}, {"chown", "-R", "65534:65534", work}} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", c, err, out)
+		}
+	}
+	log := &lockedWriter{w: &bytes.Buffer{}}
+	agent := exec.Command(filepath.Join(dir, "no8s-agent"), "run", "--database", "state.db", "--source", ".",
+		"--listen", "127.0.0.1:0", "--cache-dir", "cache")
+	agent.Dir, agent.Env, agent.SysProcAttr, agent.Stdout, agent.Stderr = work, env, as, log, log
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { agent.Process.Kill(); agent.Wait() })
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(60 * time.Second)
+	for !strings.Contains(log.String(), "serving HTTP") {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the agent never served:\n%s", log)
+		}
+	}
+
+	read := func(pid int) (string, error) {
+		c := exec.Command("cat", fmt.Sprintf("/proc/%d/environ", pid))
+		c.SysProcAttr = as
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	other := exec.Command("sleep", "60")
+	other.Env, other.SysProcAttr = env, as
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	if out, err := read(other.Process.Pid); err != nil || !strings.Contains(out, secret) {
+		t.Fatalf("reading another process of the same user: %v %q; the check below would prove nothing", err, out)
+	}
+	if out, err := read(agent.Process.Pid); err == nil || strings.Contains(out, secret) {
+		t.Errorf("a process of the agent's user read its environment: %v %q", err, out)
 	}
 }
