@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -35,7 +36,10 @@ const (
 	// DefaultPullRequestInterval is how often open pull requests are listed.
 	DefaultPullRequestInterval = 5 * time.Minute
 	// DefaultGitHubAPIURL is the REST API previews talk to.
-	DefaultGitHubAPIURL   = "https://api.github.com/"
+	DefaultGitHubAPIURL = "https://api.github.com/"
+	// DefaultGitLabURL is the GitLab previews of gitlab.com repositories
+	// talk to.
+	DefaultGitLabURL      = "https://gitlab.com"
 	DefaultGitTimeout     = 60 * time.Second
 	DefaultWorkers        = 8
 	DefaultLeaseDuration  = 30 * time.Second
@@ -293,17 +297,32 @@ type Prune struct {
 // IsEnabled reports whether pruning is on.
 func (p Prune) IsEnabled() bool { return p.Enabled == nil || *p.Enabled }
 
-// PullRequests configures pull-request previews.
+// Git hosts whose pull (merge) requests are previewed.
+const (
+	HostGitHub = "github"
+	HostGitLab = "gitlab"
+)
+
+// PullRequests configures previews of pull requests (merge requests on
+// GitLab).
 type PullRequests struct {
 	// Enabled turns previews on.
 	Enabled bool `json:"enabled"`
-	// TokenEnv names the variable holding the GitHub token that reads pull
+	// Provider is the Git host: github or gitlab. Default gitlab for a
+	// repository on gitlab.com, else github; a self-managed GitLab says
+	// gitlab, with its APIURL.
+	Provider string `json:"provider,omitempty"`
+	// TokenEnv names the variable holding the token that reads pull
 	// requests and writes commit statuses and comments; default the
 	// source's git.auth.tokenEnv.
 	TokenEnv string `json:"tokenEnv,omitempty"`
-	// APIURL is GitHub's REST API; for GitHub Enterprise Server,
-	// https://HOST/api/v3/. Default https://api.github.com/.
+	// APIURL is the host's API: GitHub's REST API (GitHub Enterprise
+	// Server: https://HOST/api/v3/; default https://api.github.com/), or
+	// GitLab's address (https://HOST; default https://gitlab.com).
 	APIURL string `json:"apiURL,omitempty"`
+	// DashboardURL is the agent's dashboard as people reach it: a preview
+	// too long for a comment points to the source's page there.
+	DashboardURL string `json:"dashboardURL,omitempty"`
 	// Interval is how often open pull requests are listed, in case a
 	// webhook was missed. Default 5m.
 	Interval Duration `json:"interval,omitempty"`
@@ -313,6 +332,21 @@ type PullRequests struct {
 
 // Token returns the resolved token for previews, or "".
 func (p PullRequests) Token() string { return p.token.get() }
+
+// RemoteHost is the host name of a Git remote URL, https://HOST/...,
+// ssh://user@HOST:port/... or scp-like user@HOST:path, lower-cased; "" when
+// it names none.
+func RemoteHost(remote string) string {
+	if u, err := url.Parse(remote); err == nil && u.Host != "" {
+		return strings.ToLower(u.Hostname())
+	}
+	if at := strings.Index(remote, "@"); at >= 0 && !strings.Contains(remote[:at], "/") {
+		if host, _, ok := strings.Cut(remote[at+1:], ":"); ok && host != "" && !strings.Contains(host, "/") {
+			return strings.ToLower(host)
+		}
+	}
+	return ""
+}
 
 // PullRequestCacheSuffix ends the name of the cache folder that holds a
 // source's clones of pull requests, <cache-dir>/<name>-pulls: no other
@@ -650,8 +684,19 @@ func (c *Config) applyDefaults(written func(key string) bool) {
 		if s.PullRequests.Enabled && unset(key+".pullRequests.interval", s.PullRequests.Interval.Duration == 0) {
 			s.PullRequests.Interval.Duration = DefaultPullRequestInterval
 		}
-		if s.PullRequests.Enabled && s.PullRequests.APIURL == "" {
-			s.PullRequests.APIURL = DefaultGitHubAPIURL
+		if pr := &s.PullRequests; pr.Enabled && s.Git != nil {
+			if pr.Provider == "" {
+				pr.Provider = HostGitHub
+				if RemoteHost(s.Git.URL) == "gitlab.com" {
+					pr.Provider = HostGitLab
+				}
+			}
+			if pr.APIURL == "" && pr.Provider == HostGitHub {
+				pr.APIURL = DefaultGitHubAPIURL
+			}
+			if pr.APIURL == "" && pr.Provider == HostGitLab && RemoteHost(s.Git.URL) == "gitlab.com" {
+				pr.APIURL = DefaultGitLabURL
+			}
 		}
 	}
 }

@@ -82,7 +82,7 @@ func designConfig() *Config {
 					Auth: GitAuth{TokenEnv: "GITHUB_TOKEN"},
 				},
 				Prune:        Prune{Enabled: ptr(true), MaxDeletes: MaxDeletes{Percent: 25, Set: true}},
-				PullRequests: PullRequests{Enabled: true, Interval: dur(5 * time.Minute), APIURL: "https://api.github.com/"},
+				PullRequests: PullRequests{Enabled: true, Provider: HostGitHub, Interval: dur(5 * time.Minute), APIURL: "https://api.github.com/"},
 				Interval:     dur(time.Minute),
 				MaxFileSize:  DefaultMaxFileSize,
 			},
@@ -198,6 +198,36 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestPullRequestHostDefaults checks which Git host previews talk to
+// when the file does not say: GitLab for a repository on gitlab.com, over
+// https or ssh, GitHub for the rest; and that a file that says keeps it.
+func TestPullRequestHostDefaults(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		url, provider, apiURL    string
+		wantProvider, wantAPIURL string
+	}{
+		{"https://github.com/acme/infra.git", "", "", HostGitHub, DefaultGitHubAPIURL},
+		{"https://gitlab.com/acme/platform/infra.git", "", "", HostGitLab, DefaultGitLabURL},
+		{"git@gitlab.com:acme/infra.git", "", "", HostGitLab, DefaultGitLabURL},
+		{"ssh://git@GitLab.com:22/acme/infra.git", "", "", HostGitLab, DefaultGitLabURL},
+		{"https://gitlab.com.evil.example/acme/infra.git", "", "", HostGitHub, DefaultGitHubAPIURL},
+		{"https://git.example.com/acme/infra.git", "gitlab", "https://git.example.com", HostGitLab, "https://git.example.com"},
+		{"https://ghe.example.com/acme/infra.git", "github", "https://ghe.example.com/api/v3/", HostGitHub, "https://ghe.example.com/api/v3/"},
+	} {
+		doc := fmt.Sprintf("sources:\n- name: s\n  git: {url: '%s'}\n  pullRequests: {enabled: true, tokenEnv: T, provider: '%s', apiURL: '%s'}\n",
+			c.url, c.provider, c.apiURL)
+		cfg, err := Parse([]byte(doc), func(string) (string, bool) { return "tok", true })
+		if err != nil {
+			t.Fatalf("%s: %v", c.url, err)
+		}
+		pr := cfg.Sources[0].PullRequests
+		if pr.Provider != c.wantProvider || pr.APIURL != c.wantAPIURL {
+			t.Errorf("%s: provider %q, apiURL %q; want %q, %q", c.url, pr.Provider, pr.APIURL, c.wantProvider, c.wantAPIURL)
+		}
+	}
+}
+
 func TestIntervalSpellings(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ yaml, want string }{
@@ -273,7 +303,13 @@ func TestParseProblems(t *testing.T) {
 		{"ssh key without known hosts", "sources:\n- name: s\n  git: {url: 'ssh://git@h/r.git', auth: {sshKeyFile: k}}\n",
 			"sources[0].git.auth.knownHostsFile", "required"},
 		{"username without password", git + ", auth: {usernameEnv: U}}\n", "sources[0].git.auth.passwordEnv", "required"},
-		{"pull requests without a token", git + "}\n  pullRequests: {enabled: true}\n", "sources[0].pullRequests.tokenEnv", "GitHub token"},
+		{"pull requests without a token", git + "}\n  pullRequests: {enabled: true}\n", "sources[0].pullRequests.tokenEnv", "token of the Git host"},
+		{"pull requests of an unknown host", git + "}\n  pullRequests: {enabled: true, tokenEnv: T, provider: gitea}\n",
+			"sources[0].pullRequests.provider", `must be github or gitlab, not "gitea"`},
+		{"self-managed GitLab without its address", git + "}\n  pullRequests: {enabled: true, tokenEnv: T, provider: gitlab}\n",
+			"sources[0].pullRequests.apiURL", "self-managed GitLab"},
+		{"pull requests with a bad dashboard URL", git + "}\n  pullRequests: {enabled: true, tokenEnv: T, dashboardURL: 'no8s.local'}\n",
+			"sources[0].pullRequests.dashboardURL", "not an http or https URL"},
 		{"pull requests with a bad API URL", git + "}\n  pullRequests: {enabled: true, tokenEnv: T, apiURL: 'ftp://x'}\n",
 			"sources[0].pullRequests.apiURL", "http(s) URL"},
 		{"pull requests on a folder", "sources:\n- name: s\n  dir: .\n  pullRequests: {enabled: true, tokenEnv: T}\n",
@@ -294,6 +330,13 @@ func TestParseProblems(t *testing.T) {
 		{"slack url in the file", "notifications: {providers: {x: {type: slack, url: \"https://hooks.slack.com/services/T/B/C\"}}}\n",
 			"notifications.providers.x.url", "is a secret"},
 		{"github without token", "notifications: {providers: {x: {type: github}}}\n", "notifications.providers.x.tokenEnv", "required"},
+		{"gitlab without token", "notifications: {providers: {x: {type: gitlab}}}\n", "notifications.providers.x.tokenEnv", "required"},
+		{"gitlab project without group", "notifications: {providers: {x: {type: gitlab, tokenEnv: T, repository: infra}}}\n",
+			"notifications.providers.x.repository", "group/project"},
+		{"gitlab project with an empty part", "notifications: {providers: {x: {type: gitlab, tokenEnv: T, repository: 'acme//infra'}}}\n",
+			"notifications.providers.x.repository", "group/project"},
+		{"repository on a slack provider", "notifications: {providers: {x: {type: slack, urlEnv: U, repository: a/b}}}\n",
+			"notifications.providers.x", "github or gitlab provider"},
 		{"alert to unknown provider", "notifications: {providers: {x: {type: webhook, url: \"https://h.example.com/\"}}, alerts: [{providers: [chat]}]}\n",
 			"notifications.alerts[0].providers", `no provider "chat"`},
 		{"alert of unknown event", "notifications: {providers: {x: {type: webhook, url: \"https://h.example.com/\"}}, alerts: [{providers: [x], events: [Boom]}]}\n",

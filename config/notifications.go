@@ -15,6 +15,7 @@ const (
 	ProviderWebhook = "webhook"
 	ProviderSlack   = "slack"
 	ProviderGitHub  = "github"
+	ProviderGitLab  = "gitlab"
 )
 
 // NotificationEvents are the events an alert may name.
@@ -30,7 +31,7 @@ type Notifications struct {
 
 // NotificationProvider is one place notifications go.
 type NotificationProvider struct {
-	// Type is webhook, slack or github.
+	// Type is webhook, slack, github or gitlab.
 	Type string `json:"type"`
 	// URL (webhook) or URLEnv (webhook, slack: the URL is a secret) is
 	// where to post.
@@ -38,14 +39,17 @@ type NotificationProvider struct {
 	URLEnv string `json:"urlEnv,omitempty"`
 	// SecretEnv (webhook) names the HMAC key of the signature.
 	SecretEnv string `json:"secretEnv,omitempty"`
-	// TokenEnv (github) names a token allowed to write commit statuses;
-	// APIURL is the REST API (default https://api.github.com/).
+	// TokenEnv (github, gitlab) names a token allowed to write commit
+	// statuses; APIURL is the REST API (default https://api.github.com/),
+	// or GitLab's address (https://HOST, default https://gitlab.com).
 	TokenEnv string `json:"tokenEnv,omitempty"`
 	APIURL   string `json:"apiURL,omitempty"`
-	// Repository (github) is owner/name; by default each Git source's own.
+	// Repository (github, gitlab) is owner/name on GitHub, the project's
+	// path (group/sub/project) on GitLab; by default each Git source's own.
 	Repository string `json:"repository,omitempty"`
-	// Sources (github) are the sources whose commits get statuses; by
-	// default every Git source on GitHub.
+	// Sources (github, gitlab) are the sources whose commits get statuses;
+	// by default every Git source on the host: GitHub for github; for
+	// gitlab, gitlab.com, or the host of APIURL.
 	Sources []string `json:"sources,omitempty"`
 	// DashboardURL is the agent's dashboard as people reach it, linked to
 	// from messages and statuses.
@@ -65,7 +69,7 @@ func (p NotificationProvider) Endpoint() string {
 // Secret returns the webhook's HMAC key, or "".
 func (p NotificationProvider) Secret() string { return p.secretValue.get() }
 
-// Token returns the GitHub token, or "".
+// Token returns the GitHub or GitLab token, or "".
 func (p NotificationProvider) Token() string { return p.token.get() }
 
 // Alert sends events to providers; empty filters match everything.
@@ -123,16 +127,28 @@ func (n Notifications) validate(ps *problems) {
 					ps.add(key+".repository", "must be owner/name, not %q", p.Repository)
 				}
 			}
+		case ProviderGitLab:
+			if p.TokenEnv == "" {
+				ps.add(key+".tokenEnv", "required: a token allowed to write commit statuses (Developer role, api scope)")
+			}
+			if p.APIURL != "" {
+				checkHTTPURL(ps, key+".apiURL", p.APIURL)
+			}
+			if p.Repository != "" {
+				if parts := strings.Split(p.Repository, "/"); len(parts) < 2 || slices.Contains(parts, "") {
+					ps.add(key+".repository", "must be the project's path, group/project or group/sub/project, not %q", p.Repository)
+				}
+			}
 		case "":
-			ps.add(key+".type", "required: webhook, slack or github")
+			ps.add(key+".type", "required: webhook, slack, github or gitlab")
 		default:
-			ps.add(key+".type", "unknown type %q: webhook, slack or github", p.Type)
+			ps.add(key+".type", "unknown type %q: webhook, slack, github or gitlab", p.Type)
 		}
 		if p.Type != ProviderWebhook && p.SecretEnv != "" {
 			ps.add(key+".secretEnv", "only a webhook signs its requests")
 		}
-		if p.Type != ProviderGitHub && (p.TokenEnv != "" || p.APIURL != "" || p.Repository != "" || len(p.Sources) > 0) {
-			ps.add(key, "tokenEnv, apiURL, repository and sources are settings of a github provider")
+		if p.Type != ProviderGitHub && p.Type != ProviderGitLab && (p.TokenEnv != "" || p.APIURL != "" || p.Repository != "" || len(p.Sources) > 0) {
+			ps.add(key, "tokenEnv, apiURL, repository and sources are settings of a github or gitlab provider")
 		}
 		if p.DashboardURL != "" {
 			checkHTTPURL(ps, key+".dashboardURL", p.DashboardURL)

@@ -212,7 +212,19 @@ func validateSource(key string, s *Source, ps *problems) {
 	}
 	if pr := s.PullRequests; pr.Enabled {
 		if pr.Token() == "" && pr.TokenEnv == "" && s.Git.Auth.TokenEnv == "" {
-			ps.add(key+".pullRequests.tokenEnv", "previews need a GitHub token: set pullRequests.tokenEnv or git.auth.tokenEnv")
+			ps.add(key+".pullRequests.tokenEnv", "previews need a token of the Git host: set pullRequests.tokenEnv or git.auth.tokenEnv")
+		}
+		switch pr.Provider {
+		case "", HostGitHub:
+		case HostGitLab:
+			if pr.APIURL == "" {
+				ps.add(key+".pullRequests.apiURL", "required for a self-managed GitLab: its address, https://HOST")
+			}
+		default:
+			ps.add(key+".pullRequests.provider", "must be github or gitlab, not %q", pr.Provider)
+		}
+		if pr.DashboardURL != "" {
+			checkHTTPURL(ps, key+".pullRequests.dashboardURL", pr.DashboardURL)
 		}
 		// Zero is the default, filled in by Parse; programmatic configs may leave it.
 		if pr.Interval.Duration != 0 {

@@ -33,7 +33,7 @@ func TestCommitStatusOfRefusedRevision(t *testing.T) {
 		URL: "https://github.com/acme/infra.git", Phase: store.SourceReady}); err != nil {
 		t.Fatal(err)
 	}
-	p := &notify.CommitStatus{Client: client, Store: st, DashboardURL: "https://no8s.example.com", Masker: redact.New(secret)}
+	p := &notify.CommitStatus{Host: &notify.GitHubStatuses{Client: client}, Store: st, DashboardURL: "https://no8s.example.com", Masker: redact.New(secret)}
 	long := "ValidationFailed: 3 invalid manifest(s); first: widgets/é.yaml:4: spec.name: " + strings.Repeat("ü", 200)
 	for i, c := range []struct {
 		message, state, desc string
@@ -102,7 +102,7 @@ func TestRefusalAppliedSinceNotPosted(t *testing.T) {
 		LastAttemptedRevision: manifest.Revision("main@sha1:" + sha)}); err != nil {
 		t.Fatal(err)
 	}
-	p := &notify.CommitStatus{Client: client, Store: st}
+	p := &notify.CommitStatus{Host: &notify.GitHubStatuses{Client: client}, Store: st}
 	n := &store.Notice{ID: 1, Event: store.EventRevisionRefused, Source: "infra", Revision: manifest.Revision("main@sha1:" + sha),
 		Message: "PruneLimitExceeded: would delete 3 of 4 resources"}
 	if done, _, err := p.Deliver(t.Context(), n, store.Delivery{}); err != nil || !done {

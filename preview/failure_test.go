@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/no8s/no8s-agent/githubapi"
 	"github.com/no8s/no8s-agent/preview"
 	"github.com/no8s/no8s-agent/source"
 	"github.com/no8s/no8s-agent/source/git"
@@ -77,7 +76,7 @@ func TestPreviewThatCannotBeMade(t *testing.T) {
 	}
 	f.src.Interval = 50 * time.Millisecond
 	f.p = preview.New(preview.Options{Store: f.st, Syncer: f.syncer, Actions: actions{}, Sources: []*preview.Source{f.src},
-		Retry: githubapi.Retrier{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}, Attempts: 3, Backoff: time.Millisecond})
+		Attempts: 3, Backoff: time.Millisecond})
 	sha := f.push(6, map[string]string{"dbs/a.yaml": db("a", 150)})
 	f.run()
 
@@ -130,7 +129,7 @@ func TestPreviewPlanFails(t *testing.T) {
 	}
 	down.Close()
 	f.p = preview.New(preview.Options{Store: f.st, Syncer: sync.New(down, nil), Actions: actions{}, Sources: []*preview.Source{f.src},
-		Retry: githubapi.Retrier{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}, Attempts: 2, Backoff: time.Millisecond})
+		Attempts: 2, Backoff: time.Millisecond})
 	sha := f.push(7, map[string]string{"dbs/b.yaml": db("b", 250)})
 	f.run()
 	waitFor(t, "the error status", func() bool { return strings.Contains(f.statesOf(sha), "error") },

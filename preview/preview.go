@@ -1,12 +1,14 @@
-// Package preview previews pull requests: for each open pull request against
-// a Git source's branch, it fetches the pull request's head, runs the sync's
-// validation, planning and prune guard without applying anything, asks the
-// actions that can plan what they would change, and reports on GitHub: a
-// commit status no8s/plan on the head commit and one comment per pull
-// request, found again by a hidden marker and edited in place on every push.
+// Package preview previews pull requests (merge requests on GitLab): for
+// each open pull request against a Git source's branch, it fetches the pull
+// request's head, runs the sync's validation, planning and prune guard
+// without applying anything, asks the actions that can plan what they would
+// change, and reports on the Git host: a commit status no8s/plan on the head
+// commit and one comment per pull request, found again by a hidden marker
+// and edited in place on every push.
 //
 // Previews run beside syncing and never hold it up: they read the store,
-// never write it, and a GitHub that fails is retried later.
+// never write it, and a Git host that fails is retried later. What differs
+// between GitHub and GitLab stands behind Host.
 package preview
 
 import (
@@ -15,12 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	gosync "sync"
 	"time"
 	"unicode/utf8"
-
-	"github.com/google/go-github/v60/github"
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/githubapi"
@@ -28,7 +29,6 @@ import (
 	"github.com/no8s/no8s-agent/source"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
-	"github.com/no8s/no8s-agent/webhook"
 )
 
 // StatusContext is the commit status previews set.
@@ -40,12 +40,38 @@ const (
 	maxActionPlans = 20
 	// planTimeout bounds one action's Plan.
 	planTimeout = 2 * time.Minute
-	// maxComment is GitHub's limit on a comment's length, less room for
-	// the note that the body was cut.
-	maxComment = 65536 - 200
-	// maxDescription is GitHub's limit on a status description.
+	// maxDescription is GitHub's limit on a status description; GitLab's
+	// is larger, but a status line is read at a glance.
 	maxDescription = 140
 )
+
+// Commit states a preview reports, in GitHub's words; a Host maps them to
+// its own.
+const (
+	StatePending = "pending"
+	StateSuccess = "success"
+	StateFailure = "failure"
+	StateError   = "error"
+)
+
+// Host is the Git host of a source's pull requests: it lists them and takes
+// the preview's commit status and comment. Its calls retry what is worth
+// retrying; an error they return fails the attempt.
+type Host interface {
+	// Open lists the pull requests open against branch.
+	Open(ctx context.Context, branch string) ([]Pull, error)
+	// SetStatus sets the commit status StatusContext on sha to state (one
+	// of the State constants) with desc.
+	SetStatus(ctx context.Context, sha, state, desc string) error
+	// Comment makes body the text of the pull request's one comment that
+	// starts with marker, creating it the first time.
+	Comment(ctx context.Context, number int, marker, body string) error
+	// MaxComment is the longest comment the host takes, in bytes.
+	MaxComment() int
+	// Name names a pull request as the host's users do: "pull request #7",
+	// "merge request !7".
+	Name(number int) string
+}
 
 // Pull is an open pull request.
 type Pull struct {
@@ -61,10 +87,11 @@ type Source struct {
 	// Branch is the branch the source follows: pull requests against it
 	// are previewed.
 	Branch string
-	// Owner and Repo name the repository on GitHub.
-	Owner, Repo string
-	// Client talks to GitHub with the token for previews.
-	Client *github.Client
+	// Host is where the pull requests live and the preview is reported.
+	Host Host
+	// DashboardURL is the agent's dashboard as people reach it: a comment
+	// cut to the host's limit points to the source's page there.
+	DashboardURL string
 	// Fetch returns the snapshot of a pull request's head.
 	Fetch func(ctx context.Context, number int) (*source.Snapshot, error)
 	// Interval is how often open pull requests are listed, in case a
@@ -87,9 +114,6 @@ type Options struct {
 	Actions Actions
 	Sources []*Source
 	Logger  *slog.Logger
-	// Retry tunes the retries of GitHub calls; the zero value retries
-	// after a second, growing to a minute.
-	Retry githubapi.Retrier
 	// Masker masks secret values in every comment and commit status: the
 	// plan, the refusal and the actions' plans are masked before they are
 	// rendered (plans quote what actions answered, specs may quote a
@@ -151,9 +175,6 @@ func New(opts Options) *Previewer {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Retry.Backoff == 0 {
-		opts.Retry = githubapi.Retrier{Backoff: time.Second, MaxBackoff: time.Minute}
-	}
 	if opts.Attempts <= 0 {
 		opts.Attempts = DefaultAttempts
 	}
@@ -204,32 +225,6 @@ func (p *Previewer) Forget(sourceName string, number int) {
 		delete(w.tries, number)
 		w.mu.Unlock()
 	}
-}
-
-// OnPullRequest handles a verified pull_request webhook: opened,
-// synchronize and reopened previews the pull request for every source of
-// that repository whose branch it targets; closed stops previewing it.
-func (p *Previewer) OnPullRequest(ctx context.Context, ev *github.PullRequestEvent) error {
-	pr := ev.GetPullRequest()
-	repo := ev.GetRepo()
-	keys := map[string]bool{}
-	for _, u := range []string{repo.GetCloneURL(), repo.GetHTMLURL(), repo.GetSSHURL(), repo.GetGitURL()} {
-		if k := webhook.RepoKey(u); k != "" {
-			keys[k] = true
-		}
-	}
-	for name, w := range p.sources {
-		if !keys[webhook.RepoKey(w.src.Target.URL)] || pr.GetBase().GetRef() != w.src.Branch {
-			continue
-		}
-		switch ev.GetAction() {
-		case "opened", "synchronize", "reopened":
-			p.Request(name, Pull{Number: pr.GetNumber(), HeadSHA: pr.GetHead().GetSHA(), BaseRef: pr.GetBase().GetRef()})
-		case "closed":
-			p.Forget(name, pr.GetNumber())
-		}
-	}
-	return nil
 }
 
 // serve previews one source's pull requests as they are asked for, and
@@ -294,8 +289,8 @@ func (p *Previewer) serve(ctx context.Context, w *worker) {
 // failed counts a failed attempt at pull's head and reports whether the
 // preview is over for now: after Attempts failures in a row it posts the
 // error status, with the reason, and leaves the head to the slow poll;
-// once it has, a failed attempt of the slow poll changes nothing on
-// GitHub and waits for the next poll too.
+// once it has, a failed attempt of the slow poll changes nothing on the
+// host and waits for the next poll too.
 func (p *Previewer) failed(ctx context.Context, log *slog.Logger, w *worker, tr *tries, pull Pull, err error) bool {
 	var failures int
 	var failed bool
@@ -313,8 +308,8 @@ func (p *Previewer) failed(ctx context.Context, log *slog.Logger, w *worker, tr 
 		return false
 	}
 	desc := fmt.Sprintf("preview failed after %d attempts: %v", failures, err)
-	if serr := p.status(ctx, w.src, pull.HeadSHA, "error", desc); serr != nil {
-		// GitHub itself fails: the error status is tried again with
+	if serr := p.status(ctx, w.src, pull.HeadSHA, StateError, desc); serr != nil {
+		// The host itself fails: the error status is tried again with
 		// the next attempt.
 		log.Warn("preview failed; cannot post its error status either", "pull", pull.Number, "error", err, "status_error", serr)
 		return false
@@ -382,35 +377,20 @@ func (w *worker) finished(pull Pull) {
 // and queues those whose head was not previewed yet. Pull requests no
 // longer open are forgotten.
 func (p *Previewer) listOpen(ctx context.Context, w *worker) error {
-	src := w.src
-	var open []*github.PullRequest
-	opts := &github.PullRequestListOptions{State: "open", Base: src.Branch, ListOptions: github.ListOptions{PerPage: 100}}
-	for page := 1; page <= 10; page++ {
-		opts.Page = page
-		var prs []*github.PullRequest
-		err := p.opts.Retry.Call(ctx, func() (resp *github.Response, err error) {
-			prs, resp, err = src.Client.PullRequests.List(ctx, src.Owner, src.Repo, opts)
-			return resp, err
-		})
-		if err != nil {
-			return err
-		}
-		open = append(open, prs...)
-		if len(prs) < opts.PerPage {
-			break
-		}
+	open, err := w.src.Host.Open(ctx, w.src.Branch)
+	if err != nil {
+		return err
 	}
 	w.mu.Lock()
 	seen := map[int]bool{}
 	queued := false
-	for _, pr := range open {
-		n := pr.GetNumber()
+	for _, pull := range open {
+		n, head := pull.Number, pull.HeadSHA
 		seen[n] = true
-		head := pr.GetHead().GetSHA()
 		tr := w.tries[n]
 		if w.done[n] != head || (tr != nil && tr.head == head && tr.failed) {
 			if _, ok := w.pending[n]; !ok {
-				w.pending[n] = Pull{Number: n, HeadSHA: head, BaseRef: pr.GetBase().GetRef()}
+				w.pending[n] = pull
 				queued = true
 			}
 		}
@@ -439,7 +419,7 @@ func (p *Previewer) listOpen(ctx context.Context, w *worker) error {
 // synced: the preview waits for it.
 var ErrNotSynced = errors.New("the source's branch is not synced yet")
 
-// Preview previews one pull request and reports on GitHub. It changes
+// Preview previews one pull request and reports on the host. It changes
 // nothing in the store.
 func (p *Previewer) Preview(ctx context.Context, src *Source, pull Pull) error {
 	_, err := p.preview(ctx, src, pull, true)
@@ -459,7 +439,7 @@ func (p *Previewer) preview(ctx context.Context, src *Source, pull Pull, pending
 		}
 	}
 	if pending {
-		if err := p.status(ctx, src, pull.HeadSHA, "pending", "previewing"); err != nil {
+		if err := p.status(ctx, src, pull.HeadSHA, StatePending, "previewing"); err != nil {
 			return false, err
 		}
 		posted = pull.HeadSHA != ""
@@ -471,12 +451,12 @@ func (p *Previewer) preview(ctx context.Context, src *Source, pull Pull, pending
 func (p *Previewer) report(ctx context.Context, src *Source, pull Pull) error {
 	snap, err := src.Fetch(ctx, pull.Number)
 	if err != nil {
-		return fmt.Errorf("fetch pull request #%d: %w", pull.Number, err)
+		return fmt.Errorf("fetch %s: %w", src.Host.Name(pull.Number), err)
 	}
 	plan, planErr := p.opts.Syncer.Plan(ctx, src.Target, snap)
 	var refused *sync.Error
 	if planErr != nil && !errors.As(planErr, &refused) {
-		return fmt.Errorf("plan pull request #%d: %w", pull.Number, planErr)
+		return fmt.Errorf("plan %s: %w", src.Host.Name(pull.Number), planErr)
 	}
 	plans := p.actionPlans(ctx, src, snap, plan)
 
@@ -493,29 +473,27 @@ func (p *Previewer) report(ctx context.Context, src *Source, pull Pull) error {
 		head = revisionSHA(string(snap.Revision))
 	}
 	var body bytes.Buffer
-	fmt.Fprintf(&body, "%s\n### no8s preview of `%s`\n\nPull request #%d at `%s`, against `%s`.\n\n",
-		marker(src.Target.Name), src.Target.Name, pull.Number, short(head), src.Branch)
+	fmt.Fprintf(&body, "%s\n### no8s preview of `%s`\n\n%s at `%s`, against `%s`.\n\n",
+		marker(src.Target.Name), src.Target.Name, capitalize(src.Host.Name(pull.Number)), short(head), src.Branch)
 	if err := sync.WriteMarkdownIn(&body, src.Target.Path, plan, planErr, plans...); err != nil {
 		return err
 	}
 	text := m.Mask(body.String())
-	if len(text) > maxComment {
-		text = text[:maxComment] + "\n\n*The preview is cut here: it is longer than a comment may be. `no8s-agent diff` shows all of it.*\n"
-	}
-	if err := p.comment(ctx, src, pull.Number, text); err != nil {
+	text = cutComment(text, src.Host.MaxComment(), src.DashboardURL, src.Target.Name)
+	if err := src.Host.Comment(ctx, pull.Number, marker(src.Target.Name), text); err != nil {
 		return err
 	}
-	state, desc := "success", "no changes"
+	state, desc := StateSuccess, "no changes"
 	switch {
 	case refused != nil:
-		state, desc = "failure", refused.Reason+": "+refused.Message
+		state, desc = StateFailure, refused.Reason+": "+refused.Message
 	case plan != nil && (plan.Changes() > 0 || len(plan.Types) > 0):
 		desc = plan.Summary()
 	}
 	if err := p.status(ctx, src, head, state, desc); err != nil {
 		return err
 	}
-	p.log.Info("previewed pull request", "source", src.Target.Name, "pull", pull.Number, "head", short(head), "state", state)
+	p.log.Info("previewed "+src.Host.Name(pull.Number), "source", src.Target.Name, "pull", pull.Number, "head", short(head), "state", state)
 	return nil
 }
 
@@ -558,54 +536,31 @@ func (p *Previewer) actionPlans(ctx context.Context, src *Source, snap *source.S
 	return out
 }
 
-// status sets the no8s/plan commit status.
+// status sets the no8s/plan commit status, its description masked and cut.
 func (p *Previewer) status(ctx context.Context, src *Source, sha, state, desc string) error {
 	if sha == "" {
 		return nil
 	}
-	desc = truncate(p.opts.Masker.Mask(desc), maxDescription)
-	return p.opts.Retry.Call(ctx, func() (*github.Response, error) {
-		_, resp, err := src.Client.Repositories.CreateStatus(ctx, src.Owner, src.Repo, sha, &github.RepoStatus{
-			State: github.String(state), Description: github.String(desc), Context: github.String(StatusContext)})
-		return resp, err
-	})
+	return src.Host.SetStatus(ctx, sha, state, truncate(p.opts.Masker.Mask(desc), maxDescription))
 }
 
-// comment writes the preview into the pull request's one marked comment,
-// creating it the first time.
-func (p *Previewer) comment(ctx context.Context, src *Source, number int, body string) error {
-	mark := marker(src.Target.Name)
-	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
-	for page := 1; page <= 30; page++ {
-		opts.Page = page
-		var comments []*github.IssueComment
-		err := p.opts.Retry.Call(ctx, func() (resp *github.Response, err error) {
-			comments, resp, err = src.Client.Issues.ListComments(ctx, src.Owner, src.Repo, number, opts)
-			return resp, err
-		})
-		if err != nil {
-			return fmt.Errorf("list the comments of #%d: %w", number, err)
-		}
-		for _, c := range comments {
-			if !strings.HasPrefix(c.GetBody(), mark) {
-				continue
-			}
-			if c.GetBody() == body {
-				return nil
-			}
-			return p.opts.Retry.Call(ctx, func() (*github.Response, error) {
-				_, resp, err := src.Client.Issues.EditComment(ctx, src.Owner, src.Repo, c.GetID(), &github.IssueComment{Body: github.String(body)})
-				return resp, err
-			})
-		}
-		if len(comments) < opts.PerPage {
-			break
-		}
+// cutComment cuts text to at most limit bytes, between characters, and
+// says where the rest is: the dashboard's page of the source when there is
+// one, and the diff command.
+func cutComment(text string, limit int, dashboardURL, sourceName string) string {
+	if len(text) <= limit {
+		return text
 	}
-	return p.opts.Retry.Call(ctx, func() (*github.Response, error) {
-		_, resp, err := src.Client.Issues.CreateComment(ctx, src.Owner, src.Repo, number, &github.IssueComment{Body: github.String(body)})
-		return resp, err
-	})
+	note := "\n\n*The preview is cut here: it is longer than a comment may be. `no8s-agent diff` shows all of it"
+	if dashboardURL != "" {
+		note += ", and so does the [dashboard](" + strings.TrimSuffix(dashboardURL, "/") + "/sources/" + url.PathEscape(sourceName) + ")"
+	}
+	note += ".*\n"
+	cut := max(limit-len(note), 0)
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut] + note
 }
 
 // marker starts the comment of a source's previews, so that it is found
@@ -618,6 +573,14 @@ func marker(sourceName string) string {
 func revisionSHA(rev string) string {
 	_, sha, _ := strings.Cut(string(rev), "@sha1:")
 	return sha
+}
+
+// capitalize upper-cases the first letter of an ASCII phrase.
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
 }
 
 func short(sha string) string {

@@ -130,7 +130,9 @@ func newFixtureIn(t *testing.T, maxDeletes int, dir string) *fixture {
 		t.Fatal(err)
 	}
 	pullCache := t.TempDir()
-	f.src = &preview.Source{Target: target, Branch: "main", Owner: "acme", Repo: "infra", Client: client,
+	f.src = &preview.Source{Target: target, Branch: "main",
+		Host: &preview.GitHub{Client: client, Owner: "acme", Repo: "infra",
+			Retry: githubapi.Retrier{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}},
 		Fetch: func(ctx context.Context, n int) (*source.Snapshot, error) {
 			s, err := git.New(git.Config{Name: "infra", URL: f.repo.URL(), CacheDir: pullCache, Ref: git.Ref{PullRequest: n}, Path: dir})
 			if err != nil {
@@ -138,8 +140,7 @@ func newFixtureIn(t *testing.T, maxDeletes int, dir string) *fixture {
 			}
 			return s.Fetch(ctx)
 		}}
-	f.p = preview.New(preview.Options{Store: f.st, Syncer: f.syncer, Actions: actions{}, Sources: []*preview.Source{f.src},
-		Retry: githubapi.Retrier{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}})
+	f.p = preview.New(preview.Options{Store: f.st, Syncer: f.syncer, Actions: actions{}, Sources: []*preview.Source{f.src}})
 	return f
 }
 
@@ -259,7 +260,7 @@ func TestSecretsMasked(t *testing.T) {
 	f := newFixture(t, 5)
 	m := redact.New("disk of a to 150 GB", "1 created, 1 updated")
 	p := preview.New(preview.Options{Store: f.st, Syncer: f.syncer, Actions: actions{}, Sources: []*preview.Source{f.src},
-		Retry: githubapi.Retrier{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}, Masker: m})
+		Masker: m})
 	sha := f.push(1, map[string]string{"dbs/a.yaml": db("a", 150), "dbs/d.yaml": db("d", 50)})
 	if err := p.Preview(t.Context(), f.src, preview.Pull{Number: 1, HeadSHA: sha, BaseRef: "main"}); err != nil {
 		t.Fatalf("Preview: %v", err)

@@ -7,10 +7,8 @@ import (
 	"html"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/no8s/no8s-agent/action"
-	"github.com/no8s/no8s-agent/githubapi"
 	"github.com/no8s/no8s-agent/preview"
 	"github.com/no8s/no8s-agent/redact"
 )
@@ -43,7 +41,7 @@ func TestSecretsMaskedBeforeEscaping(t *testing.T) {
 	f := newFixture(t, 5)
 	m := redact.New(leakySecret)
 	p := preview.New(preview.Options{Store: f.st, Syncer: f.syncer, Actions: leakyActions{}, Sources: []*preview.Source{f.src},
-		Retry: githubapi.Retrier{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}, Masker: m})
+		Masker: m})
 	quoted, _ := json.Marshal(leakySecret)
 	sha := f.push(1, map[string]string{"dbs/a.yaml": fmt.Sprintf(
 		"apiVersion: no8s.io/v1\nkind: Database\nmetadata: {name: a}\nspec: {storage_gb: 100, note: %s}\n", quoted)})

@@ -6,12 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/action/terraform"
 	"github.com/no8s/no8s-agent/action/terraform/tofutest"
-	"github.com/no8s/no8s-agent/githubapi"
 	"github.com/no8s/no8s-agent/preview"
 )
 
@@ -65,8 +63,7 @@ output "gb" { value = terraform_data.disk.output.gb }
 		t.Fatal(err)
 	}
 
-	p := preview.New(preview.Options{Store: f.st, Syncer: f.syncer, Actions: tfActions{act}, Sources: []*preview.Source{f.src},
-		Retry: githubapi.Retrier{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}})
+	p := preview.New(preview.Options{Store: f.st, Syncer: f.syncer, Actions: tfActions{act}, Sources: []*preview.Source{f.src}})
 	sha := f.push(1, map[string]string{"dbs/a.yaml": db("a", 150)})
 	if err := p.Preview(t.Context(), f.src, preview.Pull{Number: 1, HeadSHA: sha, BaseRef: "main"}); err != nil {
 		t.Fatalf("Preview: %v", err)

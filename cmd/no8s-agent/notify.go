@@ -38,9 +38,8 @@ func newDispatcher(cfg *config.Config, st store.Store, masker *redact.Masker, m 
 			if err != nil {
 				return nil, fmt.Errorf("notifications.providers.%s.apiURL: %w", name, err)
 			}
-			providers[name] = &notify.CommitStatus{Client: client, Store: st, Repository: p.Repository,
-				DashboardURL: p.DashboardURL, Masker: masker,
-				Retry: githubapi.Retrier{ServerErrors: 2}}
+			providers[name] = &notify.CommitStatus{Store: st, DashboardURL: p.DashboardURL, Masker: masker,
+				Host: &notify.GitHubStatuses{Client: client, Repository: p.Repository, Retry: githubapi.Retrier{ServerErrors: 2}}}
 			commits = append(commits, name)
 		}
 	}

@@ -29,14 +29,9 @@ func previewSources(cfg *config.Config, jobs []sync.Job, cacheDir string, applie
 		if s.Git == nil || !s.PullRequests.Enabled {
 			continue
 		}
-		key := webhook.RepoKey(s.Git.URL)
-		parts := strings.Split(key, "/")
-		if len(parts) != 3 {
-			return nil, fmt.Errorf("sources %s: pull-request previews need a GitHub repository URL (https://HOST/OWNER/REPO), not %q", s.Name, s.Git.URL)
-		}
-		client, err := githubapi.NewClient(s.PullRequests.APIURL, s.PullRequests.Token())
+		host, err := previewHost(s)
 		if err != nil {
-			return nil, fmt.Errorf("sources %s: pullRequests.apiURL: %w", s.Name, err)
+			return nil, fmt.Errorf("sources %s: %w", s.Name, err)
 		}
 		branch := s.Git.Branch
 		if branch == "" {
@@ -50,7 +45,7 @@ func previewSources(cfg *config.Config, jobs []sync.Job, cacheDir string, applie
 			return nil, fmt.Errorf("sources %s: %w", name, err)
 		}
 		out = append(out, &preview.Source{
-			Target: targets[name], Branch: branch, Owner: parts[1], Repo: parts[2], Client: client,
+			Target: targets[name], Branch: branch, Host: host, DashboardURL: s.PullRequests.DashboardURL,
 			Interval: s.PullRequests.Interval.Duration,
 			Fetch: func(ctx context.Context, number int) (*source.Snapshot, error) {
 				src, err := git.New(git.Config{
@@ -70,4 +65,22 @@ func previewSources(cfg *config.Config, jobs []sync.Job, cacheDir string, applie
 		})
 	}
 	return out, nil
+}
+
+// previewHost is the Git host of a source's pull requests.
+func previewHost(s config.Source) (preview.Host, error) {
+	switch s.PullRequests.Provider {
+	case config.HostGitLab:
+		return nil, fmt.Errorf("pullRequests.provider: previews of GitLab merge requests are not available yet")
+	default:
+		parts := strings.Split(webhook.RepoKey(s.Git.URL), "/")
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("pull-request previews need a GitHub repository URL (https://HOST/OWNER/REPO), not %q", s.Git.URL)
+		}
+		client, err := githubapi.NewClient(s.PullRequests.APIURL, s.PullRequests.Token())
+		if err != nil {
+			return nil, fmt.Errorf("pullRequests.apiURL: %w", err)
+		}
+		return &preview.GitHub{Client: client, Owner: parts[1], Repo: parts[2]}, nil
+	}
 }
