@@ -68,7 +68,7 @@ type gitHub struct {
 func NewGitHub(opts GitHubOptions) http.Handler {
 	return &gitHub{
 		receiver: newReceiver("GitHub", opts.Sources, opts.Trigger, opts.Logger, opts.OnDelivery, opts.MaxBodyBytes,
-			[]byte(opts.Secret)),
+			true, []byte(opts.Secret)),
 		secret: []byte(opts.Secret),
 		onPR:   opts.OnPullRequest,
 	}

@@ -184,8 +184,10 @@ type gitLab struct {
 // without acting on it.
 func NewGitLab(opts GitLabOptions) http.Handler {
 	h := &gitLab{
+		// Sources a push cannot trigger are worth a warning only where
+		// GitLab webhooks are set up.
 		receiver: newReceiver("GitLab", opts.Sources, opts.Trigger, opts.Logger, opts.OnDelivery, opts.MaxBodyBytes,
-			[]byte(opts.Token), []byte(opts.SigningKey)),
+			opts.Token != "" || opts.SigningKey != "", []byte(opts.Token), []byte(opts.SigningKey)),
 		hasToken: opts.Token != "",
 		onMR:     opts.OnMergeRequest,
 		seen:     &seenIDs{max: maxSeenIDs, until: map[[sha256.Size]byte]time.Time{}},
@@ -376,9 +378,12 @@ func (h *gitLab) push(w http.ResponseWriter, d *delivery, payload []byte) {
 func (h *gitLab) mergeRequest(ctx context.Context, w http.ResponseWriter, d *delivery, payload []byte) {
 	v, err := gitlab.ParseWebhook(gitlab.EventTypeMergeRequest, payload)
 	ev, ok := v.(*gitlab.MergeEvent)
-	if err != nil || !ok {
-		d.err = fmt.Errorf("parse %s payload: %w (%T)", d.event, err, v)
-		h.fail(w, d, http.StatusBadRequest, ResultInvalid, "payload is not a "+d.event+" event")
+	if err == nil && !ok {
+		err = fmt.Errorf("got %T", v)
+	}
+	if err != nil {
+		d.err = fmt.Errorf("parse %s payload: %w", d.event, err)
+		h.fail(w, d, http.StatusBadRequest, ResultInvalid, "payload is not a "+d.event+" event", d.err.Error())
 		return
 	}
 	if err := h.onMR(ctx, ev); err != nil {

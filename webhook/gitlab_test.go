@@ -950,3 +950,27 @@ func TestGitLabOutcomes(t *testing.T) {
 		}
 	}
 }
+
+// TestGitLabSourceWarnings checks that sources a push cannot trigger are
+// warned about only when GitLab webhooks are configured, since the agent
+// always mounts the handler.
+func TestGitLabSourceWarnings(t *testing.T) {
+	t.Parallel()
+	sources := []Source{{Name: "local", URL: "file:///srv/git/p", Branch: "main"}, {Name: "bad-range", URL: "https://" + glHost + "/g/p", SemVer: "not a range"}}
+	for _, tc := range []struct {
+		opts  GitLabOptions
+		warns bool
+	}{{GitLabOptions{}, false}, {GitLabOptions{Token: glToken}, true}, {GitLabOptions{SigningKey: glKey}, true}} {
+		var logs bytes.Buffer
+		tc.opts.Sources, tc.opts.Logger = sources, slog.New(slog.NewTextHandler(&logs, nil))
+		NewGitLab(tc.opts)
+		got := strings.Contains(logs.String(), "GitLab webhooks cannot match the URL of this source") &&
+			strings.Contains(logs.String(), "semver range does not parse")
+		if got != tc.warns || (!tc.warns && logs.Len() > 0) {
+			t.Errorf("configured %v: logged %q", tc.warns, logs.String())
+		}
+		if strings.Contains(logs.String(), "file://") {
+			t.Errorf("the URL is logged: %s", logs.String())
+		}
+	}
+}

@@ -82,10 +82,11 @@ type receiver struct {
 	secrets    [][]byte // redacted from logged errors
 }
 
-// newReceiver fills in the defaults and prepares the sources. secrets are
-// what logged errors must never show.
+// newReceiver fills in the defaults and prepares the sources, warning
+// about those a push cannot trigger when warn is set. secrets are what
+// logged errors must never show.
 func newReceiver(host string, sources []Source, trigger func(string) bool, log *slog.Logger,
-	onDelivery func(event, result string), maxBody int64, secrets ...[]byte) receiver {
+	onDelivery func(event, result string), maxBody int64, warn bool, secrets ...[]byte) receiver {
 	rc := receiver{host: host, trigger: trigger, log: log, onDelivery: onDelivery, maxBody: maxBody}
 	for _, s := range secrets {
 		if len(s) > 0 {
@@ -103,14 +104,14 @@ func newReceiver(host string, sources []Source, trigger func(string) bool, log *
 	}
 	for _, s := range sources {
 		src := source{Source: s, repo: normalizeRepoURL(s.URL)}
-		if src.repo == "" {
+		if src.repo == "" && warn {
 			// Logged without the URL, which may hold credentials.
 			rc.log.Warn(host+" webhooks cannot match the URL of this source; it is synced on its interval only",
 				"source", s.Name)
 		}
 		if s.Commit == "" && s.SemVer != "" {
 			c, err := semver.NewConstraint(s.SemVer)
-			if err != nil {
+			if err != nil && warn {
 				rc.log.Warn("semver range does not parse; tag pushes will not trigger this source",
 					"source", s.Name, "error", rc.redact(fmt.Errorf("semver range %q: %w", s.SemVer, err)))
 			}
