@@ -96,9 +96,9 @@ type Options struct {
 	// DefaultBodyReadTimeout. Requests without a body (event streams, long
 	// reads) are not bounded by it.
 	BodyReadTimeout time.Duration
-	// Dashboard, Metrics and GitHubWebhook are mounted at /, /metrics and
-	// /hooks/github when set.
-	Dashboard, Metrics, GitHubWebhook http.Handler
+	// Dashboard, Metrics, GitHubWebhook and GitLabWebhook are mounted at
+	// /, /metrics, /hooks/github and /hooks/gitlab when set.
+	Dashboard, Metrics, GitHubWebhook, GitLabWebhook http.Handler
 	// Instrument, when set, wraps every route's handler; route is its pattern.
 	Instrument func(route string, h http.Handler) http.Handler
 	// Heartbeat is how often an idle event stream sends a comment, so that
@@ -443,6 +443,10 @@ func (s *Server) routes() http.Handler {
 	if s.opts.GitHubWebhook != nil {
 		// Authenticated by its signature, not by a token.
 		handle("POST /hooks/github", open, s.opts.GitHubWebhook)
+	}
+	if s.opts.GitLabWebhook != nil {
+		// Authenticated by its token or signature, not by an API token.
+		handle("POST /hooks/gitlab", open, s.opts.GitLabWebhook)
 	}
 	if s.opts.Profiling {
 		handle("GET /debug/pprof/", read, http.HandlerFunc(pprof.Index))

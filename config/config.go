@@ -27,6 +27,7 @@ import (
 
 	"github.com/no8s/no8s-agent/admission"
 	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/webhook"
 )
 
 // Defaults applied to settings that the file leaves out.
@@ -501,12 +502,28 @@ type Webhooks struct {
 	// GitHubSecretEnv names the variable holding the secret that GitHub
 	// signs its webhook payloads with.
 	GitHubSecretEnv string `json:"githubSecretEnv,omitempty"`
+	// GitLabTokenEnv names the variable holding the secret token GitLab
+	// sends in X-Gitlab-Token with each delivery.
+	GitLabTokenEnv string `json:"gitlabTokenEnv,omitempty"`
+	// GitLabSigningKeyEnv names the variable holding the signing token
+	// (whsec_ and base64) GitLab signs its deliveries with; when set,
+	// unsigned deliveries are refused.
+	GitLabSigningKeyEnv string `json:"gitlabSigningKeyEnv,omitempty"`
 
-	githubSecret *secret
+	githubSecret     *secret
+	gitlabToken      *secret
+	gitlabSigningKey *secret
 }
 
 // GitHubSecret returns the resolved webhook secret, or "".
 func (w Webhooks) GitHubSecret() string { return w.githubSecret.get() }
+
+// GitLabToken returns the resolved GitLab secret token, or "".
+func (w Webhooks) GitLabToken() string { return w.gitlabToken.get() }
+
+// GitLabSigningKey returns the resolved GitLab signing token, or "". Load
+// has checked that it parses (webhook.ParseSigningKey).
+func (w Webhooks) GitLabSigningKey() string { return w.gitlabSigningKey.get() }
 
 // secret is a resolved secret, always held through a pointer in an
 // unexported field. fmt cannot call methods on unexported fields, so a
@@ -759,6 +776,16 @@ func (c *Config) resolve(getenv func(string) (string, bool), ps *problems) {
 		o.Claim = "sub"
 	}
 	c.Webhooks.githubSecret = get("webhooks.githubSecretEnv", c.Webhooks.GitHubSecretEnv)
+	c.Webhooks.gitlabToken = get("webhooks.gitlabTokenEnv", c.Webhooks.GitLabTokenEnv)
+	c.Webhooks.gitlabSigningKey = get("webhooks.gitlabSigningKeyEnv", c.Webhooks.GitLabSigningKeyEnv)
+	if k := c.Webhooks.gitlabSigningKey; k != nil {
+		// Refused here rather than at the first delivery; the error names
+		// the variable, never its value.
+		if _, err := webhook.ParseSigningKey(k.get()); err != nil {
+			ps.add("webhooks.gitlabSigningKeyEnv", "environment variable %s does not hold a signing key: %v",
+				c.Webhooks.GitLabSigningKeyEnv, err)
+		}
+	}
 	c.Notifications.resolve(get)
 	c.admissionSecrets = nil
 	for i, h := range c.Admission {
@@ -800,7 +827,7 @@ func (s Secret) MarshalJSON() ([]byte, error) {
 // Secrets lists every secret value the configuration names through an
 // ...Env setting and Load resolved, in the order of the file: Git
 // credentials and pull-request tokens per source, then the API tokens and
-// the webhook secret. A pull-request token that is the source's Git token
+// the webhook secrets. A pull-request token that is the source's Git token
 // is listed once. Action settings are the plugins' to read: the action
 // instances list theirs.
 func (c *Config) Secrets() []Secret {
@@ -829,6 +856,8 @@ func (c *Config) Secrets() []Secret {
 		add(fmt.Sprintf("api.tokens[%d].tokenEnv", i), t.TokenEnv, t.value)
 	}
 	add("webhooks.githubSecretEnv", c.Webhooks.GitHubSecretEnv, c.Webhooks.githubSecret)
+	add("webhooks.gitlabTokenEnv", c.Webhooks.GitLabTokenEnv, c.Webhooks.gitlabToken)
+	add("webhooks.gitlabSigningKeyEnv", c.Webhooks.GitLabSigningKeyEnv, c.Webhooks.gitlabSigningKey)
 	c.Notifications.secrets(add)
 	for i, h := range c.Admission {
 		if i < len(c.admissionSecrets) {

@@ -50,6 +50,7 @@ func clearSecrets(c *Config) {
 		c.Sources[i].PullRequests.token = nil
 	}
 	c.API.writeToken, c.API.readToken, c.Webhooks.githubSecret = nil, nil, nil
+	c.Webhooks.gitlabToken, c.Webhooks.gitlabSigningKey = nil, nil
 }
 
 // normalizeActions rewrites the raw action settings to a canonical form so

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -318,8 +319,14 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 }
 
 // dummyEnv sets every variable a configuration names, to a value long
-// enough to be masked.
-func dummyEnv(name string) (string, bool) { return "dummy-value-of-" + name, true }
+// enough to be masked. A signing key must parse: those get one, whsec_ and
+// the base64 of 32 bytes.
+func dummyEnv(name string) (string, bool) {
+	if strings.HasSuffix(name, "SIGNING_KEY") {
+		return "whsec_" + base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf("%-32.32s", "dummy-key-of-"+name))), true
+	}
+	return "dummy-value-of-" + name, true
+}
 
 // TestConfigurationExamplesLoad loads every configuration example with the
 // agent's own parser, and decodes each action instance's settings with its

@@ -207,8 +207,9 @@ func New(src Source, opts Options) *Metrics {
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace,
 			Name:      "webhook_deliveries_total",
-			Help: "Webhook deliveries received, by event type (unknown while the signature is not verified) " +
-				"and result (triggered, unmatched, handled, pong, ignored, unauthorized, invalid, unconfigured, failed).",
+			Help: "Webhook deliveries received, by event type (GitHub's as sent, unknown while the signature is not verified; " +
+				"GitLab's prefixed gitlab_, such as gitlab_push, gitlab_unknown while not authenticated) " +
+				"and result (triggered, unmatched, handled, pong, ignored, unauthorized, invalid, unconfigured, failed, duplicate).",
 		}, []string{"event", "result"}),
 		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace,

@@ -6,11 +6,13 @@ import (
 	"strings"
 )
 
-// normalizeRepoURL reduces a Git remote URL to "host/owner/repo" so that
+// normalizeRepoURL reduces a Git remote URL to "host/owner/repo" (on GitLab
+// "host/group/subgroup/.../project": the whole path is kept) so that
 // the many spellings of one repository compare equal: https, http, ssh and
 // git schemes, scp-like user@host:path, a .git suffix, a trailing slash,
 // user info (which may hold a token) and a port. The result is lower case
-// because GitHub treats host, owner and repository names case-insensitively.
+// because GitHub and GitLab treat host, owner and repository names
+// case-insensitively.
 // It returns "" for what names no remote repository (local paths, file://,
 // unparsable input), and "" never matches.
 func normalizeRepoURL(raw string) string {
@@ -27,7 +29,8 @@ func normalizeRepoURL(raw string) string {
 			return ""
 		}
 		// The port is dropped: GitHub serves one repository on several
-		// ports (22 or 443 for SSH, 443 for HTTPS).
+		// ports (22 or 443 for SSH, 443 for HTTPS), and a GitLab's SSH
+		// port (often 2222) is not in the scp-like URLs its webhooks send.
 		host, p = u.Hostname(), u.Path
 	} else {
 		// scp-like [user@]host:path; a slash before the colon makes it a
@@ -51,7 +54,7 @@ func normalizeRepoURL(raw string) string {
 	return host + "/" + p
 }
 
-// RepoKey reduces a Git remote URL to "host/owner/repo", lower case, so that
-// two spellings of one repository compare equal; "" for what names no
-// remote repository.
+// RepoKey reduces a Git remote URL to "host/owner/repo" (or the longer path
+// of a GitLab project in subgroups), lower case, so that two spellings of
+// one repository compare equal; "" for what names no remote repository.
 func RepoKey(url string) string { return normalizeRepoURL(url) }

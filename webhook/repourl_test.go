@@ -54,3 +54,38 @@ func TestNormalizeRepoURL(t *testing.T) {
 		})
 	}
 }
+
+// TestRepoKeyGitLab covers GitLab's spellings: nested groups make paths of
+// more than two parts, and its SSH URLs may carry a port.
+func TestRepoKeyGitLab(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in, want string
+	}{
+		{"git@gitlab.example.com:g/sub/p.git", "gitlab.example.com/g/sub/p"},
+		{"https://gitlab.example.com/g/sub/p.git", "gitlab.example.com/g/sub/p"},
+		{"http://gitlab.example.com/g/sub/p", "gitlab.example.com/g/sub/p"},
+		{"ssh://git@gitlab.example.com:2222/g/sub/p.git", "gitlab.example.com/g/sub/p"},
+		{"https://oauth2:glpat-secret@gitlab.example.com:8443/G/Sub/P.git", "gitlab.example.com/g/sub/p"},
+		{"ssh://git@gitlab.example.com:2222/g/p.git", "gitlab.example.com/g/p"},
+		{"git@gitlab.example.com:g/p.git", "gitlab.example.com/g/p"},
+		{"https://gitlab.example.com/a/b/c/d/e/p.git", "gitlab.example.com/a/b/c/d/e/p"},
+		// Alike but other projects: none may share a key with g/p.
+		{"https://gitlab.example.com/g/p2.git", "gitlab.example.com/g/p2"},
+		{"https://gitlab.example.com/g/p.git2", "gitlab.example.com/g/p.git2"},
+		{"https://gitlab.example.com/g/p/sub.git", "gitlab.example.com/g/p/sub"},
+		{"https://gitlab.example.com/gp.git", "gitlab.example.com/gp"},
+		{"https://gitlab.example.com/g/p.wiki.git", "gitlab.example.com/g/p.wiki"},
+	}
+	for _, tt := range tests {
+		if got := RepoKey(tt.in); got != tt.want {
+			t.Errorf("RepoKey(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	for _, alike := range []string{"https://gitlab.example.com/g/p2.git", "https://gitlab.example.com/g/sub/p.git",
+		"https://gitlab.example.com/g/p/sub.git", "https://gitlab.example.com/gp.git", "https://gitlab.example.com/g/p.wiki.git"} {
+		if RepoKey(alike) == RepoKey("git@gitlab.example.com:g/p.git") {
+			t.Errorf("%s has the key of g/p", alike)
+		}
+	}
+}

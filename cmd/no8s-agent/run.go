@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	gosync "sync"
 	"time"
@@ -107,8 +108,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, s := range cfg.Sources {
 		mopts.Sources = append(mopts.Sources, s.Name)
 	}
+	mopts.Webhooks = map[string][]string{}
 	if cfg.Webhooks.GitHubSecret() != "" {
-		mopts.Webhooks = webhook.Outcomes(metrics.UnknownEvent)
+		maps.Copy(mopts.Webhooks, webhook.Outcomes(metrics.UnknownEvent))
+	}
+	if cfg.Webhooks.GitLabToken() != "" || cfg.Webhooks.GitLabSigningKey() != "" {
+		// Its labels are gitlab_*: no series is shared with GitHub's.
+		maps.Copy(mopts.Webhooks, webhook.GitLabOutcomes())
 	}
 	mopts.NotificationProviders = cfg.Notifications.ProviderNames()
 	m := metrics.New(st, mopts)

@@ -49,10 +49,22 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		OnPullRequest: previewer.OnPullRequest,
 		Logger:        log,
 	})
+	gitlabHook := webhook.NewGitLab(webhook.GitLabOptions{
+		Token:      cfg.Webhooks.GitLabToken(),
+		SigningKey: cfg.Webhooks.GitLabSigningKey(),
+		Sources:    webhookSources(cfg),
+		Trigger:    func(name string) bool { return runner.Trigger(name, false) },
+		OnDelivery: m.ObserveWebhook,
+		// Merge requests are not previewed yet: their deliveries are
+		// acknowledged and ignored.
+		OnMergeRequest: nil,
+		Logger:         log,
+	})
 	srv := api.New(api.Options{
 		Store: st, Syncer: syncer, Sources: runner, Actions: instances,
 		ReadToken: cfg.API.ReadToken(), WriteToken: cfg.API.WriteToken(), Tokens: apiTokens(cfg.API), OIDC: identityProvider(cfg.API),
 		GitHubWebhook: hook,
+		GitLabWebhook: gitlabHook,
 		// A resource written through the API may be as large as a
 		// manifest file, in its JSON.
 		MaxBodyBytes: api.BodyLimit(cfg.FileSizeLimit()),
