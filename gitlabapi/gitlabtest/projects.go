@@ -100,7 +100,7 @@ func (s *Server) findProject(idOrPath string) *project {
 	return nil
 }
 
-// project finds a project for a test's accessor; it fails loudly on a
+// mustProject finds a project for a test's accessor; it fails loudly on a
 // mistake in the test. Call with s.mu held.
 func (s *Server) mustProject(idOrPath string) *project {
 	p := s.findProject(idOrPath)
