@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"log/slog"
@@ -11,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	gitlab "gitlab.com/gitlab-org/api/client-go"
 )
 
 // These tests try to get around the GitLab receiver's checks: with
@@ -209,6 +213,57 @@ func TestGitLabReplayTricks(t *testing.T) {
 	}
 }
 
+// TestGitLabEventMismatch sends signed payloads under another event's
+// header: X-Gitlab-Event is not signed, so the payload's object_kind must
+// agree with it before anything acts on the payload.
+func TestGitLabEventMismatch(t *testing.T) {
+	t.Parallel()
+	const sha = "da1560886d4f094c3e6c9ef40349f7d38b5d27d7"
+	push := glPush(t, "refs/heads/main", "g/p")
+	tagPush := glPushBody(t, "tag_push", "refs/tags/v1.2.3", sha, glProject("g/p", "main"), glRepository("g/p"))
+	mr := glMergeRequestBody(t)
+	pipeline := []byte(`{"object_kind": "pipeline", "ref": "refs/heads/main", "project": {"git_http_url": "http://` + glHost +
+		`/g/p.git", "default_branch": "main"}, "object_attributes": {"ref": "main"}}`)
+	noKind := []byte(`{"ref": "refs/heads/main", "after": "` + sha + `", "project": {"git_http_url": "http://` + glHost +
+		`/g/p.git", "default_branch": "main"}}`)
+	tests := []struct {
+		name, event string
+		body        []byte
+	}{
+		{"tag push as a push", "Push Hook", tagPush},
+		{"push as a tag push", "Tag Push Hook", push},
+		{"merge request as a push", "Push Hook", mr},
+		{"pipeline as a push", "Push Hook", pipeline},
+		{"push without object_kind", "Push Hook", noKind},
+		{"push as a merge request", "Merge Request Hook", push},
+		{"pipeline as a merge request", "Merge Request Hook", pipeline},
+		{"merge request without object_kind", "Merge Request Hook", []byte(`{"object_attributes": {"iid": 7}}`)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			called := false
+			h, rec := newGitLabHandler(t, GitLabOptions{SigningKey: glKey,
+				OnMergeRequest: func(context.Context, *gitlab.MergeEvent) error { called = true; return nil }})
+			w := serve(h, glSigned(tt.event, tt.body, "", "msg-1", glNow))
+			if w.Code != http.StatusBadRequest {
+				t.Errorf("status = %d, want 400; body %s", w.Code, w.Body)
+			}
+			if got := rec.calls(); len(got) != 0 {
+				t.Errorf("Trigger called for %v", got)
+			}
+			if called {
+				t.Error("OnMergeRequest called")
+			}
+			// Refused, the id is not spent: GitLab's own delivery of it
+			// still counts.
+			if !h.seen.claim("msg-1", glNow.Add(time.Minute), glNow) {
+				t.Error("the refused delivery's id was kept")
+			}
+		})
+	}
+}
+
 // TestGitLabPushNamesOtherProject sends pushes whose payload URLs are
 // spelled to look like a followed project: only a URL naming the same
 // host and full project path matches; user info, a port, case, .git and
@@ -284,12 +339,14 @@ func TestGitLabPushRefTricks(t *testing.T) {
 		{"push", "main", sha, "main", nil},
 		{"push", "refs/remotes/origin/main", sha, "main", nil},
 		{"push", "refs/tags/main", sha, "main", nil},
+		{"push", "refs/tags/v1", sha, "main", nil},
 		{"push", "refs/heads/v1", sha, "main", nil},
 		{"push", "refs/heads/main", sha, "", []string{"main"}},
 		{"push", "refs/heads/", sha, "", nil},
 		{"push", "refs/heads/main", zeroSHA1, "main", nil},
 		{"tag_push", "refs/tags/v1", sha, "main", []string{"tag"}},
 		{"tag_push", "refs/tags/v1/../v1", sha, "main", nil},
+		{"tag_push", "refs/heads/main", sha, "main", nil},
 		{"tag_push", "refs/tags/v1", zeroSHA1, "main", nil},
 	}
 	for _, tt := range tests {
