@@ -10,6 +10,35 @@ import (
 	"github.com/no8s/no8s-agent/gitlabapi"
 )
 
+// A base URL with a token in it is refused, and no error quotes the
+// token, whatever else is wrong with the URL.
+func TestParseBaseURLErrorsHideCredentials(t *testing.T) {
+	t.Parallel()
+	const secret = "glpat-hostile-secret"
+	for _, raw := range []string{
+		"https://oauth2:" + secret + "@gitlab.example.com",
+		"https://" + secret + "@gitlab.example.com",
+		"http://oauth2:" + secret + "@gitlab.example.com",
+		"ftp://oauth2:" + secret + "@gitlab.example.com",
+		"oauth2:" + secret + "@gitlab.example.com",
+		"gitlab.example.com:" + secret + "@x",
+		"https://oauth2:" + secret + "@gitlab.example.com/%zz",
+		"https://oauth2:" + secret + "@gitlab.example.com:bad",
+		"https://oauth2:" + secret + "@gitlab.example.com/?x=1",
+		"https://oauth2:" + secret + "@/path",
+		"javascript://oauth2:" + secret + "@x/%0aalert(1)",
+	} {
+		u, err := gitlabapi.ParseBaseURL(raw)
+		if err == nil {
+			t.Errorf("ParseBaseURL(%q) = %v, want an error", raw, u)
+			continue
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("ParseBaseURL(%q): the error shows the token: %v", raw, err)
+		}
+	}
+}
+
 // Base URLs that try to pass for a loopback host, or for https, are
 // refused; true loopback spellings are accepted over http.
 func TestParseBaseURLHostileHosts(t *testing.T) {
@@ -36,6 +65,32 @@ func TestParseBaseURLHostileHosts(t *testing.T) {
 	for _, raw := range []string{"http://LOCALHOST:8080", "http://127.0.0.2", "http://[::1]", "http://[::ffff:127.0.0.1]:8080"} {
 		if _, err := gitlabapi.ParseBaseURL(raw); err != nil {
 			t.Errorf("ParseBaseURL(%q): %v", raw, err)
+		}
+	}
+}
+
+// Errors about malformed remotes do not quote the token in them either.
+func TestParseRemoteMalformedErrorsHideCredentials(t *testing.T) {
+	t.Parallel()
+	const secret = "glpat-hostile-secret"
+	for _, remote := range []string{
+		"https//oauth2:" + secret + "@gitlab.com/g/p.git",
+		"/srv/oauth2:" + secret + "@gitlab.com/g/p",
+		":" + secret + "@gitlab.com/g/p",
+		"oauth2:" + secret + "@gitlab.com/g/p p",
+		"ftp://oauth2:" + secret + "@gitlab.com/g/p",
+		"https://oauth2:" + secret + "@gitlab.com/g/p?x",
+		"https://oauth2:" + secret + "@bad_host/g/p",
+		"https://oauth2:" + secret + "@gitlab.com/%zz/p",
+		secret + "@bad_host:g/p",
+	} {
+		_, err := gitlabapi.ParseRemote(remote)
+		if err == nil {
+			t.Errorf("ParseRemote(%q) accepted", remote)
+			continue
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("ParseRemote(%q): the error shows the token: %v", remote, err)
 		}
 	}
 }
