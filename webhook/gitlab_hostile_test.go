@@ -453,3 +453,57 @@ func TestGitLabHeaderCaseOnTheWire(t *testing.T) {
 		t.Errorf("Trigger called for %v", got)
 	}
 }
+
+// TestGitLabSeenIDsUnauthenticated checks that only verified deliveries
+// take room in the set of webhook-ids: callers without the key cannot
+// fill it to push GitLab's ids out.
+func TestGitLabSeenIDsUnauthenticated(t *testing.T) {
+	t.Parallel()
+	h, _ := newGitLabHandler(t, GitLabOptions{SigningKey: glKey})
+	push := glPush(t, "refs/heads/dev", "g/p")
+	for i := range 100 {
+		r := glSigned("Push Hook", push, "", "forged-"+strconv.Itoa(i), glNow)
+		r.Header.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(make([]byte, 32)))
+		if w := serve(h, r); w.Code != http.StatusUnauthorized {
+			t.Fatalf("forged delivery: %d", w.Code)
+		}
+	}
+	h.seen.mu.Lock()
+	n := len(h.seen.until)
+	h.seen.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d ids remembered from forged deliveries", n)
+	}
+}
+
+// TestGitLabReplayAcrossRestart documents what a restart forgets: the
+// webhook-ids are held in memory, so a delivery captured before a restart
+// can be replayed once after it, within SignatureTolerance of its
+// timestamp. The replay triggers a sync of what the sources already
+// follow (the fetch reads the repository, not the payload), or hands a
+// merge request event GitLab did send to OnMergeRequest again, which must
+// be idempotent for GitLab's own retries anyway. Past the tolerance the
+// replay is refused.
+func TestGitLabReplayAcrossRestart(t *testing.T) {
+	t.Parallel()
+	push := glPush(t, "refs/heads/dev", "g/p")
+	before, _ := newGitLabHandler(t, GitLabOptions{SigningKey: glKey})
+	if w := serve(before, glSigned("Push Hook", push, "", "msg-1", glNow)); w.Code != http.StatusOK {
+		t.Fatalf("first delivery: %d", w.Code)
+	}
+	after, rec := newGitLabHandler(t, GitLabOptions{SigningKey: glKey})
+	after.now = func() time.Time { return glNow.Add(SignatureTolerance) }
+	for i, want := range []string{`"triggered":["p-dev-ssh"]`, `"duplicate":true`} {
+		if w := serve(after, glSigned("Push Hook", push, "", "msg-1", glNow)); !strings.Contains(w.Body.String(), want) {
+			t.Errorf("replay %d after the restart: %d %s, want %s", i, w.Code, w.Body, want)
+		}
+	}
+	late, _ := newGitLabHandler(t, GitLabOptions{SigningKey: glKey})
+	late.now = func() time.Time { return glNow.Add(SignatureTolerance + time.Second) }
+	if w := serve(late, glSigned("Push Hook", push, "", "msg-1", glNow)); w.Code != http.StatusUnauthorized {
+		t.Errorf("replay past the tolerance: %d %s", w.Code, w.Body)
+	}
+	if got := rec.calls(); !slices.Equal(got, []string{"p-dev-ssh"}) {
+		t.Errorf("Trigger called for %v after the restart, want once", got)
+	}
+}
