@@ -111,19 +111,28 @@ func ParseBaseURL(raw string) (*url.URL, error) {
 	if strings.TrimSpace(raw) == "" {
 		raw = DefaultBaseURL
 	}
+	// Errors quote the URL without what may be credentials, whichever
+	// check fails first: a token pasted into a malformed URL is still a
+	// token.
+	shown := redactRemote(raw)
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
-		return nil, fmt.Errorf("GitLab URL %q: %w", raw, err)
+		// url.Error repeats the whole URL; what went wrong is within it.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("GitLab URL %q: %w", shown, err)
 	}
 	switch {
 	case u.Scheme != "https" && u.Scheme != "http" || u.Host == "" || u.Opaque != "":
-		return nil, fmt.Errorf("GitLab URL %q: want https://HOST or https://HOST/PREFIX", raw)
+		return nil, fmt.Errorf("GitLab URL %q: want https://HOST or https://HOST/PREFIX", shown)
 	case u.User != nil:
 		return nil, fmt.Errorf("GitLab URL %q: must not contain credentials; the token is given apart", redact(u))
 	case u.RawQuery != "" || u.Fragment != "":
-		return nil, fmt.Errorf("GitLab URL %q: must not have a query or fragment", raw)
+		return nil, fmt.Errorf("GitLab URL %q: must not have a query or fragment", shown)
 	case u.Scheme == "http" && !isLoopback(u.Hostname()):
-		return nil, fmt.Errorf("GitLab URL %q: use https; http is accepted only for localhost, where the token crosses no network", raw)
+		return nil, fmt.Errorf("GitLab URL %q: use https; http is accepted only for localhost, where the token crosses no network", shown)
 	}
 	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/api/v4")
 	u.RawPath = ""

@@ -70,7 +70,7 @@ func splitRemote(remote string) (scheme, host, port, path string, err error) {
 		// local path, as for git.
 		colon := strings.Index(raw, ":")
 		if colon <= 0 || strings.Contains(raw[:colon], "/") {
-			return "", "", "", "", fmt.Errorf("Git remote %q: want https://HOST/GROUP/PROJECT, ssh://HOST/GROUP/PROJECT or git@HOST:GROUP/PROJECT", raw)
+			return "", "", "", "", fmt.Errorf("Git remote %q: want https://HOST/GROUP/PROJECT, ssh://HOST/GROUP/PROJECT or git@HOST:GROUP/PROJECT", redactRemote(raw))
 		}
 		userHost := raw[:colon]
 		if at := strings.LastIndex(userHost, "@"); at >= 0 {

@@ -175,22 +175,40 @@ func classify(resp *gitlab.Response, err error) (errorKind, *http.Response) {
 // Retry-After: 0 again and again is not hammered.
 const minRateWait = time.Second
 
+// maxRateWait is the longest wait after a 429, so that a server asking for
+// hours or years (or a RateLimit-Reset in milliseconds) does not hold a
+// call whose context has no deadline for that long. GitLab's throttles
+// count over periods of a minute, a few over ten; a wait cut short costs
+// one more request, answered 429 with the time left.
+const maxRateWait = 10 * time.Minute
+
 // rateLimitWait reads how long a 429 asks to wait: Retry-After (seconds, as
 // GitLab sends it, or an HTTP date), else RateLimit-Reset (unix seconds;
-// a second more for clock skew). ok is false when neither is usable.
+// a second more for clock skew), held between minRateWait and
+// maxRateWait. ok is false when neither is usable.
 func rateLimitWait(h http.Header, now time.Time) (time.Duration, bool) {
+	// Seconds are compared before they become a Duration, which holds
+	// under 300 years of them.
+	const maxSecs = int64(maxRateWait / time.Second)
 	if v := h.Get("Retry-After"); v != "" {
-		if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-			return max(time.Duration(s)*time.Second, minRateWait), true
+		if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
+			return clampRateWait(time.Duration(min(s, maxSecs)) * time.Second), true
 		}
 		if t, err := http.ParseTime(v); err == nil {
-			return max(t.Sub(now), minRateWait), true
+			return clampRateWait(t.Sub(now)), true
 		}
 	}
 	if v := h.Get("RateLimit-Reset"); v != "" {
 		if s, err := strconv.ParseInt(v, 10, 64); err == nil && s > 0 {
-			return max(time.Unix(s, 0).Sub(now)+time.Second, minRateWait), true
+			if s-now.Unix() > maxSecs {
+				return maxRateWait, true
+			}
+			return clampRateWait(time.Unix(s, 0).Sub(now) + time.Second), true
 		}
 	}
 	return 0, false
+}
+
+func clampRateWait(d time.Duration) time.Duration {
+	return min(max(d, minRateWait), maxRateWait)
 }

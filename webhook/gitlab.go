@@ -345,22 +345,28 @@ func (h *gitLab) push(w http.ResponseWriter, d *delivery, payload []byte) {
 		return
 	}
 	var (
-		ref, after, defaultBranch string
-		urls                      []string
-		repo                      *gitlab.Repository
+		kind, ref, after, defaultBranch string
+		wantKind, refPrefix             string
+		urls                            []string
+		repo                            *gitlab.Repository
 	)
 	switch ev := v.(type) {
 	case *gitlab.PushEvent:
 		p := ev.Project
-		ref, after, defaultBranch, repo = ev.Ref, ev.After, p.DefaultBranch, ev.Repository
+		kind, ref, after, defaultBranch, repo = ev.ObjectKind, ev.Ref, ev.After, p.DefaultBranch, ev.Repository
+		wantKind, refPrefix = "push", "refs/heads/"
 		urls = []string{p.GitHTTPURL, p.GitSSHURL, p.WebURL, p.HTTPURL, p.SSHURL, p.URL}
 	case *gitlab.TagEvent:
 		p := ev.Project
-		ref, after, defaultBranch, repo = ev.Ref, ev.After, p.DefaultBranch, ev.Repository
+		kind, ref, after, defaultBranch, repo = ev.ObjectKind, ev.Ref, ev.After, p.DefaultBranch, ev.Repository
+		wantKind, refPrefix = "tag_push", "refs/tags/"
 		urls = []string{p.GitHTTPURL, p.GitSSHURL, p.WebURL, p.HTTPURL, p.SSHURL, p.URL}
 	default:
 		d.err = fmt.Errorf("parse %s payload: got %T", d.event, v)
 		h.fail(w, d, http.StatusBadRequest, ResultInvalid, "payload is not a "+d.event+" event")
+		return
+	}
+	if !h.kindIs(w, d, kind, wantKind) {
 		return
 	}
 	if repo != nil {
@@ -368,8 +374,9 @@ func (h *gitLab) push(w http.ResponseWriter, d *delivery, payload []byte) {
 	}
 	var names []string
 	// A deleted branch or tag leaves nothing to sync: the source's next
-	// poll reports the missing ref.
-	if !zeroSHA(after) {
+	// poll reports the missing ref. A Push Hook is about branches and a
+	// Tag Push Hook about tags; GitLab sends no other refs in them.
+	if !zeroSHA(after) && strings.HasPrefix(ref, refPrefix) {
 		names = h.match(urls, ref, defaultBranch)
 	}
 	h.triggerAll(w, d, names)
@@ -386,6 +393,9 @@ func (h *gitLab) mergeRequest(ctx context.Context, w http.ResponseWriter, d *del
 		h.fail(w, d, http.StatusBadRequest, ResultInvalid, "payload is not a "+d.event+" event", d.err.Error())
 		return
 	}
+	if !h.kindIs(w, d, ev.ObjectKind, "merge_request") {
+		return
+	}
 	if err := h.onMR(ctx, ev); err != nil {
 		// The error stays in the log: it may name internals GitLab's
 		// delivery page should not show.
@@ -395,6 +405,19 @@ func (h *gitLab) mergeRequest(ctx context.Context, w http.ResponseWriter, d *del
 	}
 	d.result, d.status = ResultHandled, http.StatusOK
 	writeJSON(w, d.status, map[string]any{"event": d.event, "handled": true})
+}
+
+// kindIs refuses a payload whose object_kind is not want, the kind of
+// the event X-Gitlab-Event names. The header is not signed: a signed
+// payload of one kind must not be acted on as another (a tag push as a
+// push, a push as a merge request).
+func (h *gitLab) kindIs(w http.ResponseWriter, d *delivery, kind, want string) bool {
+	if kind == want {
+		return true
+	}
+	d.err = fmt.Errorf("%s payload has object_kind %q, want %q", d.event, clip(kind), want)
+	h.fail(w, d, http.StatusBadRequest, ResultInvalid, "payload is not a "+d.event+" event", d.err.Error())
+	return false
 }
 
 // signature is a delivery's Standard Webhooks headers.
