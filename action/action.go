@@ -188,7 +188,7 @@ func CheckPluginConfig(inst Instance, pluginConfig json.RawMessage) error {
 		return nil
 	}
 	if _, ok := inst.Action.(PluginConfigTaker); !ok {
-		return fmt.Errorf("action %s (plugin %s) takes no plugin configuration: remove it, or use an action whose plugin reads it (exec, http, github_actions)",
+		return fmt.Errorf("action %s (plugin %s) takes no plugin configuration: remove it, or use an action whose plugin reads it (exec, http, github_actions, gitlab_pipelines)",
 			inst.Name, inst.Plugin)
 	}
 	return nil

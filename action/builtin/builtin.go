@@ -9,12 +9,13 @@ import (
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/action/exec"
 	"github.com/no8s/no8s-agent/action/githubactions"
+	"github.com/no8s/no8s-agent/action/gitlabpipelines"
 	httpaction "github.com/no8s/no8s-agent/action/http"
 	"github.com/no8s/no8s-agent/action/terraform"
 )
 
 // Registry returns a registry holding the plugins compiled into the agent:
-// noop, exec, http, github_actions and terraform.
+// noop, exec, http, github_actions, gitlab_pipelines and terraform.
 func Registry() *action.Registry {
 	r := action.NewRegistry()
 	for _, p := range []struct {
@@ -24,6 +25,7 @@ func Registry() *action.Registry {
 		{exec.Plugin, exec.New},
 		{httpaction.Plugin, httpaction.New},
 		{githubactions.Plugin, githubactions.New},
+		{gitlabpipelines.Plugin, gitlabpipelines.New},
 		{terraform.Plugin, terraform.New},
 	} {
 		if err := r.Register(p.name, p.factory); err != nil {

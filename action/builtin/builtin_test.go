@@ -10,7 +10,7 @@ import (
 
 func TestPlugins(t *testing.T) {
 	t.Parallel()
-	if got, want := Registry().Plugins(), []string{"exec", "github_actions", "http", "noop", "terraform"}; !slices.Equal(got, want) {
+	if got, want := Registry().Plugins(), []string{"exec", "github_actions", "gitlab_pipelines", "http", "noop", "terraform"}; !slices.Equal(got, want) {
 		t.Fatalf("Plugins() = %q, want %q", got, want)
 	}
 }
@@ -40,7 +40,7 @@ func TestBuild(t *testing.T) {
 func TestSecrets(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"PASS_A": "pass-a-value", "PASS_B": "pass-b-value", "SIGN": "sign-value",
-		"BEARER": "bearer-value", "GH": " gh-token-value\n", "PATH": "/usr/bin:/bin", "HOME": "/home/agent"}
+		"BEARER": "bearer-value", "GH": " gh-token-value\n", "GL": "gl-token-value", "GLT": "gl-trigger-value", "PATH": "/usr/bin:/bin", "HOME": "/home/agent"}
 	in, err := Registry().Build(map[string]action.Spec{
 		"run":     {Plugin: "exec", Config: json.RawMessage(`{"command":["true"],"env":{"FIXED":"fixed-value"},"passEnv":["PASS_A","PASS_B"]}`)},
 		"plan":    {Plugin: "exec", Config: json.RawMessage(`{"command":["true"],"passEnv":["PASS_A"],"plan":true}`)},
@@ -48,6 +48,7 @@ func TestSecrets(t *testing.T) {
 		"hook":    {Plugin: "http", Config: json.RawMessage(`{"url":"https://example.com/hook","secretEnv":"SIGN","tokenEnv":"BEARER","plan":true}`)},
 		"signed":  {Plugin: "http", Config: json.RawMessage(`{"url":"https://example.com/hook","secretEnv":"SIGN"}`)},
 		"actions": {Plugin: "github_actions", Config: json.RawMessage(`{"owner":"acme","repo":"p","workflow":"w.yml","tokenEnv":"GH"}`)},
+		"gitlab":  {Plugin: "gitlab_pipelines", Config: json.RawMessage(`{"project":"acme/infra","tokenEnv":"GL","triggerTokenEnv":"GLT"}`)},
 	}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
@@ -59,6 +60,7 @@ func TestSecrets(t *testing.T) {
 		"hook":    {"sign-value", "bearer-value"},
 		"signed":  {"sign-value"},
 		"actions": {" gh-token-value\n"},
+		"gitlab":  {"gl-token-value", "gl-trigger-value"},
 	}
 	if len(got) != len(want) {
 		t.Errorf("Secrets() = %q, want %q", got, want)

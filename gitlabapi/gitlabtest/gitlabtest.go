@@ -71,6 +71,10 @@ type Options struct {
 	Script func(c Creation) Script
 	// Now is the server's clock for timestamps; by default time.Now.
 	Now func() time.Time
+	// CancelPolls is how many reads a cancelled pipeline that was running
+	// shows "canceling" (its runners stop their jobs) before "canceled";
+	// 0 cancels at once.
+	CancelPolls int
 }
 
 // Match selects requests; empty fields match anything.
@@ -103,6 +107,17 @@ type Fault struct {
 	// Hang holds the answer back until the request's context ends: a
 	// server that accepted the request and never answers.
 	Hang bool
+	// Through lets the request reach GitLab and take effect before the
+	// fault's Status replaces GitLab's answer: a gateway that timed out
+	// while Puma created the pipeline all the same.
+	Through bool
+}
+
+// Through returns f with Through set: the request takes effect, and f is
+// answered instead of GitLab's answer.
+func Through(f Fault) Fault {
+	f.Through = true
+	return f
 }
 
 // TooManyRequests is GitLab's 429 from its rate limiter (Rack::Attack):
@@ -446,6 +461,9 @@ func (s *Server) answer(req *http.Request, body []byte) (reply, bool) {
 			}
 		}
 		if f.Status != 0 {
+			if f.Through {
+				s.route(req, body)
+			}
 			rep := reply{status: f.Status, headers: map[string]string{}, body: []byte(f.Body)}
 			for k, v := range f.Headers {
 				if v == "" {
@@ -580,6 +598,8 @@ func (s *Server) route(req *http.Request, body []byte) reply {
 	switch {
 	case len(seg) == 0 && get:
 		return s.projectReply(p)
+	case len(seg) == 1 && seg[0] == "pipelines" && get:
+		return s.listPipelines(req, p)
 	case len(seg) == 1 && seg[0] == "pipeline" && post:
 		if role < Developer {
 			return forbidden()

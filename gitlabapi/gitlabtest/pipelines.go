@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -47,12 +48,18 @@ type Variable struct {
 
 // Script tells how a pipeline plays out.
 type Script struct {
-	// Status is the pipeline's status once finished by its script:
-	// success (the default), failed, canceled, skipped or manual.
+	// Status is the pipeline's status once its script played: success
+	// (the default), failed, canceled, skipped, or manual: a job waits
+	// for a person to run it, and the pipeline stays manual, unfinished,
+	// until Finish or a cancel ends it.
 	Status string
+	// WaitingForResource is how many reads, first, see the pipeline
+	// waiting_for_resource (a resource_group another pipeline holds).
+	WaitingForResource int
 	// Polls is how many reads of the pipeline (GET .../pipelines/:id) see
-	// it unfinished: it is created pending, reads 1..Polls see it running
-	// and read Polls+1 sees it finished.
+	// it running: it is created pending, reads 1..WaitingForResource see
+	// it waiting, the next Polls reads see it running, and the read after
+	// sees it finished.
 	Polls int
 	// Never keeps the pipeline running until it is cancelled or Finish
 	// ends it; Polls and Status are then ignored.
@@ -119,13 +126,17 @@ type PipelineState struct {
 }
 
 type pipeline struct {
-	id, iid    int64
-	project    *project
-	c          Creation
-	script     Script
-	status     string
-	polls      int
-	cancelled  bool
+	id, iid   int64
+	project   *project
+	c         Creation
+	script    Script
+	status    string
+	polls     int
+	cancelled bool
+	// cancelReads counts the reads of a canceling pipeline.
+	cancelReads int
+	// name is its workflow:name, or "".
+	name       string
 	created    time.Time
 	started    time.Time
 	finished   time.Time
@@ -148,9 +159,11 @@ type bridge struct {
 	child *pipeline
 }
 
+// terminal says whether a pipeline or job with status is finished. A
+// manual pipeline is not: it waits for a person to run a job.
 func terminal(status string) bool {
 	switch status {
-	case "success", "failed", "canceled", "skipped", "manual":
+	case "success", "failed", "canceled", "skipped":
 		return true
 	}
 	return false
@@ -337,11 +350,15 @@ func (s *Server) create(p *project, c Creation) reply {
 	}
 	c.SHA = SHA(p.path, c.Ref)
 	c.At = s.now()
+	s.mu.Lock()
+	name := workflowName(p.opts.WorkflowName, c)
+	s.mu.Unlock()
 	// The script runs outside the lock, so that it may call the server.
 	script := s.opts.Script(cloneCreation(c))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pl := s.store(p, c, script)
+	pl.name = name
 	return jsonReply(http.StatusCreated, s.pipelineJSON(pl))
 }
 
@@ -386,10 +403,10 @@ func (s *Server) pipelinesOf(p *project) []*pipeline {
 	return out
 }
 
-// start moves a pending pipeline to running and creates its children.
-// Call with s.mu held.
+// start moves a pending (or waiting) pipeline to running and creates its
+// children. Call with s.mu held.
 func (s *Server) start(pl *pipeline) {
-	if pl.status != "pending" {
+	if pl.status != "pending" && pl.status != "waiting_for_resource" {
 		return
 	}
 	now := s.now()
@@ -414,17 +431,31 @@ func (s *Server) finish(pl *pipeline, status string) {
 			s.finish(b.child, b.child.script.Status)
 		}
 	}
-	pl.status, pl.finished, pl.updated = status, now, now
+	pl.status, pl.updated = status, now
+	if terminal(status) {
+		pl.finished = now
+	}
 }
 
 // advance moves a pipeline on by one read.
 func (s *Server) advance(pl *pipeline) {
 	pl.polls++
-	if terminal(pl.status) {
+	switch {
+	case terminal(pl.status), pl.status == "manual":
+		return
+	case pl.status == "canceling":
+		pl.cancelReads++
+		if pl.cancelReads >= s.opts.CancelPolls {
+			now := s.now()
+			pl.status, pl.finished, pl.updated = "canceled", now, now
+		}
+		return
+	case pl.polls <= pl.script.WaitingForResource:
+		pl.status, pl.updated = "waiting_for_resource", s.now()
 		return
 	}
 	s.start(pl)
-	if !pl.script.Never && pl.polls > pl.script.Polls {
+	if !pl.script.Never && pl.polls > pl.script.WaitingForResource+pl.script.Polls {
 		s.finish(pl, pl.script.Status)
 	}
 }
@@ -446,7 +477,9 @@ func (s *Server) getPipeline(p *project, id int64) reply {
 }
 
 // cancel answers POST .../pipelines/:id/cancel: 200 whatever the state,
-// as GitLab does; an unfinished pipeline and its children are canceled.
+// as GitLab does; an unfinished pipeline and its children are canceled,
+// or, when one was running and Options.CancelPolls is set, canceling for
+// that many reads.
 func (s *Server) cancel(p *project, id int64) reply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -460,7 +493,7 @@ func (s *Server) cancel(p *project, id int64) reply {
 }
 
 func (s *Server) cancelTree(pl *pipeline) {
-	if terminal(pl.status) {
+	if terminal(pl.status) || pl.status == "canceling" {
 		return
 	}
 	for _, b := range pl.bridges {
@@ -469,13 +502,19 @@ func (s *Server) cancelTree(pl *pipeline) {
 		}
 	}
 	now := s.now()
-	pl.status, pl.cancelled, pl.finished, pl.updated = "canceled", true, now, now
+	pl.cancelled, pl.updated = true, now
+	if pl.status == "running" && s.opts.CancelPolls > 0 {
+		pl.status = "canceling"
+		return
+	}
+	pl.status, pl.finished = "canceled", now
 }
 
 var statusText = map[string][2]string{ // status -> label, text
 	"created": {"created", "Created"}, "pending": {"pending", "Pending"}, "running": {"running", "Running"},
 	"success": {"passed", "Passed"}, "failed": {"failed", "Failed"}, "canceled": {"canceled", "Canceled"},
 	"skipped": {"skipped", "Skipped"}, "manual": {"manual action", "Manual"},
+	"canceling": {"canceling", "Canceling"}, "waiting_for_resource": {"waiting for resource", "Waiting"},
 }
 
 func detailedStatus(status, path string) map[string]any {
@@ -502,7 +541,7 @@ func (s *Server) pipelineJSON(pl *pipeline) map[string]any {
 	return map[string]any{
 		"id": pl.id, "iid": pl.iid, "project_id": pl.project.id, "sha": pl.c.SHA, "ref": pl.c.Ref,
 		"status": pl.status, "source": pl.c.Source, "before_sha": strings.Repeat("0", 40), "tag": false,
-		"yaml_errors": nil, "user": bot, "name": nil,
+		"yaml_errors": nil, "user": bot, "name": nullable(pl.name),
 		"created_at": ts(pl.created), "updated_at": ts(pl.updated), "started_at": ts(pl.started),
 		"finished_at": ts(pl.finished), "committed_at": nil,
 		// Whole seconds or null: client-go decodes these into int64.
@@ -522,10 +561,16 @@ func (pl *pipeline) stageIndex(st string) int { return slices.Index(pl.stageOrde
 func (pl *pipeline) jobStatus(stage, own string) string {
 	first := pl.stageIndex(stage) == 0
 	switch {
+	case pl.status == "canceling" && first:
+		return "canceling"
 	case pl.cancelled:
 		return "canceled"
 	case pl.status == "pending" && first:
 		return "pending"
+	case pl.status == "waiting_for_resource" && first:
+		return "waiting_for_resource"
+	case pl.status == "waiting_for_resource":
+		return "created"
 	case pl.status == "pending":
 		return "created"
 	case pl.status == "running" && first:
@@ -541,9 +586,9 @@ func (j *job) status() string { return j.pl.jobStatus(j.j.Stage, j.j.Status) }
 // started says whether the job has run (and so has a log).
 func (j *job) started() bool {
 	switch j.status() {
-	case "created", "pending", "skipped", "manual":
+	case "created", "pending", "waiting_for_resource", "skipped", "manual":
 		return false
-	case "canceled":
+	case "canceled", "canceling":
 		return j.pl.stageIndex(j.j.Stage) == 0 && !j.pl.started.IsZero()
 	}
 	return true
@@ -606,7 +651,7 @@ func (s *Server) jobJSON(j *job) map[string]any {
 
 func (s *Server) pipelineInfo(pl *pipeline) map[string]any {
 	return map[string]any{"id": pl.id, "iid": pl.iid, "project_id": pl.project.id, "sha": pl.c.SHA, "ref": pl.c.Ref,
-		"status": pl.status, "source": pl.c.Source, "created_at": ts(pl.created), "updated_at": ts(pl.updated),
+		"status": pl.status, "source": pl.c.Source, "name": nullable(pl.name), "created_at": ts(pl.created), "updated_at": ts(pl.updated),
 		"web_url": fmt.Sprintf("%s/-/pipelines/%d", s.webURL(pl.project), pl.id)}
 }
 
@@ -710,4 +755,105 @@ func (s *Server) artifact(p *project, id int64, path string) reply {
 	name := path[strings.LastIndex(path, "/")+1:]
 	return reply{status: http.StatusOK, headers: map[string]string{"Content-Type": "application/octet-stream",
 		"Content-Disposition": fmt.Sprintf("attachment; filename=%q; filename*=UTF-8''%s", name, name)}, body: b}
+}
+
+// inputRef and variableRef are how workflow:name refers to an input and to
+// a variable.
+var (
+	inputRef    = regexp.MustCompile(`\$\[\[\s*inputs\.([A-Za-z0-9_-]+)\s*\]\]`)
+	variableRef = regexp.MustCompile(`\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))`)
+)
+
+// workflowName evaluates a workflow:name for a new pipeline: inputs are
+// interpolated when the configuration is read, variables expanded after;
+// an unknown variable expands to nothing, as in GitLab.
+func workflowName(tmpl string, c Creation) string {
+	if tmpl == "" {
+		return ""
+	}
+	name := inputRef.ReplaceAllStringFunc(tmpl, func(m string) string {
+		v, ok := c.Inputs[inputRef.FindStringSubmatch(m)[1]]
+		if !ok {
+			return ""
+		}
+		if s, ok := v.(string); ok {
+			return s
+		}
+		b, _ := json.Marshal(v)
+		return string(b)
+	})
+	return variableRef.ReplaceAllStringFunc(name, func(m string) string {
+		sub := variableRef.FindStringSubmatch(m)
+		key := cmp.Or(sub[1], sub[2])
+		for _, v := range c.Variables {
+			if v.Key == key {
+				return v.Value
+			}
+		}
+		return ""
+	})
+}
+
+// listPipelines answers GET /projects/:id/pipelines: the project's
+// pipelines, children included, filtered by scope, status, source, ref,
+// sha, name (exact), updated_after/before and created_after/before, ordered
+// by id (or updated_at), newest first unless sort=asc.
+func (s *Server) listPipelines(req *http.Request, p *project) reply {
+	q := req.URL.Query()
+	var bounds [4]time.Time // updated after, before; created after, before
+	for i, k := range []string{"updated_after", "updated_before", "created_after", "created_before"} {
+		if v := q.Get(k); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return paramError(k + " is invalid")
+			}
+			bounds[i] = t
+		}
+	}
+	orderBy := cmp.Or(q.Get("order_by"), "id")
+	if !slices.Contains([]string{"id", "status", "ref", "updated_at", "user_id"}, orderBy) {
+		return paramError("order_by does not have a valid value")
+	}
+	sortDir := cmp.Or(q.Get("sort"), "desc")
+	if sortDir != "asc" && sortDir != "desc" {
+		return paramError("sort does not have a valid value")
+	}
+	scope := q.Get("scope")
+	if scope != "" && !slices.Contains([]string{"running", "pending", "finished", "branches", "tags"}, scope) {
+		return paramError("scope does not have a valid value")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var list []*pipeline
+	for _, pl := range s.pipelinesOf(p) {
+		switch {
+		case scope == "running" && pl.status != "running",
+			scope == "pending" && pl.status != "pending",
+			scope == "finished" && !terminal(pl.status),
+			scope == "tags",
+			q.Get("status") != "" && pl.status != q.Get("status"),
+			q.Get("source") != "" && pl.c.Source != q.Get("source"),
+			q.Get("ref") != "" && pl.c.Ref != q.Get("ref"),
+			q.Get("sha") != "" && pl.c.SHA != q.Get("sha"),
+			q.Get("name") != "" && pl.name != q.Get("name"),
+			!bounds[0].IsZero() && !pl.updated.After(bounds[0]),
+			!bounds[1].IsZero() && !pl.updated.Before(bounds[1]),
+			!bounds[2].IsZero() && !pl.created.After(bounds[2]),
+			!bounds[3].IsZero() && !pl.created.Before(bounds[3]):
+			continue
+		}
+		list = append(list, pl)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		a, b := list[i], list[j]
+		if orderBy == "updated_at" && !a.updated.Equal(b.updated) {
+			return a.updated.Before(b.updated) == (sortDir == "asc")
+		}
+		return a.id < b.id == (sortDir == "asc")
+	})
+	out := make([]map[string]any, 0, len(list))
+	for _, pl := range list {
+		out = append(out, s.pipelineInfo(pl))
+	}
+	return listReply(s.paginate(req, len(out)), out)
 }

@@ -33,6 +33,11 @@ type ProjectOptions struct {
 	// an input not among them fails the pipeline's creation. nil accepts
 	// any input.
 	Inputs []string
+	// WorkflowName is the CI configuration's workflow:name, which names
+	// the pipelines created by API or trigger: $[[ inputs.NAME ]] is
+	// replaced with the input's value and $NAME or ${NAME} with the
+	// pipeline variable's, as GitLab does. Empty leaves them unnamed.
+	WorkflowName string
 }
 
 type project struct {
