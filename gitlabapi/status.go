@@ -1,7 +1,6 @@
 package gitlabapi
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -25,41 +24,52 @@ const maxStatusPages = 10
 // moves on to the state asked: GitLab updates the running record in place.
 //
 // The post itself is not retried on a server error, which may have taken
-// effect: the newest status is looked up again before another try, up to
-// r.ServerErrors times.
+// effect: the newest status is looked up again before another try (see
+// Retrier.CallOnce).
 func SetStatus(ctx context.Context, c *gitlab.Client, r Retrier, project, sha string, opt gitlab.SetCommitStatusOptions) error {
 	if opt.Name == nil || *opt.Name == "" {
 		return errors.New("a commit status needs a name")
 	}
-	backoff := cmp.Or(r.Backoff, defaultBackoff)
-	maxBackoff := max(cmp.Or(r.MaxBackoff, defaultMaxBackoff), backoff)
-	limit := cmp.Or(r.ServerErrors, maxServerErrors)
-	post := r
-	post.NoServerRetry = true
-	for attempt := 1; ; attempt++ {
+	err := r.CallOnce(ctx, func() (bool, error) {
 		cur, err := newestStatus(ctx, c, r, project, sha, *opt.Name)
-		if err != nil {
-			return err
-		}
-		if cur != nil && same(cur, opt) {
-			return nil
-		}
-		err = post.Call(ctx, func() (*gitlab.Response, error) {
-			_, resp, err := c.Commits.SetCommitStatus(project, sha, &opt, gitlab.WithContext(ctx))
-			return resp, err
-		})
-		switch {
-		case err == nil || IsUnchangedStatus(err):
-			return nil
-		case IsTransient(err) && (limit < 0 || attempt <= limit):
-			if err := Sleep(ctx, backoff); err != nil {
-				return err
-			}
-			backoff = min(backoff*2, maxBackoff)
-			continue
-		}
-		return err
+		return cur != nil && same(cur, opt), err
+	}, func() (*gitlab.Response, error) {
+		_, resp, err := c.Commits.SetCommitStatus(project, sha, &opt, gitlab.WithContext(ctx))
+		return resp, err
+	})
+	if IsUnchangedStatus(err) {
+		return nil
 	}
+	return err
+}
+
+// Commit states in GitHub's words, which the agent's notifiers and
+// previews speak.
+const (
+	StatePending = "pending"
+	StateSuccess = "success"
+	StateFailure = "failure"
+	StateError   = "error"
+)
+
+// CommitState maps a commit state in GitHub's words, and its description,
+// to GitLab's. pending is GitLab's running: the agent posts it while it
+// works (previewing, reconciling), and GitLab's own pending means queued,
+// waiting for a runner. failure is failed; so is error, which GitLab has
+// no word for, and the description says so. Anything else is failed too,
+// saying what it was.
+func CommitState(state, desc string) (gitlab.BuildStateValue, string) {
+	switch state {
+	case StatePending:
+		return gitlab.Running, desc
+	case StateSuccess:
+		return gitlab.Success, desc
+	case StateFailure:
+		return gitlab.Failed, desc
+	case StateError:
+		return gitlab.Failed, "error: " + desc
+	}
+	return gitlab.Failed, state + ": " + desc
 }
 
 // same reports whether a status already says what opt asks.

@@ -125,3 +125,24 @@ func TestSetStatusForbidden(t *testing.T) {
 		t.Fatalf("err = %v, want a configuration error asking for Developer", err)
 	}
 }
+
+// GitHub's commit states in GitLab's words.
+func TestCommitState(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		state, desc string
+		want        gitlab.BuildStateValue
+		wantDesc    string
+	}{
+		{gitlabapi.StatePending, "previewing", gitlab.Running, "previewing"},
+		{gitlabapi.StateSuccess, "2 ready", gitlab.Success, "2 ready"},
+		{gitlabapi.StateFailure, "1 failed", gitlab.Failed, "1 failed"},
+		{gitlabapi.StateError, "no answer", gitlab.Failed, "error: no answer"},
+		{"odd", "x", gitlab.Failed, "odd: x"},
+	}
+	for _, tt := range tests {
+		if got, desc := gitlabapi.CommitState(tt.state, tt.desc); got != tt.want || desc != tt.wantDesc {
+			t.Errorf("CommitState(%q, %q) = %q, %q; want %q, %q", tt.state, tt.desc, got, desc, tt.want, tt.wantDesc)
+		}
+	}
+}
