@@ -20,6 +20,12 @@ const maxStatusPages = 10
 // status via :run from :running") counts as done too: the status is as
 // asked.
 //
+// Running is not posted over a finished status (success, failed, canceled,
+// skipped): GitLab would start another status, and another external
+// pipeline, for a commit already judged, as on every restart of the agent
+// that judges it again; the outcome posted next says what changed, if
+// anything did.
+//
 // A status left running, by an agent killed before it posted the outcome,
 // moves on to the state asked: GitLab updates the running record in place.
 //
@@ -32,7 +38,7 @@ func SetStatus(ctx context.Context, c *gitlab.Client, r Retrier, project, sha st
 	}
 	err := r.CallOnce(ctx, func() (bool, error) {
 		cur, err := newestStatus(ctx, c, r, project, sha, *opt.Name)
-		return cur != nil && same(cur, opt), err
+		return cur != nil && (same(cur, opt) || opt.State == gitlab.Running && finished(cur.Status)), err
 	}, func() (*gitlab.Response, error) {
 		_, resp, err := c.Commits.SetCommitStatus(project, sha, &opt, gitlab.WithContext(ctx))
 		return resp, err
@@ -70,6 +76,16 @@ func CommitState(state, desc string) (gitlab.BuildStateValue, string) {
 		return gitlab.Failed, "error: " + desc
 	}
 	return gitlab.Failed, state + ": " + desc
+}
+
+// finished reports whether a commit status is in one of GitLab's final
+// states.
+func finished(status string) bool {
+	switch gitlab.BuildStateValue(status) {
+	case gitlab.Success, gitlab.Failed, gitlab.Canceled, gitlab.Skipped:
+		return true
+	}
+	return false
 }
 
 // same reports whether a status already says what opt asks.

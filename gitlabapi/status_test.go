@@ -47,6 +47,10 @@ func TestSetStatus(t *testing.T) {
 		{gitlab.Success, "no changes", 3, `success "no changes" x2|`},
 		{gitlab.Success, "no changes", 3, `success "no changes" x2|`},
 		{gitlab.Failed, "refused", 4, `success "no changes" x2|failed "refused" x1|`},
+		// Running over a finished status is a step back GitLab would
+		// record as a new status: not posted.
+		{gitlab.Running, "previewing", 4, `success "no changes" x2|failed "refused" x1|`},
+		{gitlab.Success, "fixed", 5, `success "no changes" x2|failed "refused" x1|success "fixed" x1|`},
 	}
 	for i, s := range steps {
 		if err := gitlabapi.SetStatus(ctx, c, fast, "g/sub/p.x", sha, statusOpt(s.state, s.desc)); err != nil {
