@@ -32,11 +32,11 @@ type GitLabStatuses struct {
 func (g *GitLabStatuses) PostStatus(ctx context.Context, remote, sha string, s Status) error {
 	project := g.Repository
 	if project == "" {
-		p, err := gitlabapi.ParseRemote(remote)
+		p, err := gitlabapi.ProjectPath(remote, g.Client.BaseURL().String())
 		if err != nil {
 			return &PermanentError{fmt.Errorf("no GitLab project to post statuses to (set the provider's repository): %w", err)}
 		}
-		project = p.Path
+		project = p
 	}
 	state, desc := gitlabapi.CommitState(s.State, s.Description)
 	opt := gitlab.SetCommitStatusOptions{State: state, Name: gitlab.Ptr(s.Name), Description: gitlab.Ptr(desc)}
