@@ -166,3 +166,27 @@ func redactRemote(raw string) string {
 	}
 	return raw[:start] + "xxxxx" + raw[at:]
 }
+
+// ProjectPath is the path of the project a Git remote URL names on the
+// GitLab instance at baseURL (as NewClient takes it; "" is gitlab.com).
+// An instance under a relative URL root (https://HOST/gitlab) serves its
+// repositories under that root too: the root is dropped from the path of a
+// remote on the instance's host that starts with it.
+func ProjectPath(remote, baseURL string) (string, error) {
+	p, err := ParseRemote(remote)
+	if err != nil {
+		return "", err
+	}
+	base, err := ParseBaseURL(baseURL)
+	if err != nil {
+		return "", err
+	}
+	root := strings.Trim(base.Path, "/")
+	_, host, _, _, _ := splitRemote(remote)
+	if root != "" && strings.EqualFold(host, base.Hostname()) {
+		if rest, ok := strings.CutPrefix(p.Path, root+"/"); ok && strings.Contains(rest, "/") {
+			return rest, nil
+		}
+	}
+	return p.Path, nil
+}

@@ -115,3 +115,32 @@ func TestProjectWebURL(t *testing.T) {
 		t.Fatalf("WebURL = %q", got)
 	}
 }
+
+func TestProjectPath(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		remote, base, want, wantErr string
+	}{
+		{"https://gitlab.com/g/sub/p.git", "", "g/sub/p", ""},
+		{"git@gitlab.example.com:g/p.git", "https://gitlab.example.com", "g/p", ""},
+		{"https://example.com/gitlab/g/p.git", "https://example.com/gitlab/", "g/p", ""},
+		{"ssh://git@example.com:2222/gitlab/g/sub/p.git", "https://example.com/gitlab", "g/sub/p", ""},
+		// A group named like the root, on another host, or a path that
+		// would be one segment without the root, is kept.
+		{"https://other.example.com/gitlab/g/p.git", "https://example.com/gitlab", "gitlab/g/p", ""},
+		{"https://example.com/gitlab/p.git", "https://example.com/gitlab", "gitlab/p", ""},
+		{"https://example.com/p.git", "", "", "GROUP/PROJECT"},
+		{"https://example.com/g/p.git", "ftp://example.com", "", "want https://HOST"},
+	} {
+		got, err := gitlabapi.ProjectPath(c.remote, c.base)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("ProjectPath(%q, %q) = %q, %v; want an error saying %q", c.remote, c.base, got, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ProjectPath(%q, %q) = %q, %v; want %q", c.remote, c.base, got, err, c.want)
+		}
+	}
+}

@@ -212,3 +212,32 @@ func rateLimitWait(h http.Header, now time.Time) (time.Duration, bool) {
 func clampRateWait(d time.Duration) time.Duration {
 	return min(max(d, minRateWait), maxRateWait)
 }
+
+// CallOnce runs a call that must not take effect twice, such as creating a
+// note or a commit status. look runs first and reports whether what do
+// would achieve holds already (it may mend it itself, by an edit that is
+// safe to repeat); only then does do run, without retries on server
+// errors. After a server or network error, which may have taken effect,
+// look runs again before another try, up to r.ServerErrors times, with
+// the backoff of Call. Rate limits are waited out as by Call.
+func (r Retrier) CallOnce(ctx context.Context, look func() (done bool, err error), do func() (*gitlab.Response, error)) error {
+	backoff := cmp.Or(r.Backoff, defaultBackoff)
+	maxBackoff := max(cmp.Or(r.MaxBackoff, defaultMaxBackoff), backoff)
+	limit := cmp.Or(r.ServerErrors, maxServerErrors)
+	once := r
+	once.NoServerRetry = true
+	for attempt := 1; ; attempt++ {
+		done, err := look()
+		if err != nil || done {
+			return err
+		}
+		err = once.Call(ctx, do)
+		if !IsTransient(err) || limit > 0 && attempt > limit {
+			return err
+		}
+		if err := Sleep(ctx, backoff); err != nil {
+			return err
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}

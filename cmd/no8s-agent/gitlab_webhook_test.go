@@ -243,7 +243,8 @@ func TestGitLabWebhookToken(t *testing.T) {
 	if strings.Contains(text, `event="push"`) {
 		t.Error("/metrics has GitHub's series")
 	}
-	// The merge request hook is acknowledged and ignored for now.
+	// No source previews merge requests: the merge request hook is
+	// acknowledged and ignored.
 	if code, resp := (gitlabDelivery{event: "Merge Request Hook", body: `{"object_kind": "merge_request"}`, token: f.token}).send(t, f.base); code != http.StatusAccepted {
 		t.Errorf("merge request: %d %s, want 202", code, resp)
 	}

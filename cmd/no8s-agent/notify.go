@@ -7,6 +7,7 @@ import (
 
 	"github.com/no8s/no8s-agent/config"
 	"github.com/no8s/no8s-agent/githubapi"
+	"github.com/no8s/no8s-agent/gitlabapi"
 	"github.com/no8s/no8s-agent/metrics"
 	"github.com/no8s/no8s-agent/notify"
 	"github.com/no8s/no8s-agent/redact"
@@ -33,13 +34,12 @@ func newDispatcher(cfg *config.Config, st store.Store, masker *redact.Masker, m 
 			providers[name] = &notify.Webhook{URL: p.Endpoint(), Secret: p.Secret(), Masker: masker}
 		case config.ProviderSlack:
 			providers[name] = &notify.Slack{URL: p.Endpoint(), DashboardURL: p.DashboardURL, Masker: masker}
-		case config.ProviderGitHub:
-			client, err := githubapi.NewClient(p.APIURL, p.Token())
+		case config.ProviderGitHub, config.ProviderGitLab:
+			host, err := statusHost(p)
 			if err != nil {
 				return nil, fmt.Errorf("notifications.providers.%s.apiURL: %w", name, err)
 			}
-			providers[name] = &notify.CommitStatus{Store: st, DashboardURL: p.DashboardURL, Masker: masker,
-				Host: &notify.GitHubStatuses{Client: client, Repository: p.Repository, Retry: githubapi.Retrier{ServerErrors: 2}}}
+			providers[name] = &notify.CommitStatus{Store: st, DashboardURL: p.DashboardURL, Masker: masker, Host: host}
 			commits = append(commits, name)
 		}
 	}
@@ -49,7 +49,16 @@ func newDispatcher(cfg *config.Config, st store.Store, masker *redact.Masker, m 
 			return slices.Contains(p.Sources, source)
 		}
 		url, git := urls[source]
-		return git && (p.Repository != "" || notify.OnGitHub(url))
+		switch {
+		case !git:
+			return false
+		case p.Repository != "":
+			return true
+		case p.Type == config.ProviderGitLab:
+			return notify.FollowsGitLab(url, p.APIURL)
+		}
+		// A repository on gitlab.com is not GitHub's.
+		return notify.OnGitHub(url) && !gitlabapi.OnGitLab(url)
 	}
 	alerts := make([]notify.Alert, len(cfg.Notifications.Alerts))
 	for i, a := range cfg.Notifications.Alerts {
@@ -58,4 +67,20 @@ func newDispatcher(cfg *config.Config, st store.Store, masker *redact.Masker, m 
 	}
 	return notify.New(st, notify.Options{Owner: owner, Providers: providers, Alerts: alerts, Commits: commits,
 		Follows: follows, OnDelivery: m.ObserveNotification, Masker: masker, Logger: log}), nil
+}
+
+// statusHost is the Git host a commit-status provider posts to.
+func statusHost(p config.NotificationProvider) (notify.StatusHost, error) {
+	if p.Type == config.ProviderGitLab {
+		client, err := gitlabapi.NewClient(p.APIURL, p.Token())
+		if err != nil {
+			return nil, err
+		}
+		return &notify.GitLabStatuses{Client: client, Repository: p.Repository, Retry: gitlabapi.Retrier{ServerErrors: 2}}, nil
+	}
+	client, err := githubapi.NewClient(p.APIURL, p.Token())
+	if err != nil {
+		return nil, err
+	}
+	return &notify.GitHubStatuses{Client: client, Repository: p.Repository, Retry: githubapi.Retrier{ServerErrors: 2}}, nil
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 
+	gitlab "gitlab.com/gitlab-org/api/client-go"
+
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/api"
 	"github.com/no8s/no8s-agent/config"
@@ -49,15 +51,19 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		OnPullRequest: previewer.OnPullRequest,
 		Logger:        log,
 	})
+	// Merge Request Hooks are acted on when a source previews GitLab merge
+	// requests; otherwise they are acknowledged and ignored.
+	var onMergeRequest func(context.Context, *gitlab.MergeEvent) error
+	if gitlabPreviews(cfg) {
+		onMergeRequest = previewer.OnMergeRequest
+	}
 	gitlabHook := webhook.NewGitLab(webhook.GitLabOptions{
-		Token:      cfg.Webhooks.GitLabToken(),
-		SigningKey: cfg.Webhooks.GitLabSigningKey(),
-		Sources:    webhookSources(cfg),
-		Trigger:    func(name string) bool { return runner.Trigger(name, false) },
-		OnDelivery: m.ObserveWebhook,
-		// Merge requests are not previewed yet: their deliveries are
-		// acknowledged and ignored.
-		OnMergeRequest: nil,
+		Token:          cfg.Webhooks.GitLabToken(),
+		SigningKey:     cfg.Webhooks.GitLabSigningKey(),
+		Sources:        webhookSources(cfg),
+		Trigger:        func(name string) bool { return runner.Trigger(name, false) },
+		OnDelivery:     m.ObserveWebhook,
+		OnMergeRequest: onMergeRequest,
 		Logger:         log,
 	})
 	srv := api.New(api.Options{

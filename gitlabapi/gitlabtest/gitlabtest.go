@@ -559,6 +559,11 @@ func (s *Server) route(req *http.Request, body []byte) reply {
 	if !known {
 		return unauthorized()
 	}
+	if len(seg) == 1 && seg[0] == "user" && req.Method == http.MethodGet && !c.anonymous {
+		// The token's own user, as GET /user answers for personal and
+		// project (bot) tokens alike.
+		return jsonReply(http.StatusOK, c.user)
+	}
 	if seg[0] != "projects" || len(seg) < 2 {
 		if c.anonymous {
 			return unauthorized()

@@ -82,6 +82,24 @@ func (s *Server) AddMergeRequest(projectPath string, mr MergeRequest) MergeReque
 	return mr
 }
 
+// UpdateMergeRequest changes a merge request the way a push (a new SHA),
+// closing or merging it (State) would, and returns it. It panics if there
+// is no such merge request.
+func (s *Server) UpdateMergeRequest(projectPath string, iid int64, update func(*MergeRequest)) MergeRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mr := s.mustProject(projectPath).mr(iid)
+	if mr == nil {
+		panic(fmt.Sprintf("gitlabtest: no merge request !%d in %s", iid, projectPath))
+	}
+	id, iidBefore := mr.ID, mr.IID
+	update(&mr.MergeRequest)
+	mr.ID, mr.IID = id, iidBefore
+	mr.updated = s.now()
+	s.notify()
+	return mr.MergeRequest
+}
+
 // AddNote adds a note to a merge request as user author (a reviewer, or
 // GitLab itself with system) and returns its id; tests use it to show notes
 // the agent did not write. It panics if there is no such merge request.

@@ -154,3 +154,41 @@ func TestMergeRequestNotes(t *testing.T) {
 		t.Fatalf("notes of no merge request: %v", err)
 	}
 }
+
+// GET /user names the token's user: the agent tells its own notes from
+// others' by it. A project token's user is the project's bot.
+func TestCurrentUser(t *testing.T) {
+	t.Parallel()
+	srv, c, _ := setup(t, gitlabtest.Options{}, gitlabtest.ProjectOptions{Tokens: map[string]gitlabtest.Role{"glpat-project": gitlabtest.Developer}})
+	u, _, err := c.Users.CurrentUser()
+	if err != nil || u.Username != gitlabtest.DefaultUser {
+		t.Fatalf("user = %+v, %v", u, err)
+	}
+	pu, _, err := client(t, srv, "glpat-project").Users.CurrentUser()
+	if err != nil || !strings.HasPrefix(pu.Username, "project_") || !strings.Contains(pu.Username, "_bot_") {
+		t.Fatalf("project token's user = %+v, %v", pu, err)
+	}
+	if _, _, err := client(t, srv, "glpat-unknown").Users.CurrentUser(); statusOf(err) != http.StatusUnauthorized {
+		t.Fatalf("unknown token: %v", err)
+	}
+}
+
+// UpdateMergeRequest plays a push to a merge request and its closing.
+func TestUpdateMergeRequest(t *testing.T) {
+	t.Parallel()
+	srv, c, _ := setup(t, gitlabtest.Options{}, gitlabtest.ProjectOptions{})
+	mr := srv.AddMergeRequest(project, gitlabtest.MergeRequest{SourceBranch: "feat"})
+	pushed := srv.UpdateMergeRequest(project, mr.IID, func(m *gitlabtest.MergeRequest) { m.SHA = "0123456789abcdef0123456789abcdef01234567"; m.IID = 99 })
+	if pushed.IID != mr.IID || pushed.ID != mr.ID || pushed.SHA != "0123456789abcdef0123456789abcdef01234567" {
+		t.Fatalf("pushed = %+v", pushed)
+	}
+	got, _, err := c.MergeRequests.GetMergeRequest(project, mr.IID, nil)
+	if err != nil || got.SHA != pushed.SHA {
+		t.Fatalf("merge request = %+v, %v", got, err)
+	}
+	srv.UpdateMergeRequest(project, mr.IID, func(m *gitlabtest.MergeRequest) { m.State = "closed" })
+	open, _, err := c.MergeRequests.ListProjectMergeRequests(project, &gitlab.ListProjectMergeRequestsOptions{State: gitlab.Ptr("opened")})
+	if err != nil || len(open) != 0 {
+		t.Fatalf("open = %v, %v", open, err)
+	}
+}

@@ -37,8 +37,9 @@ const objectCacheSize = 8 << 20
 
 // target is what the remote says the source should be at.
 type target struct {
-	// name is the branch, tag or pull request ref ("pull/<N>/head") named
-	// in the revision ("" for a bare commit).
+	// name is the branch, tag or pull or merge request ref
+	// ("pull/<N>/head", "merge-requests/<IID>/head") named in the revision
+	// ("" for a bare commit).
 	name string
 	// remoteRef is the remote reference fetched; "" when a bare commit is
 	// fetched through every branch.
@@ -230,7 +231,7 @@ func (s *Source) wanted() string {
 	r := s.cfg.Ref
 	switch s.strategy {
 	case byPullRequest:
-		return fmt.Sprintf("pull request %d", r.PullRequest)
+		return s.changeName()
 	case byCommit:
 		return "commit " + r.Commit
 	case bySemVer:
@@ -252,7 +253,7 @@ func (s *Source) resolve(refs []*plumbing.Reference) (*target, error) {
 	ref := s.cfg.Ref
 	switch s.strategy {
 	case byPullRequest:
-		return s.pullRequestTarget(hashes, ref.PullRequest)
+		return s.pullRequestTarget(hashes)
 	case byTag:
 		return s.tagTarget(hashes, ref.Tag)
 	case bySemVer:
@@ -290,17 +291,18 @@ func (s *Source) tagTarget(hashes map[plumbing.ReferenceName]plumbing.Hash, tag 
 	return &target{name: tag, remoteRef: name, localRef: name, remoteHash: h}, nil
 }
 
-// pullRequestTarget follows GitHub's ref for the head of pull request n.
-// The commit it points at is on no branch of the remote (a fork's, or one
-// since deleted), so the ref itself is fetched. It is stored under the same
-// name in the clone rather than under refs/remotes/origin/, where fetching
-// every branch for a bare commit could have written a branch called "pull"
-// and made the name unusable in a reused cache.
-func (s *Source) pullRequestTarget(hashes map[plumbing.ReferenceName]plumbing.Hash, n int) (*target, error) {
-	name := pullRequestRef(n)
+// pullRequestTarget follows the ref of the head of a GitHub pull request
+// or a GitLab merge request. The commit it points at is on no branch of the
+// remote (a fork's, or one since deleted), so the ref itself is fetched. It
+// is stored under the same name in the clone rather than under
+// refs/remotes/origin/, where fetching every branch for a bare commit could
+// have written a branch called "pull" (or "merge-requests") and made the
+// name unusable in a reused cache.
+func (s *Source) pullRequestTarget(hashes map[plumbing.ReferenceName]plumbing.Hash) (*target, error) {
+	name := s.changeRef()
 	h, ok := hashes[name]
 	if !ok {
-		return nil, fmt.Errorf("pull request %d (%s) of %s: %w", n, name, s.location, source.ErrNotFound)
+		return nil, fmt.Errorf("%s (%s) of %s: %w", s.changeName(), name, s.location, source.ErrNotFound)
 	}
 	return &target{
 		name:       strings.TrimPrefix(name.String(), "refs/"),
@@ -310,9 +312,22 @@ func (s *Source) pullRequestTarget(hashes map[plumbing.ReferenceName]plumbing.Ha
 	}, nil
 }
 
-// pullRequestRef is GitHub's ref for the head commit of pull request n.
-func pullRequestRef(n int) plumbing.ReferenceName {
-	return plumbing.ReferenceName(fmt.Sprintf("refs/pull/%d/head", n))
+// changeRef is the remote's ref for the head commit of the pull request
+// (GitHub's refs/pull/<N>/head) or merge request (GitLab's
+// refs/merge-requests/<IID>/head) followed.
+func (s *Source) changeRef() plumbing.ReferenceName {
+	if n := s.cfg.Ref.MergeRequest; n > 0 {
+		return plumbing.ReferenceName(fmt.Sprintf("refs/merge-requests/%d/head", n))
+	}
+	return plumbing.ReferenceName(fmt.Sprintf("refs/pull/%d/head", s.cfg.Ref.PullRequest))
+}
+
+// changeName names the pull or merge request followed, for errors.
+func (s *Source) changeName() string {
+	if n := s.cfg.Ref.MergeRequest; n > 0 {
+		return fmt.Sprintf("merge request %d", n)
+	}
+	return fmt.Sprintf("pull request %d", s.cfg.Ref.PullRequest)
 }
 
 // highestTag returns the tag with the highest version in the semver range.

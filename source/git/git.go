@@ -51,8 +51,9 @@ const defaultMaxPacks = 64
 // ignore it.
 const tokenUsername = "x-access-token"
 
-// Ref says which commit of the repository to follow. PullRequest, when
-// above zero, wins over every other field. Otherwise the first field set,
+// Ref says which commit of the repository to follow. PullRequest or
+// MergeRequest, when above zero, wins over every other field (setting both
+// is refused). Otherwise the first field set,
 // in the order Commit, SemVer, Tag, Branch, wins (Flux's precedence); Branch
 // also restricts Commit to that branch's history.
 type Ref struct {
@@ -71,6 +72,12 @@ type Ref struct {
 	// pull request, force-pushes included, and exists on GitHub only:
 	// other forges name theirs differently. Negative numbers are refused.
 	PullRequest int
+	// MergeRequest, when above zero, is the IID of a GitLab merge request
+	// whose head is followed through the remote's
+	// refs/merge-requests/<IID>/head, for previews of the merge request.
+	// GitLab keeps that ref in the target project, for merge requests from
+	// forks too, and moves it with every push. Negative IIDs are refused.
+	MergeRequest int
 }
 
 // Auth holds resolved credentials. They are never logged nor put in errors.
@@ -125,6 +132,8 @@ const (
 	byTag
 	bySemVer
 	byCommit
+	// byPullRequest follows a GitHub pull request's or a GitLab merge
+	// request's head.
 	byPullRequest
 )
 
@@ -293,8 +302,13 @@ func (s *Source) parseRef() error {
 	if r.PullRequest < 0 {
 		return fmt.Errorf("pull request number %d must be positive", r.PullRequest)
 	}
+	if r.MergeRequest < 0 {
+		return fmt.Errorf("merge request IID %d must be positive", r.MergeRequest)
+	}
 	switch {
-	case r.PullRequest > 0:
+	case r.PullRequest > 0 && r.MergeRequest > 0:
+		return fmt.Errorf("pull request %d and merge request %d: follow one", r.PullRequest, r.MergeRequest)
+	case r.PullRequest > 0, r.MergeRequest > 0:
 		s.strategy = byPullRequest
 	case r.Commit != "":
 		c := strings.ToLower(r.Commit)

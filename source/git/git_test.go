@@ -96,6 +96,7 @@ func TestNotFound(t *testing.T) {
 		{"no matching semver", func(c *Config) { c.Ref.SemVer = ">=2.0.0" }, []string{`">=2.0.0"`}},
 		{"unknown commit", func(c *Config) { c.Ref.Commit = strings.Repeat("ab", 20) }, []string{strings.Repeat("ab", 20)}},
 		{"unknown pull request", func(c *Config) { c.Ref.PullRequest = 3 }, []string{"pull request 3", "refs/pull/3/head"}},
+		{"unknown merge request", func(c *Config) { c.Ref.MergeRequest = 3 }, []string{"merge request 3", "refs/merge-requests/3/head"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -126,12 +126,38 @@ func (r *Repo) SetPullRequest(n int, commit string) {
 	r.Git("update-ref", fmt.Sprintf("refs/pull/%d/head", n), commit)
 }
 
+// SetMergeRequest points refs/merge-requests/<iid>/head at commit, as
+// GitLab does in the target project when a merge request is opened or
+// pushed to, force-pushes included.
+func (r *Repo) SetMergeRequest(iid int, commit string) {
+	r.t.Helper()
+	r.Git("update-ref", fmt.Sprintf("refs/merge-requests/%d/head", iid), commit)
+}
+
 // PullRequest commits files (as Write takes them) on top of parent without
 // moving any branch, points refs/pull/<n>/head at the new commit and
 // returns it. Like a pull request's head on GitHub, often a fork's, the
 // commit is then reachable from that ref only. The previous checkout is
 // restored.
 func (r *Repo) PullRequest(n int, parent string, files map[string]string, msg string) string {
+	r.t.Helper()
+	c := r.detached(parent, files, msg)
+	r.SetPullRequest(n, c)
+	return c
+}
+
+// MergeRequest is PullRequest for GitLab: the new commit is reachable from
+// refs/merge-requests/<iid>/head only.
+func (r *Repo) MergeRequest(iid int, parent string, files map[string]string, msg string) string {
+	r.t.Helper()
+	c := r.detached(parent, files, msg)
+	r.SetMergeRequest(iid, c)
+	return c
+}
+
+// detached commits files on top of parent without moving any branch, and
+// restores the previous checkout.
+func (r *Repo) detached(parent string, files map[string]string, msg string) string {
 	r.t.Helper()
 	back := r.Git("rev-parse", "--abbrev-ref", "HEAD")
 	if back == "HEAD" {
@@ -140,7 +166,6 @@ func (r *Repo) PullRequest(n int, parent string, files map[string]string, msg st
 	r.Git("checkout", "-q", "--detach", parent)
 	r.Write(files)
 	c := r.Commit(msg)
-	r.SetPullRequest(n, c)
 	r.Git("checkout", "-q", back)
 	return c
 }
