@@ -151,8 +151,13 @@ func (r *runner) create(ctx context.Context, values map[string]string, correlati
 	once := r.retry
 	once.NoServerRetry = true
 	for attempt := 1; ; attempt++ {
+		// refused says GitLab answered the last request, and created
+		// nothing: a 4xx. A request that got no answer (the operation
+		// ended while it was in flight) may have created the pipeline.
+		refused := false
 		err := once.Call(ctx, func() (resp *gitlab.Response, err error) {
 			pl, resp, err = r.createCall(ctx, values)
+			refused = err != nil && resp != nil && resp.StatusCode >= 400 && resp.StatusCode < 500
 			return resp, err
 		})
 		switch {
@@ -169,7 +174,7 @@ func (r *runner) create(ctx context.Context, values map[string]string, correlati
 			}
 			r.log.Warn("pipeline creation failed and no pipeline of it showed; creating again", "project", r.projectLabel, "error", err)
 		default:
-			return nil, false, r.explainCreate(err)
+			return nil, !refused, r.explainCreate(err)
 		}
 	}
 }
