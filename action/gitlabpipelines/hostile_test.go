@@ -3,6 +3,7 @@ package gitlabpipelines_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -53,6 +54,41 @@ func TestCreationWithoutAnswer(t *testing.T) {
 			}
 			if c := srv.Cancels(); len(c) != 1 || c[0] != ps[0].PipelineID {
 				t.Errorf("cancelled %v, want pipeline %d", c, ps[0].PipelineID)
+			}
+		})
+	}
+}
+
+// TestCreationAnswerWithoutPipeline: GitLab (or a proxy before it) created
+// the pipeline but answered 201 with no usable id, or 200 with a page that
+// is no JSON. The handle must name the pipeline that exists, so that the
+// next attempt finds it; it is looked for by its name and followed.
+func TestCreationAnswerWithoutPipeline(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, body string }{
+		{"id 0", `{"id": 0, "project_id": 0, "status": "pending", "web_url": ""}`},
+		{"negative id", `{"id": -5, "project_id": -1, "status": "pending"}`},
+		{"no project", `{"id": 12, "status": "pending"}`},
+		{"html", `<html><body>Signed in</body></html>`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := newServer(t, gitlabtest.Options{Script: outputsScript}, gitlabtest.ProjectOptions{})
+			srv.FailNext(createMatch, 1, gitlabtest.Through(gitlabtest.Fault{Status: http.StatusCreated, Body: tt.body}))
+			rep := &recorder{srv: srv}
+			res, err := newAction(t, srv, "").Apply(t.Context(), request("pg", 1, rep))
+			ps := srv.Pipelines()
+			if len(ps) != 1 {
+				t.Fatalf("%d pipelines, want 1", len(ps))
+			}
+			if handles, _ := rep.recorded(); len(handles) == 0 || handles[0] != handleOf(ps[0]) {
+				t.Errorf("recorded %v, want %s", handles, handleOf(ps[0]))
+			}
+			if err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			if out := decodeOutputs(t, res); out["pipeline_id"] != float64(ps[0].PipelineID) {
+				t.Errorf("outputs %s", res.Outputs)
 			}
 		})
 	}

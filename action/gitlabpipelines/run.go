@@ -135,6 +135,12 @@ func (r *runner) start(ctx, runCtx context.Context, op action.Operation, req *ac
 	return pl, nil
 }
 
+// validPipeline says whether GitLab's answer names a pipeline: a handle
+// needs its project and id.
+func validPipeline(pl *gitlab.Pipeline) bool {
+	return pl != nil && pl.ID > 0 && pl.ProjectID > 0
+}
+
 // maxCreates bounds the creations of one operation: a creation that got a
 // server or network error is repeated only when its pipeline cannot be
 // found.
@@ -154,12 +160,23 @@ func (r *runner) create(ctx context.Context, values map[string]string, correlati
 		// refused says GitLab answered the last request, and created
 		// nothing: a 4xx. A request that got no answer (the operation
 		// ended while it was in flight) may have created the pipeline.
-		refused := false
+		// created says GitLab answered 2xx: it created a pipeline, which
+		// its answer must name.
+		refused, created := false, false
 		err := once.Call(ctx, func() (resp *gitlab.Response, err error) {
 			pl, resp, err = r.createCall(ctx, values)
 			refused = err != nil && resp != nil && resp.StatusCode >= 400 && resp.StatusCode < 500
+			created = resp != nil && resp.StatusCode >= 200 && resp.StatusCode < 300
 			return resp, err
 		})
+		if created && (err != nil || !validPipeline(pl)) {
+			// A handle without the pipeline's project and id would be
+			// lost to the next attempt: look for it by its name.
+			if err == nil {
+				err = fmt.Errorf("GitLab's answer names pipeline %d of project %d", pl.ID, pl.ProjectID)
+			}
+			err = &gitlabapi.TransientError{Err: fmt.Errorf("GitLab created a pipeline, but its answer names none: %w", err)}
+		}
 		switch {
 		case err == nil:
 			return pl, true, nil
@@ -235,7 +252,7 @@ func (r *runner) find(ctx context.Context, correlation string, since time.Time, 
 				return nil, fmt.Errorf("look for the pipeline of %s: %w", correlation, r.explain(err))
 			}
 			for _, p := range list {
-				if strings.Contains(p.Name, correlation) {
+				if p.ID > 0 && p.ProjectID > 0 && strings.Contains(p.Name, correlation) {
 					return &gitlab.Pipeline{ID: p.ID, IID: p.IID, ProjectID: p.ProjectID, Status: p.Status, Source: gitlab.PipelineSource(p.Source),
 						Ref: p.Ref, SHA: p.SHA, Name: p.Name, WebURL: p.WebURL, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}, nil
 				}
