@@ -44,7 +44,8 @@
 // is cancelled. The next attempt, on whichever agent, looks the handle up: a
 // pipeline of the same operation and generation is followed instead of
 // creating another (if it finished already, its status is the result;
-// a canceled one has none and a new pipeline is created); any other
+// a canceled or canceling one has none and a new pipeline is created once
+// it stopped); any other
 // pipeline still going is cancelled, and the new one is created only once
 // GitLab reports the old one finished. A handle GitLab does not know (404)
 // is ignored. A pipeline the plugin stopped following and cancelled may go

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	gosync "sync"
 	"testing"
 	"time"
 
 	"github.com/no8s/no8s-agent/action"
+	"github.com/no8s/no8s-agent/gitlabapi"
 	"github.com/no8s/no8s-agent/gitlabapi/gitlabtest"
 )
 
@@ -91,5 +93,60 @@ func TestCreationAnswerWithoutPipeline(t *testing.T) {
 				t.Errorf("outputs %s", res.Outputs)
 			}
 		})
+	}
+}
+
+// TestPriorPipelineCanceling: the earlier attempt of the same operation
+// and generation timed out and cancelled its pipeline, which GitLab shows
+// canceling for a long while. It has no result to give: the next attempt
+// waits until it is canceled, then creates a new one (never two at once),
+// rather than fail with the cancelled pipeline's status.
+func TestPriorPipelineCanceling(t *testing.T) {
+	t.Parallel()
+	var srv *gitlabtest.Server
+	var mu gosync.Mutex
+	var priorID int64
+	var createdWhilePriorRan []string
+	script := func(c gitlabtest.Creation) gitlabtest.Script {
+		if input(c, "correlation_id") == "prior" {
+			return gitlabtest.Script{Never: true, Jobs: []gitlabtest.Job{{Name: "apply", Stage: "deploy"}}}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if st, _ := srv.Pipeline(priorID); st.Status != "canceled" {
+			createdWhilePriorRan = append(createdWhilePriorRan, st.Status)
+		}
+		return outputsScript(c)
+	}
+	srv = newServer(t, gitlabtest.Options{Script: script, CancelPolls: 20}, gitlabtest.ProjectOptions{})
+	prior := createPrior(t, srv, "apply", 3)
+	mu.Lock()
+	priorID = prior.PipelineID
+	mu.Unlock()
+	c, err := gitlabapi.NewClient(srv.URL, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Pipelines.GetPipeline(projectPath, prior.PipelineID); err != nil { // running
+		t.Fatal(err)
+	}
+	if p, _, err := c.Pipelines.CancelPipelineBuild(projectPath, prior.PipelineID); err != nil || p.Status != "canceling" {
+		t.Fatalf("cancel: %v, %v", p, err)
+	}
+	rep := &recorder{srv: srv}
+	req := request("pg", 3, rep)
+	req.PriorHandle = &action.Handle{Value: handleOf(prior), Operation: action.OperationApply, Generation: 3}
+	res, err := newAction(t, srv, "").Apply(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Apply = %v, want a new pipeline's result once the cancelled one ended", err)
+	}
+	ps := apiPipelines(srv)
+	if len(ps) != 2 || decodeOutputs(t, res)["pipeline_id"] != float64(ps[1].PipelineID) {
+		t.Fatalf("pipelines %+v, outputs %s: want a new one followed", ps, res.Outputs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(createdWhilePriorRan) > 0 {
+		t.Errorf("created a pipeline while the prior one was %v: two pipelines at once", createdWhilePriorRan)
 	}
 }

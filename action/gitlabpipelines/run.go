@@ -274,9 +274,10 @@ func (r *runner) find(ctx context.Context, correlation string, since time.Time, 
 // pipeline when it does the same operation for the same generation (still
 // going, or finished, in which case its status is this attempt's result:
 // the attempt that created it died before it could write it; only a
-// canceled pipeline, which has no result, is created anew). Any other prior
-// pipeline that has not finished is cancelled, and prior waits until GitLab
-// reports it finished, then returns nil: create anew. A handle GitLab does
+// canceled or canceling pipeline, which has no result, is created anew,
+// once it stopped). Any other prior pipeline that has not finished is
+// cancelled, and prior waits until GitLab reports it finished, then
+// returns nil: create anew. A handle GitLab does
 // not know (404) is ignored. On error, the pipeline it returns is one that
 // may still be running and must be cancelled.
 func (r *runner) prior(ctx context.Context, op action.Operation, req *action.Request, rep action.Reporter) (*gitlab.Pipeline, error) {
@@ -302,6 +303,16 @@ func (r *runner) prior(ctx context.Context, op action.Operation, req *action.Req
 	switch {
 	case same && pl.Status == "canceled":
 		// A canceled pipeline has no result to use: create anew.
+		return nil, nil
+	case same && pl.Status == "canceling":
+		// Cancelled (the earlier attempt gave up on it), its jobs still
+		// stopping: it will have no result either. Create anew once it
+		// has stopped.
+		r.log.Info("waiting for the cancelled pipeline of an earlier attempt to stop before creating one", "pipeline", id)
+		rep.Progress(fmt.Sprintf("waiting for cancelled pipeline %s of an earlier attempt to stop", pl.WebURL))
+		if err := r.awaitFinished(ctx, project, id); err != nil {
+			return pl, fmt.Errorf("wait for cancelled pipeline %s to finish: %w", pl.WebURL, err)
+		}
 		return nil, nil
 	case same:
 		r.log.Info("following the pipeline of an earlier attempt", "pipeline", id, "status", pl.Status)
