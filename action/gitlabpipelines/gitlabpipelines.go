@@ -340,6 +340,8 @@ func New(s action.Settings) (action.Action, error) {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
+	// Errors logged quote GitLab's answers, which may echo a token.
+	r.log = slog.New(r.masker.Handler(r.log.Handler()))
 	return r, nil
 }
 

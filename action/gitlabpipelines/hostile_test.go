@@ -1,9 +1,13 @@
 package gitlabpipelines_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"strings"
 	gosync "sync"
 	"testing"
 	"time"
@@ -148,5 +152,56 @@ func TestPriorPipelineCanceling(t *testing.T) {
 	defer mu.Unlock()
 	if len(createdWhilePriorRan) > 0 {
 		t.Errorf("created a pipeline while the prior one was %v: two pipelines at once", createdWhilePriorRan)
+	}
+}
+
+// TestTokensInGitLabAnswers: a hostile or broken GitLab echoes the tokens
+// in its error bodies (a 400 quoting the trigger token, a 502 page, a 403
+// on a read). Neither token may show in the error, the progress, the
+// conditions or the log records.
+func TestTokensInGitLabAnswers(t *testing.T) {
+	t.Parallel()
+	echo := fmt.Sprintf(`{"message": {"base": ["token %s (trigger %s) is not valid"]}}`, token, triggerToken)
+	page := fmt.Sprintf("<html>request with Private-Token %s, body token=%s</html>", token, triggerToken)
+	for _, tt := range []struct {
+		name  string
+		match gitlabtest.Match
+		n     int
+		fault gitlabtest.Fault
+	}{
+		{"400 on the trigger", gitlabtest.Match{Method: "POST", PathSuffix: "/trigger/pipeline"}, 1, gitlabtest.Fault{Status: http.StatusBadRequest, Body: echo}},
+		{"502 after the pipeline was created", gitlabtest.Match{Method: "POST", PathSuffix: "/trigger/pipeline"}, 1, gitlabtest.Through(gitlabtest.Fault{Status: http.StatusBadGateway, Body: page})},
+		{"502 every time", gitlabtest.Match{Method: "POST", PathSuffix: "/trigger/pipeline"}, 3, gitlabtest.Fault{Status: http.StatusBadGateway, Body: page}},
+		{"403 on a read", gitlabtest.Match{Method: "GET", PathSuffix: "/jobs"}, 1, gitlabtest.Fault{Status: http.StatusForbidden, Body: echo}},
+		{"500s on a read", gitlabtest.Match{Method: "GET", PathSuffix: "/jobs"}, 2, gitlabtest.Fault{Status: http.StatusInternalServerError, Body: page}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := newServer(t, gitlabtest.Options{Script: outputsScript}, gitlabtest.ProjectOptions{})
+			srv.FailNext(tt.match, tt.n, tt.fault)
+			var logs bytes.Buffer
+			var mu gosync.Mutex
+			logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			a, err := build(srv, `, "triggerTokenEnv": "GL_TRIGGER_TOKEN"`, logger)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := &reporter{}
+			res, err := a.Apply(t.Context(), request("pg", 1, rep))
+			surfaces := []string{fmt.Sprint(err), rep.all()}
+			if res != nil {
+				surfaces = append(surfaces, string(res.Outputs), res.Message, fmt.Sprint(res.Conditions))
+			}
+			mu.Lock()
+			surfaces = append(surfaces, logs.String())
+			mu.Unlock()
+			for i, s := range surfaces {
+				for _, secret := range []string{token, triggerToken} {
+					if strings.Contains(s, secret) {
+						t.Errorf("surface %d shows a token:\n%s", i, s)
+					}
+				}
+			}
+		})
 	}
 }

@@ -36,7 +36,14 @@ func (r *runner) Destroy(ctx context.Context, req *action.Request) (*action.Resu
 // seen to first: followed instead of creating one when it does the same
 // operation for the same generation, cancelled and waited for otherwise, so
 // that a resource never has two pipelines at once.
-func (r *runner) operate(ctx context.Context, op action.Operation, req *action.Request) (*action.Result, error) {
+func (r *runner) operate(ctx context.Context, op action.Operation, req *action.Request) (_ *action.Result, err error) {
+	// GitLab's error answers are quoted in errors, and a GitLab (or a
+	// proxy before it) may echo a token in them.
+	defer func() {
+		if err != nil && r.masker.Contains(err.Error()) {
+			err = &maskedError{err: err, text: r.masker.Mask(err.Error())}
+		}
+	}()
 	rep := req.Reporter
 	if rep == nil {
 		rep = action.NoopReporter{}
@@ -74,6 +81,16 @@ func (r *runner) operate(ctx context.Context, op action.Operation, req *action.R
 	defer cancelFinish()
 	return r.finish(finishCtx, op, done, jobs)
 }
+
+// maskedError is an error whose text had a token masked. It unwraps to the
+// error itself, so that errors.Is still finds action.ErrStillRunning.
+type maskedError struct {
+	err  error
+	text string
+}
+
+func (e *maskedError) Error() string { return e.text }
+func (e *maskedError) Unwrap() error { return e.err }
 
 // errTimeout is the cause of a pipeline that outlived the timeout setting.
 var errTimeout = errors.New("the pipeline did not finish within the timeout")
