@@ -3,6 +3,7 @@ package gitlabpipelines_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -201,6 +202,60 @@ func TestTokensInGitLabAnswers(t *testing.T) {
 						t.Errorf("surface %d shows a token:\n%s", i, s)
 					}
 				}
+			}
+		})
+	}
+}
+
+// loopReporter answers the pipeline's trigger jobs, once its handle is
+// recorded, with fanOut bridges whose downstream pipeline is the pipeline
+// itself.
+type loopReporter struct {
+	reporter
+	srv    *gitlabtest.Server
+	fanOut int
+}
+
+func (r *loopReporter) RecordHandle(_ context.Context, handle string) error {
+	p, id, _ := strings.Cut(handle, "/")
+	var bridges []map[string]any
+	for i := range r.fanOut {
+		bridges = append(bridges, map[string]any{"id": 8_000_000_000 + i, "name": fmt.Sprintf("loop-%d", i), "stage": "deploy", "status": "success",
+			"downstream_pipeline": map[string]any{"id": json.Number(id), "project_id": json.Number(p), "status": "success",
+				"web_url": fmt.Sprintf("%s/%s/-/pipelines/%s", r.srv.URL, projectPath, id)}})
+	}
+	body, err := json.Marshal(bridges)
+	if err != nil {
+		return err
+	}
+	r.srv.FailNext(gitlabtest.Match{Method: "GET", PathSuffix: "/pipelines/" + id + "/bridges"}, 1_000_000,
+		gitlabtest.Fault{Status: http.StatusOK, Body: string(body)})
+	return nil
+}
+
+// TestChildPipelineLoop: a hostile GitLab answers that the pipeline's
+// trigger job started the pipeline itself, or that many trigger jobs all
+// did. Each pipeline is read once per poll, and its jobs show once in the
+// outputs.
+func TestChildPipelineLoop(t *testing.T) {
+	t.Parallel()
+	for _, fanOut := range []int{1, 100} {
+		t.Run(fmt.Sprintf("%d bridges", fanOut), func(t *testing.T) {
+			t.Parallel()
+			srv := newServer(t, gitlabtest.Options{Script: outputsScript}, gitlabtest.ProjectOptions{})
+			res, err := newAction(t, srv, "").Apply(t.Context(), request("pg", 1, &loopReporter{srv: srv, fanOut: fanOut}))
+			if err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			jobs, _ := decodeOutputs(t, res)["jobs"].([]any)
+			if len(jobs) != 2+fanOut {
+				t.Errorf("%d jobs in the outputs, want the 2 jobs and %d trigger jobs once each", len(jobs), fanOut)
+			}
+			id := srv.Pipelines()[0].PipelineID
+			polls := srv.Count(gitlabtest.Match{Method: "GET", PathSuffix: fmt.Sprintf("/pipelines/%d", id)}, http.StatusOK)
+			lists := srv.Count(gitlabtest.Match{Method: "GET", PathSuffix: fmt.Sprintf("/pipelines/%d/jobs", id)}, http.StatusOK)
+			if lists != polls {
+				t.Errorf("the jobs were listed %d times in %d polls, want once a poll", lists, polls)
 			}
 		})
 	}
