@@ -260,3 +260,25 @@ func TestChildPipelineLoop(t *testing.T) {
 		})
 	}
 }
+
+// TestOutputsFilesBoundedTogether: outputs are stored with the resource and
+// every history row, so their files are bounded together, not only each:
+// many jobs with a file under the limit each must not add up to many MiB.
+func TestOutputsFilesBoundedTogether(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, gitlabtest.Options{Script: func(gitlabtest.Creation) gitlabtest.Script {
+		var jobs []gitlabtest.Job
+		for i := range 8 {
+			out := fmt.Sprintf(`{"part%d": %q}`, i, strings.Repeat("x", 600<<10))
+			jobs = append(jobs, gitlabtest.Job{Name: fmt.Sprintf("part-%d", i), Stage: "deploy", Artifacts: map[string][]byte{"no8s-outputs.json": []byte(out)}})
+		}
+		return gitlabtest.Script{Polls: 1, Jobs: jobs}
+	}}, gitlabtest.ProjectOptions{})
+	res, err := newAction(t, srv, "").Apply(t.Context(), request("big", 1, &reporter{}))
+	if err == nil {
+		t.Fatalf("Apply gave %d bytes of outputs, want an error: over the limit of 1 MiB", len(res.Outputs))
+	}
+	if !strings.Contains(err.Error(), "1048576 bytes") {
+		t.Errorf("error %v does not name the limit", err)
+	}
+}
