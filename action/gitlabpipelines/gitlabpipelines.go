@@ -221,7 +221,7 @@ func New(s action.Settings) (action.Action, error) {
 		r.project, r.projectLabel = id, p
 	case strings.Contains(p, "://") || strings.HasSuffix(p, ".git"):
 		fail("project: %q is a URL: give the project's path, e.g. acme/infra/pipelines, and the instance in baseURL", p)
-	case !projectPathRE.MatchString(p):
+	case !projectPathRE.MatchString(p) || slices.ContainsFunc(strings.Split(p, "/"), func(seg string) bool { return strings.Trim(seg, ".") == "" }):
 		fail("project: %q is not a project path such as group/project or group/subgroup/project", p)
 	default:
 		r.project, r.projectLabel = p, p
