@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	gitlab "gitlab.com/gitlab-org/api/client-go"
+
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/gitlabapi"
 	"github.com/no8s/no8s-agent/gitlabapi/gitlabtest"
@@ -280,5 +282,125 @@ func TestOutputsFilesBoundedTogether(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "1048576 bytes") {
 		t.Errorf("error %v does not name the limit", err)
+	}
+}
+
+// createNamed creates a pipeline in project straight through the API, as
+// someone else would, with the given correlation id (its name).
+func createNamed(t *testing.T, srv *gitlabtest.Server, project, op, correlation string) gitlabtest.Creation {
+	t.Helper()
+	c, err := gitlabapi.NewClient(srv.URL, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := gitlab.PipelineInputsOption{}
+	for k, v := range map[string]string{"operation": op, "kind": "DatabaseCluster", "name": "pg", "generation": "1", "spec": "{}", "correlation_id": correlation} {
+		inputs[k] = gitlab.NewPipelineInputValue(v)
+	}
+	if _, _, err := c.Pipelines.CreatePipeline(project, &gitlab.CreatePipelineOptions{Ref: gitlab.Ptr("main"), Inputs: inputs}); err != nil {
+		t.Fatal(err)
+	}
+	ps := srv.Pipelines()
+	return ps[len(ps)-1]
+}
+
+// TestFindMatchesOnlyItsOwnPipeline: after a creation answered 502 before
+// GitLab (nothing created), the pipelines of the ref include others of the
+// same resource, operation and generation, by people or earlier attempts,
+// whose names share all of the correlation id but its random part. None
+// is taken for the attempt's own: a new pipeline is created and followed.
+func TestFindMatchesOnlyItsOwnPipeline(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, gitlabtest.Options{Script: outputsScript}, gitlabtest.ProjectOptions{})
+	const prefix = "databasecluster-pg-g1-apply-"
+	var others []int64
+	for _, name := range []string{prefix, prefix + "0", prefix + "00000000000", "x" + prefix + "ffffffffffff", "databasecluster-pg-g1-apply"} {
+		others = append(others, createNamed(t, srv, projectPath, "apply", name).PipelineID)
+	}
+	srv.FailNext(createMatch, 1, gitlabtest.BadGateway())
+	res, err := newAction(t, srv, "").Apply(t.Context(), request("pg", 1, &reporter{}))
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	ps := apiPipelines(srv)
+	own := ps[len(ps)-1]
+	if len(ps) != len(others)+1 || decodeOutputs(t, res)["pipeline_id"] != float64(own.PipelineID) || !strings.HasPrefix(input(own, "correlation_id"), prefix) {
+		t.Fatalf("outputs %s of %d pipelines: want the new one's", res.Outputs, len(ps))
+	}
+	if c := srv.Cancels(); len(c) != 0 {
+		t.Errorf("cancelled %v: other pipelines", c)
+	}
+}
+
+// TestHandleOfAnotherProject: the project setting changed since the earlier
+// attempt, whose pipeline (a destroy, still going) is in the old project.
+// The handle names that project: the pipeline is cancelled there and
+// waited for, and the new one created in the configured project.
+func TestHandleOfAnotherProject(t *testing.T) {
+	t.Parallel()
+	never := func(c gitlabtest.Creation) gitlabtest.Script {
+		if c.ProjectPath == "acme/old" {
+			return gitlabtest.Script{Never: true, Jobs: []gitlabtest.Job{{Name: "destroy", Stage: "deploy"}}}
+		}
+		return outputsScript(c)
+	}
+	srv := newServer(t, gitlabtest.Options{Script: never, CancelPolls: 2}, gitlabtest.ProjectOptions{})
+	srv.AddProject("acme/old", gitlabtest.ProjectOptions{WorkflowName: workflowName})
+	prior := createNamed(t, srv, "acme/old", "destroy", "old")
+	req := request("pg", 1, &recorder{srv: srv})
+	req.PriorHandle = &action.Handle{Value: handleOf(prior), Operation: action.OperationDestroy, Generation: 1}
+	res, err := newAction(t, srv, "").Apply(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	ps := apiPipelines(srv)
+	if len(ps) != 2 || ps[1].ProjectPath != projectPath || decodeOutputs(t, res)["pipeline_id"] != float64(ps[1].PipelineID) {
+		t.Fatalf("pipelines %+v", ps)
+	}
+	if st, _ := srv.Pipeline(prior.PipelineID); st.Status != "canceled" || !st.Cancelled {
+		t.Errorf("the old project's pipeline %+v, want it cancelled", st)
+	}
+}
+
+// TestCreationRateLimitedPastTimeout: a 429 asking to wait for hours is
+// waited out only until the operation's timeout; nothing was created, so
+// nothing is looked for and the handle stays empty.
+func TestCreationRateLimitedPastTimeout(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, gitlabtest.Options{}, gitlabtest.ProjectOptions{})
+	srv.FailNext(createMatch, 1, gitlabtest.TooManyRequests(1000*time.Hour))
+	rep := &recorder{srv: srv}
+	start := time.Now()
+	_, err := newAction(t, srv, `, "timeout": "300ms"`).Apply(t.Context(), request("pg", 1, rep))
+	if err == nil || !strings.Contains(err.Error(), "did not finish within the timeout") || errors.Is(err, action.ErrStillRunning) {
+		t.Fatalf("Apply = %v, want the timeout, nothing running", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %s", took)
+	}
+	if n := len(srv.Pipelines()); n != 0 {
+		t.Errorf("%d pipelines", n)
+	}
+	if n := srv.Count(gitlabtest.Match{Method: "GET", PathSuffix: "/pipelines"}, http.StatusOK); n != 0 {
+		t.Errorf("looked for a pipeline %d times after a 429, which creates none", n)
+	}
+}
+
+// TestHugeJobLog: a failed job's log of 16 MiB ending in a token is read
+// to its end, its last lines quoted with the token masked, the quote
+// bounded.
+func TestHugeJobLog(t *testing.T) {
+	t.Parallel()
+	line := strings.Repeat("y", 1023) + "\n"
+	log := strings.Repeat(line, 16<<10) + "echo " + token + "\n" + "split " + token[:10] + "\n" + token[10:] + "\n"
+	srv := newServer(t, gitlabtest.Options{Script: func(gitlabtest.Creation) gitlabtest.Script {
+		return gitlabtest.Script{Status: "failed", Polls: 1, Jobs: []gitlabtest.Job{{Name: "apply", Stage: "deploy", Log: log}}}
+	}}, gitlabtest.ProjectOptions{})
+	_, err := newAction(t, srv, "").Apply(t.Context(), request("pg", 1, &reporter{}))
+	if err == nil || !strings.Contains(err.Error(), "echo ***") || strings.Contains(err.Error(), token) {
+		t.Fatalf("Apply = %.300v, want the end of the log with the token masked", err)
+	}
+	if len(err.Error()) > 8<<10 {
+		t.Errorf("error of %d bytes", len(err.Error()))
 	}
 }
