@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -145,11 +146,12 @@ func classify(resp *gitlab.Response, err error) (errorKind, *http.Response) {
 		answer = er.Response
 	}
 	if answer == nil {
-		// No answer: a network error is worth another try; an error
-		// client-go found before sending (an invalid id) or a cancelled
-		// context is not.
+		// No answer: a network error is worth another try, an answer
+		// that did not come within the HTTP client's timeouts among
+		// them; an error client-go found before sending (an invalid id)
+		// or a cancelled context is not.
 		var netErr net.Error
-		if errors.As(err, &netErr) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if errors.As(err, &netErr) && (transportTimeout(err) || !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)) {
 			return serverError, nil
 		}
 		if errors.Is(err, gitlab.ErrNotFound) {
@@ -169,6 +171,25 @@ func classify(resp *gitlab.Response, err error) (errorKind, *http.Response) {
 	}
 	// Another status, or a 2xx whose body did not decode.
 	return otherError, answer
+}
+
+// transportTimeout reports whether err is the HTTP client's own timeout
+// (Transport.ResponseHeaderTimeout, Client.Timeout) rather than a
+// context's end: net/http's timeout errors claim to be
+// context.DeadlineExceeded, though no context ended.
+func transportTimeout(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if _, wraps := e.(*url.Error); wraps {
+			continue
+		}
+		if e == context.DeadlineExceeded || e == context.Canceled {
+			return false
+		}
+		if ne, ok := e.(net.Error); ok && ne.Timeout() {
+			return true
+		}
+	}
+	return false
 }
 
 // minRateWait is the shortest wait after a 429, so that a server answering

@@ -413,3 +413,40 @@ func TestIsUnchangedStatus(t *testing.T) {
 		t.Fatal("a plain error counted as GitLab's answer")
 	}
 }
+
+// An answer that does not start within the transport's
+// ResponseHeaderTimeout (or the client's Timeout) is a network error, not
+// the caller's context ending: a read is tried again, and a call that may
+// have taken effect reports a *TransientError, so that its caller looks
+// before it tries again.
+func TestTransportTimeoutIsTransient(t *testing.T) {
+	t.Parallel()
+	srv := gitlabtest.New(t, gitlabtest.Options{})
+	srv.AddProject("g/sub/p.x", gitlabtest.ProjectOptions{})
+	for _, tt := range []struct {
+		name string
+		hc   *http.Client
+	}{
+		{"response header timeout", &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 100 * time.Millisecond}}},
+		{"client timeout", &http.Client{Timeout: 100 * time.Millisecond}},
+	} {
+		c, err := gitlab.NewClient(gitlabtest.DefaultToken, gitlab.WithBaseURL(srv.URL), gitlab.WithHTTPClient(tt.hc), gitlab.WithoutRetries())
+		if err != nil {
+			t.Fatal(err)
+		}
+		get := func() (*gitlab.Response, error) {
+			_, resp, err := c.Projects.GetProject("g/sub/p.x", nil, gitlab.WithContext(t.Context()))
+			return resp, err
+		}
+		srv.FailNext(gitlabtest.Match{Method: "GET"}, 1, gitlabtest.Hang())
+		if err := fast.Call(t.Context(), get); err != nil {
+			t.Errorf("%s: a read = %v, want it tried again", tt.name, err)
+		}
+		once := fast
+		once.NoServerRetry = true
+		srv.FailNext(gitlabtest.Match{Method: "GET"}, 1, gitlabtest.Hang())
+		if err := once.Call(t.Context(), get); !gitlabapi.IsTransient(err) {
+			t.Errorf("%s: a call that may have taken effect = %v, want a TransientError", tt.name, err)
+		}
+	}
+}

@@ -43,7 +43,17 @@ const (
 	maxDepth = 3
 	// maxPages bounds the pages of 100 jobs read per pipeline.
 	maxPages = 10
+	// maxPipelines bounds the pipelines, children included, read per
+	// poll: each costs two lists at least.
+	maxPipelines = 50
 )
+
+// walk is what one reading of a pipeline and its children has seen.
+type walk struct {
+	// seen holds the pipelines read, by id: a downstream pipeline that
+	// is one already read (GitLab's answer loops) is not read again.
+	seen map[int64]bool
+}
 
 // wait polls the pipeline until it finishes, reporting its current stage
 // and job. The interval grows while nothing changes and starts over when
@@ -56,7 +66,7 @@ func (r *runner) wait(ctx context.Context, pl *gitlab.Pipeline, rep action.Repor
 		if err != nil {
 			return nil, nil, fmt.Errorf("poll pipeline %s: %w", pl.WebURL, r.explain(err))
 		}
-		steps, err := r.steps(ctx, cur.ProjectID, cur.ID, "", 0)
+		steps, err := r.steps(ctx, &walk{seen: map[int64]bool{}}, cur.ProjectID, cur.ID, "", 0)
 		if err != nil {
 			return nil, nil, fmt.Errorf("pipeline %s: %w", pl.WebURL, err)
 		}
@@ -80,8 +90,9 @@ func (r *runner) wait(ctx context.Context, pl *gitlab.Pipeline, rep action.Repor
 
 // steps lists the jobs and bridges of a pipeline in the order GitLab
 // created them (stage by stage), each bridge followed by the steps of its
-// child pipeline.
-func (r *runner) steps(ctx context.Context, projectID, pipelineID int64, childURL string, depth int) ([]step, error) {
+// child pipeline, each pipeline once, at most maxPipelines of them.
+func (r *runner) steps(ctx context.Context, w *walk, projectID, pipelineID int64, childURL string, depth int) ([]step, error) {
+	w.seen[pipelineID] = true
 	var out []step
 	opts := &gitlab.ListJobsOptions{ListOptions: gitlab.ListOptions{PerPage: 100}}
 	for page := int64(1); page <= maxPages; page++ {
@@ -136,10 +147,10 @@ func (r *runner) steps(ctx context.Context, projectID, pipelineID int64, childUR
 	expanded := make([]step, 0, len(out))
 	for _, s := range out {
 		expanded = append(expanded, s)
-		if !s.Bridge || s.Downstream == nil {
+		if !s.Bridge || s.Downstream == nil || s.Downstream.ID <= 0 || w.seen[s.Downstream.ID] || len(w.seen) >= maxPipelines {
 			continue
 		}
-		child, err := r.steps(ctx, s.Downstream.ProjectID, s.Downstream.ID, s.Downstream.WebURL, depth+1)
+		child, err := r.steps(ctx, w, s.Downstream.ProjectID, s.Downstream.ID, s.Downstream.WebURL, depth+1)
 		if err != nil {
 			return nil, fmt.Errorf("child pipeline %s: %w", s.Downstream.WebURL, err)
 		}

@@ -44,7 +44,8 @@
 // is cancelled. The next attempt, on whichever agent, looks the handle up: a
 // pipeline of the same operation and generation is followed instead of
 // creating another (if it finished already, its status is the result;
-// a canceled one has none and a new pipeline is created); any other
+// a canceled or canceling one has none and a new pipeline is created once
+// it stopped); any other
 // pipeline still going is cancelled, and the new one is created only once
 // GitLab reports the old one finished. A handle GitLab does not know (404)
 // is ignored. A pipeline the plugin stopped following and cancelled may go
@@ -220,7 +221,7 @@ func New(s action.Settings) (action.Action, error) {
 		r.project, r.projectLabel = id, p
 	case strings.Contains(p, "://") || strings.HasSuffix(p, ".git"):
 		fail("project: %q is a URL: give the project's path, e.g. acme/infra/pipelines, and the instance in baseURL", p)
-	case !projectPathRE.MatchString(p):
+	case !projectPathRE.MatchString(p) || slices.ContainsFunc(strings.Split(p, "/"), func(seg string) bool { return strings.Trim(seg, ".") == "" }):
 		fail("project: %q is not a project path such as group/project or group/subgroup/project", p)
 	default:
 		r.project, r.projectLabel = p, p
@@ -339,6 +340,8 @@ func New(s action.Settings) (action.Action, error) {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
+	// Errors logged quote GitLab's answers, which may echo a token.
+	r.log = slog.New(r.masker.Handler(r.log.Handler()))
 	return r, nil
 }
 

@@ -18,8 +18,9 @@ import (
 	"github.com/no8s/no8s-agent/manifest"
 )
 
-// maxOutputsFile bounds the no8s-outputs.json file: outputs are stored
-// with the resource and every history row.
+// maxOutputsFile bounds the no8s-outputs.json files of a pipeline, each
+// and together: outputs are stored with the resource and every history
+// row.
 const maxOutputsFile = 1 << 20
 
 // Bounds of the log a failure quotes.
@@ -56,14 +57,19 @@ func (r *runner) finish(ctx context.Context, op action.Operation, pl *gitlab.Pip
 		return nil, r.failure(ctx, pl, steps)
 	}
 	out := map[string]any{}
+	read := 0 // bytes of outputs files so far
 	for _, s := range steps {
 		if s.Bridge || !s.Archive || s.Status != "success" {
 			continue
 		}
-		own, err := r.outputsOf(ctx, s)
+		own, n, err := r.outputsOf(ctx, s, maxOutputsFile-read)
 		if err != nil {
+			if read > 0 && errors.Is(err, errOverLimit) {
+				err = fmt.Errorf("with those of earlier jobs, %w", err)
+			}
 			return nil, fmt.Errorf("pipeline %s: job %q: artifact %s: %w", pl.WebURL, s.Name, OutputsFile, err)
 		}
+		read += n
 		for k, v := range own {
 			if !slices.Contains(reservedOutputs, k) {
 				out[k] = v
@@ -93,6 +99,9 @@ func (r *runner) finish(ctx context.Context, op action.Operation, pl *gitlab.Pip
 // errTooLarge is what a cappedBuffer answers past its limit.
 var errTooLarge = errors.New("too large")
 
+// errOverLimit says the outputs files are too large.
+var errOverLimit = fmt.Errorf("over the limit of %d bytes", maxOutputsFile)
+
 // cappedBuffer holds at most limit bytes, and fails past them. It does
 // not embed bytes.Buffer: io.Copy would use the buffer's ReadFrom, past
 // the limit.
@@ -108,11 +117,12 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
-// outputsOf reads the JSON object of a job's no8s-outputs.json; nil when
-// the job uploaded none.
-func (r *runner) outputsOf(ctx context.Context, s step) (map[string]any, error) {
+// outputsOf reads the JSON object of a job's no8s-outputs.json, of at
+// most limit bytes, and returns it and its size; nil when the job uploaded
+// none.
+func (r *runner) outputsOf(ctx context.Context, s step, limit int) (map[string]any, int, error) {
 	path := fmt.Sprintf("projects/%d/jobs/%d/artifacts/%s", s.ProjectID, s.ID, OutputsFile)
-	buf := &cappedBuffer{limit: maxOutputsFile}
+	buf := &cappedBuffer{limit: limit}
 	err := r.retry.Call(ctx, func() (*gitlab.Response, error) {
 		buf.buf.Reset()
 		req, err := r.client.NewRequest(http.MethodGet, path, nil, []gitlab.RequestOptionFunc{gitlab.WithContext(ctx)})
@@ -125,22 +135,22 @@ func (r *runner) outputsOf(ctx context.Context, s step) (map[string]any, error) 
 	switch {
 	case errors.As(err, &ce) && ce.Status == http.StatusNotFound:
 		// The job uploaded artifacts, but not this file.
-		return nil, nil
+		return nil, 0, nil
 	case errors.Is(err, errTooLarge):
-		return nil, fmt.Errorf("over the limit of %d bytes", maxOutputsFile)
+		return nil, 0, errOverLimit
 	case err != nil:
-		return nil, fmt.Errorf("download: %w", r.explain(err))
+		return nil, 0, fmt.Errorf("download: %w", r.explain(err))
 	}
 	var obj map[string]any
 	dec := json.NewDecoder(bytes.NewReader(buf.buf.Bytes()))
 	dec.UseNumber()
 	if err := dec.Decode(&obj); err != nil || obj == nil {
-		return nil, fmt.Errorf("want a JSON object: %v", orNull(err))
+		return nil, 0, fmt.Errorf("want a JSON object: %v", orNull(err))
 	}
 	if dec.More() {
-		return nil, errors.New("want one JSON object: data follows it")
+		return nil, 0, errors.New("want one JSON object: data follows it")
 	}
-	return obj, nil
+	return obj, buf.buf.Len(), nil
 }
 
 func orNull(err error) string {

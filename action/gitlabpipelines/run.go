@@ -36,7 +36,14 @@ func (r *runner) Destroy(ctx context.Context, req *action.Request) (*action.Resu
 // seen to first: followed instead of creating one when it does the same
 // operation for the same generation, cancelled and waited for otherwise, so
 // that a resource never has two pipelines at once.
-func (r *runner) operate(ctx context.Context, op action.Operation, req *action.Request) (*action.Result, error) {
+func (r *runner) operate(ctx context.Context, op action.Operation, req *action.Request) (_ *action.Result, err error) {
+	// GitLab's error answers are quoted in errors, and a GitLab (or a
+	// proxy before it) may echo a token in them.
+	defer func() {
+		if err != nil && r.masker.Contains(err.Error()) {
+			err = &maskedError{err: err, text: r.masker.Mask(err.Error())}
+		}
+	}()
 	rep := req.Reporter
 	if rep == nil {
 		rep = action.NoopReporter{}
@@ -74,6 +81,16 @@ func (r *runner) operate(ctx context.Context, op action.Operation, req *action.R
 	defer cancelFinish()
 	return r.finish(finishCtx, op, done, jobs)
 }
+
+// maskedError is an error whose text had a token masked. It unwraps to the
+// error itself, so that errors.Is still finds action.ErrStillRunning.
+type maskedError struct {
+	err  error
+	text string
+}
+
+func (e *maskedError) Error() string { return e.text }
+func (e *maskedError) Unwrap() error { return e.err }
 
 // errTimeout is the cause of a pipeline that outlived the timeout setting.
 var errTimeout = errors.New("the pipeline did not finish within the timeout")
@@ -135,6 +152,12 @@ func (r *runner) start(ctx, runCtx context.Context, op action.Operation, req *ac
 	return pl, nil
 }
 
+// validPipeline says whether GitLab's answer names a pipeline: a handle
+// needs its project and id.
+func validPipeline(pl *gitlab.Pipeline) bool {
+	return pl != nil && pl.ID > 0 && pl.ProjectID > 0
+}
+
 // maxCreates bounds the creations of one operation: a creation that got a
 // server or network error is repeated only when its pipeline cannot be
 // found.
@@ -151,10 +174,26 @@ func (r *runner) create(ctx context.Context, values map[string]string, correlati
 	once := r.retry
 	once.NoServerRetry = true
 	for attempt := 1; ; attempt++ {
+		// refused says GitLab answered the last request, and created
+		// nothing: a 4xx. A request that got no answer (the operation
+		// ended while it was in flight) may have created the pipeline.
+		// created says GitLab answered 2xx: it created a pipeline, which
+		// its answer must name.
+		refused, created := false, false
 		err := once.Call(ctx, func() (resp *gitlab.Response, err error) {
 			pl, resp, err = r.createCall(ctx, values)
+			refused = err != nil && resp != nil && resp.StatusCode >= 400 && resp.StatusCode < 500
+			created = resp != nil && resp.StatusCode >= 200 && resp.StatusCode < 300
 			return resp, err
 		})
+		if created && (err != nil || !validPipeline(pl)) {
+			// A handle without the pipeline's project and id would be
+			// lost to the next attempt: look for it by its name.
+			if err == nil {
+				err = fmt.Errorf("GitLab's answer names pipeline %d of project %d", pl.ID, pl.ProjectID)
+			}
+			err = &gitlabapi.TransientError{Err: fmt.Errorf("GitLab created a pipeline, but its answer names none: %w", err)}
+		}
 		switch {
 		case err == nil:
 			return pl, true, nil
@@ -169,7 +208,7 @@ func (r *runner) create(ctx context.Context, values map[string]string, correlati
 			}
 			r.log.Warn("pipeline creation failed and no pipeline of it showed; creating again", "project", r.projectLabel, "error", err)
 		default:
-			return nil, false, r.explainCreate(err)
+			return nil, !refused, r.explainCreate(err)
 		}
 	}
 }
@@ -230,7 +269,7 @@ func (r *runner) find(ctx context.Context, correlation string, since time.Time, 
 				return nil, fmt.Errorf("look for the pipeline of %s: %w", correlation, r.explain(err))
 			}
 			for _, p := range list {
-				if strings.Contains(p.Name, correlation) {
+				if p.ID > 0 && p.ProjectID > 0 && strings.Contains(p.Name, correlation) {
 					return &gitlab.Pipeline{ID: p.ID, IID: p.IID, ProjectID: p.ProjectID, Status: p.Status, Source: gitlab.PipelineSource(p.Source),
 						Ref: p.Ref, SHA: p.SHA, Name: p.Name, WebURL: p.WebURL, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}, nil
 				}
@@ -252,9 +291,10 @@ func (r *runner) find(ctx context.Context, correlation string, since time.Time, 
 // pipeline when it does the same operation for the same generation (still
 // going, or finished, in which case its status is this attempt's result:
 // the attempt that created it died before it could write it; only a
-// canceled pipeline, which has no result, is created anew). Any other prior
-// pipeline that has not finished is cancelled, and prior waits until GitLab
-// reports it finished, then returns nil: create anew. A handle GitLab does
+// canceled or canceling pipeline, which has no result, is created anew,
+// once it stopped). Any other prior pipeline that has not finished is
+// cancelled, and prior waits until GitLab reports it finished, then
+// returns nil: create anew. A handle GitLab does
 // not know (404) is ignored. On error, the pipeline it returns is one that
 // may still be running and must be cancelled.
 func (r *runner) prior(ctx context.Context, op action.Operation, req *action.Request, rep action.Reporter) (*gitlab.Pipeline, error) {
@@ -280,6 +320,16 @@ func (r *runner) prior(ctx context.Context, op action.Operation, req *action.Req
 	switch {
 	case same && pl.Status == "canceled":
 		// A canceled pipeline has no result to use: create anew.
+		return nil, nil
+	case same && pl.Status == "canceling":
+		// Cancelled (the earlier attempt gave up on it), its jobs still
+		// stopping: it will have no result either. Create anew once it
+		// has stopped.
+		r.log.Info("waiting for the cancelled pipeline of an earlier attempt to stop before creating one", "pipeline", id)
+		rep.Progress(fmt.Sprintf("waiting for cancelled pipeline %s of an earlier attempt to stop", pl.WebURL))
+		if err := r.awaitFinished(ctx, project, id); err != nil {
+			return pl, fmt.Errorf("wait for cancelled pipeline %s to finish: %w", pl.WebURL, err)
+		}
 		return nil, nil
 	case same:
 		r.log.Info("following the pipeline of an earlier attempt", "pipeline", id, "status", pl.Status)

@@ -129,3 +129,24 @@ func TestHandles(t *testing.T) {
 		}
 	}
 }
+
+// TestProjectPathsRefused: a project path is group/.../project as GitLab
+// names them; dot segments, escapes, spaces and empty segments are no path
+// of a project, whatever GitLab would make of them.
+func TestProjectPathsRefused(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"GL_TOKEN": "glpat-s3cretT0ken"}
+	for _, p := range []string{"acme/..", "../acme", "acme/../other", "acme/./p", "./p", "acme/.", "acme%2Fp", "acme/%2e%2e",
+		"acme/ p", "acme /p", "acme//p", "/acme/p", "acme/p/", "acme/-p", "acme\\p", "-5", "1e3", "acme/p?x=1", "acme/p#x"} {
+		cfg, _ := json.Marshal(map[string]string{"project": p, "tokenEnv": "GL_TOKEN"})
+		if _, err := New(settingsOf(string(cfg), env)); err == nil || !strings.Contains(err.Error(), "project:") {
+			t.Errorf("project %q: New = %v, want it refused", p, err)
+		}
+	}
+	for _, p := range []string{"acme/p", "acme/sub/p.x", "acme/.hidden", "a_b/c-d", "278964"} {
+		cfg, _ := json.Marshal(map[string]string{"project": p, "tokenEnv": "GL_TOKEN"})
+		if _, err := New(settingsOf(string(cfg), env)); err != nil {
+			t.Errorf("project %q: New = %v", p, err)
+		}
+	}
+}

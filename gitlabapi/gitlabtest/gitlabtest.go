@@ -109,7 +109,9 @@ type Fault struct {
 	Hang bool
 	// Through lets the request reach GitLab and take effect before the
 	// fault's Status replaces GitLab's answer: a gateway that timed out
-	// while Puma created the pipeline all the same.
+	// while Puma created the pipeline all the same. With Hang or Delay,
+	// the request takes effect at once and the answer is held back (with
+	// Hang, a pipeline created whose answer never comes).
 	Through bool
 }
 
@@ -445,6 +447,12 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 // (the request's context ended while a fault held it back).
 func (s *Server) answer(req *http.Request, body []byte) (reply, bool) {
 	if f, ok := s.takeFault(req); ok {
+		var real reply
+		routed := false
+		if f.Through && (f.Hang || f.Delay > 0) {
+			// The request takes effect now; its answer waits.
+			real, routed = s.route(req, body), true
+		}
 		if f.Hang || f.Delay > 0 {
 			var timeout <-chan time.Time
 			if !f.Hang {
@@ -461,7 +469,7 @@ func (s *Server) answer(req *http.Request, body []byte) (reply, bool) {
 			}
 		}
 		if f.Status != 0 {
-			if f.Through {
+			if f.Through && !routed {
 				s.route(req, body)
 			}
 			rep := reply{status: f.Status, headers: map[string]string{}, body: []byte(f.Body)}
@@ -473,6 +481,9 @@ func (s *Server) answer(req *http.Request, body []byte) (reply, bool) {
 				}
 			}
 			return rep, true
+		}
+		if routed {
+			return real, true
 		}
 	}
 	return s.route(req, body), true

@@ -1,6 +1,8 @@
 package gitlabtest_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -163,6 +165,32 @@ func TestThroughFault(t *testing.T) {
 	}
 	if n := len(srv.Pipelines()); n != 1 {
 		t.Fatalf("%d pipelines, want the one created behind the 502", n)
+	}
+}
+
+// Through with Hang creates the pipeline and never answers: the client
+// sees its context end, and the pipeline exists all the same.
+func TestThroughHangFault(t *testing.T) {
+	t.Parallel()
+	srv, c, _ := setup(t, gitlabtest.Options{}, gitlabtest.ProjectOptions{})
+	srv.FailNext(gitlabtest.Match{Method: "POST", PathSuffix: "/pipeline"}, 1, gitlabtest.Through(gitlabtest.Hang()))
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_, _, err := c.Pipelines.CreatePipeline(project, &gitlab.CreatePipelineOptions{Ref: gitlab.Ptr("main")}, gitlab.WithContext(ctx))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("create: %v, want no answer", err)
+	}
+	if n := len(srv.Pipelines()); n != 1 {
+		t.Fatalf("%d pipelines, want the one created behind the missing answer", n)
+	}
+	wait, stop := context.WithTimeout(t.Context(), 10*time.Second)
+	defer stop()
+	if err := srv.WaitFor(wait, func() bool { return srv.InFlight() == 0 }); err != nil {
+		t.Fatal("the server still holds the request")
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1 || reqs[0].Status != 0 {
+		t.Fatalf("requests %+v, want the creation, unanswered", reqs)
 	}
 }
 
