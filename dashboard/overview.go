@@ -176,7 +176,9 @@ func (q query) matches(r *store.Resource) bool {
 }
 
 // containsFold reports whether sub is in s, ignoring case.
-func containsFold(s, sub string) bool { return strings.Contains(strings.ToLower(s), strings.ToLower(sub)) }
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
 
 // sortResources orders rs by key in direction dir. Ties fall to the kind,
 // the name and finally the ID, so that the order is total and a page's
@@ -295,10 +297,10 @@ type count struct {
 	// them its icon. Class colours the counts of a flag (suspended,
 	// orphaned), which have no icon: they are not states of their own.
 	Phase, Class string
-	Count  int
-	URL    string
-	Active bool
-	Hint   string
+	Count        int
+	URL          string
+	Active       bool
+	Hint         string
 }
 
 // attention is an item of the overview's "needs attention" list: a source
