@@ -86,7 +86,8 @@ type handler struct {
 }
 
 // New returns the dashboard's handler, reading from st. It serves GET / (the
-// overview), /resources/{id}, /sources/{name} and its stylesheet, and a 404
+// overview), /resources/{id}, /sources/{name}, /graph (the dependency
+// graph) and its stylesheet, and a 404
 // page for anything else. It panics when its embedded templates do not
 // parse, which the package's tests rule out.
 func New(st store.Store, opts Options) http.Handler {
@@ -121,7 +122,7 @@ func newHandler(st store.Store, opts Options) *handler {
 	h.cssETag = `"` + hex.EncodeToString(sum[:8]) + `"`
 	h.cssURL = cssPath + "?v=" + hex.EncodeToString(sum[:4])
 	h.pages = make(map[string]*template.Template)
-	for _, name := range []string{"overview", "resource", "source", "error"} {
+	for _, name := range []string{"overview", "resource", "source", "graph", "error"} {
 		t := template.New(name).Funcs(h.funcs())
 		t = template.Must(t.ParseFS(files, "templates/layout.html", "templates/parts.html", "templates/"+name+".html"))
 		h.pages[name] = t
@@ -130,6 +131,7 @@ func newHandler(st store.Store, opts Options) *handler {
 	mux.HandleFunc("GET /{$}", h.overview)
 	mux.HandleFunc("GET /resources/{id}", h.resource)
 	mux.HandleFunc("GET /sources/{name}", h.source)
+	mux.HandleFunc("GET /graph", h.graph)
 	mux.HandleFunc("GET "+cssPath, h.stylesheet)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "There is no page at this address.")
