@@ -107,9 +107,12 @@ func (q query) url() string {
 	for _, l := range q.Labels {
 		v.Add("label", l)
 	}
-	if q.Sort != "" && q.Sort != defaultSort || q.Dir != "" && q.Dir != sortKeys[cmp.Or(q.Sort, defaultSort)] {
-		set("sort", cmp.Or(q.Sort, defaultSort))
-		set("dir", q.Dir)
+	sort := cmp.Or(q.Sort, defaultSort)
+	if sort != defaultSort {
+		v.Set("sort", sort)
+	}
+	if q.Dir != "" && q.Dir != sortKeys[sort] {
+		v.Set("dir", q.Dir)
 	}
 	if q.After > 0 {
 		v.Set("after", strconv.FormatInt(q.After, 10))
