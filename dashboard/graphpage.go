@@ -19,13 +19,17 @@ const graphThreshold = 200
 
 // The graph's geometry, in SVG user units (CSS pixels at scale 1).
 const (
-	graphPad    = 16
-	nodeW       = 220
-	nodeH       = 44
-	groupH      = 64
-	colGap      = 72
-	rowGap      = 16
-	labelRunes  = 30
+	graphPad   = 16
+	nodeW      = 240
+	nodeH      = 44
+	groupH     = 64
+	colGap     = 72
+	rowGap     = 16
+	labelRunes = 28
+	// centreRows is the most rows a graph centres its columns on.
+	centreRows = 16
+	// wideGraph is the widest picture a phone shows scaled to fit.
+	wideGraph   = 700
 	arrowMargin = 2
 )
 
@@ -136,8 +140,12 @@ type svgEdge struct {
 // about it.
 type graphView struct {
 	Width, Height int
-	Nodes         []svgNode
-	Edges         []svgEdge
+	// Wide is true for a picture too wide to read on a phone once
+	// scaled to its width: there it keeps a readable size and scrolls
+	// within its box.
+	Wide  bool
+	Nodes []svgNode
+	Edges []svgEdge
 	// Shown counts the resources drawn (or counted in groups), Total all.
 	Shown, Total int
 	// GroupedBy is "kind" or "source" when the graph shows groups.
@@ -456,8 +464,10 @@ func (v *graphView) groups(shown []*store.Resource, byRef map[manifest.ObjectRef
 	for i, p := range pairs {
 		edge := svgEdge{Class: "edge", Marker: "arrow", D: path(boxes[p.from], boxes[p.to], groupH)}
 		if l.Cycle[i] {
-			v.Cycles++
-			edge.Class, edge.Marker = "edge cycle", "arrow-cycle"
+			// Groups that depend on each other are common (a kind's
+			// resources on another's, and back), and say nothing of a
+			// cycle among resources: the arrow goes back, that is all.
+			edge.Class = "edge back"
 		}
 		if v.Focus != nil && (gs[p.from].mark == "" || gs[p.to].mark == "") {
 			edge.Class += " dim"
@@ -482,13 +492,19 @@ func (v *graphView) place(l graphLayout, h int) []box {
 	rowH := h + rowGap
 	out := make([]box, len(l.Layer))
 	for c, layer := range l.Layers {
-		top := graphPad + (rows-len(layer))*rowH/2
+		// Small graphs look best centred; in a tall one, the top of every
+		// column must be where the scroll starts.
+		top := graphPad
+		if rows <= centreRows {
+			top += (rows - len(layer)) * rowH / 2
+		}
 		for p, n := range layer {
 			out[n] = box{X: graphPad + c*(nodeW+colGap), Y: top + p*rowH}
 		}
 	}
 	v.Width = max(nodeW, graphPad*2+len(l.Layers)*(nodeW+colGap)-colGap)
 	v.Height = max(h, graphPad*2+rows*rowH-rowGap)
+	v.Wide = v.Width > wideGraph
 	return out
 }
 

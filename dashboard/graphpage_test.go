@@ -191,7 +191,7 @@ func TestGraphPage(t *testing.T) {
 	if n := strings.Count(body, `<path class="edge`); n != 2 {
 		t.Errorf("%d edges, want 2", n)
 	}
-	for _, want := range []string{`<svg class="graph"`, `viewBox="0 0 `, `marker-end="url(#arrow)"`,
+	for _, want := range []string{`<svg class="graph wide"`, `viewBox="0 0 `, `marker-end="url(#arrow)"`,
 		fmt.Sprintf(`href="/graph?focus=%d"`, f.ids["prod-vpc"])} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the graph's HTML lacks %s", want)
@@ -275,20 +275,26 @@ func TestGraphEscaping(t *testing.T) {
 	}
 }
 
-// seedMany stores n resources through the API source: ten kinds, each
-// resource but the first few depending on one or two earlier ones, and
-// every 37th failed, so that the graph has layers, crossings and colours.
+// seedMany stores n resources through the API source, as a tree: each
+// resource but the first depends on (i-1)/3, and every seventh on i/2 as
+// well; the kind says how deep it is, two kinds a level, so that the
+// kinds form layers as in real infrastructure. Every 37th failed.
 func seedMany(t testing.TB, st store.Store, n int) {
 	t.Helper()
 	ctx := t.Context()
 	spec := json.RawMessage(`{}`)
+	depth := make([]int, n)
+	for i := 1; i < n; i++ {
+		depth[i] = depth[(i-1)/3] + 1
+	}
 	ref := func(i int) manifest.ObjectRef {
-		return manifest.ObjectRef{Kind: fmt.Sprintf("Kind%d", i%10), Namespace: manifest.DefaultNamespace, Name: fmt.Sprintf("res-%04d", i)}
+		return manifest.ObjectRef{Kind: fmt.Sprintf("Tier%d%c", depth[i], 'a'+rune(i%2)), Namespace: manifest.DefaultNamespace,
+			Name: fmt.Sprintf("res-%04d", i)}
 	}
 	var rs []*manifest.Resource
 	for i := range n {
 		r := &manifest.Resource{Kind: ref(i).Kind, Group: "example.com", Version: "v1", Namespace: manifest.DefaultNamespace,
-			Name: ref(i).Name, Spec: spec, SpecHash: manifest.HashJSON(spec), Labels: map[string]string{"tier": fmt.Sprint(i % 3)}}
+			Name: ref(i).Name, Spec: spec, SpecHash: manifest.HashJSON(spec), Labels: map[string]string{"tier": fmt.Sprint(depth[i])}}
 		if i > 0 {
 			r.DependsOn = append(r.DependsOn, ref((i-1)/3))
 		}

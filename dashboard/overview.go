@@ -15,7 +15,7 @@ import (
 
 // attentionLimit is how many items the overview's "needs attention" list
 // shows; the rest are a link away.
-const attentionLimit = 50
+const attentionLimit = 20
 
 // severity orders states from the most to the least urgent: the overview
 // lists trouble first, and the graph colours by it.
