@@ -1,7 +1,8 @@
 // Package dashboard is no8s-agent's read-only web dashboard: server-rendered
-// HTML pages of the sources, the resources with their status, conditions
-// and outputs, and the reconcile and sync history, read from the store on
-// every request.
+// HTML pages of what needs attention, the sources, the resources with their
+// status, conditions and outputs, the reconcile and sync history, and the
+// graph of the resources' dependencies, read from the store on every
+// request.
 //
 // It needs no JavaScript and loads nothing from elsewhere: the templates and
 // the stylesheet are embedded, and the pages refresh themselves with a meta

@@ -123,7 +123,8 @@ func (q query) url() string {
 	return "/?" + v.Encode()
 }
 
-// parseQuery reads the overview's query, or says what is wrong with it.
+// parseQuery reads the overview's query, or says what is wrong with it in
+// a sentence for the error page.
 func parseQuery(v url.Values) (query, error) {
 	q := query{Q: strings.TrimSpace(v.Get("q")), Kind: v.Get("kind"), Source: v.Get("source"),
 		Status: v.Get("status"), Namespace: v.Get("namespace"), Sort: cmp.Or(v.Get("sort"), defaultSort), Dir: v.Get("dir")}
@@ -420,6 +421,8 @@ type overviewPage struct {
 	// FirstURL and NextURL page through.
 	FirstURL string
 	NextURL  string
+	// GraphURL draws the filtered resources' dependencies.
+	GraphURL string
 }
 
 // overview serves GET /: what needs attention, counts of sources and
@@ -551,6 +554,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	p.From, p.To = start+1, start+len(page)
 	p.Resources = resourceTable{Rows: resourceRows(page), Heads: sortHeads(q)}
+	p.GraphURL = graphQuery{Q: q.Q, Kind: q.Kind, Source: q.Source, Status: q.Status}.url()
 	h.render(w, r, http.StatusOK, "overview", p)
 }
 
@@ -578,16 +582,17 @@ func sourceCounts(sources []*store.Source) []count {
 	}
 	out := []count{{Label: "sources", Count: len(sources), URL: "#sources", Hint: "all sources"}}
 	for _, c := range []struct{ label, phase, hint string }{
-		// A suspended source has its phase as well: it is a flag.
 		{"ready", "ready", "synced the last revision they fetched"},
 		{"failing", "failed", "the last sync failed"},
 		{"stalled", "stalled", "refused to sync until someone acts, e.g. past the prune guard"},
 		{"pending", "pending", "not synced yet"},
+		// A suspended source is in one of the phases as well: suspended
+		// is a flag, counted apart, without a phase's icon.
 		{"suspended", "", "neither fetched nor synced until resumed"},
 		{"orphaned", "orphaned", "in no agent's configuration any more (or being pruned)"},
 	} {
 		if c.label == "pending" && n[c.label] == 0 {
-			continue
+			continue // a passing state: shown only while it lasts
 		}
 		k := count{Label: c.label, Phase: c.phase, Count: n[c.label], Hint: c.hint}
 		if c.phase == "" {

@@ -213,6 +213,7 @@ func TestOverviewSearchAndSort(t *testing.T) {
 		`<a class="sort" href="/?q=prod&amp;sort=updated" title="sort by changed">changed</a>`, // newest first
 		`href="/?q=prod"`, // status, the default sort
 		`<input type="hidden" name="sort" value="name">`, `<input type="search" name="q" value="prod"`,
+		`<a href="/graph?q=prod">See them as a graph</a>`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("GET /?q=prod&sort=name lacks %s", want)
