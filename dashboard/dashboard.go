@@ -1,7 +1,8 @@
 // Package dashboard is no8s-agent's read-only web dashboard: server-rendered
-// HTML pages of the sources, the resources with their status, conditions
-// and outputs, and the reconcile and sync history, read from the store on
-// every request.
+// HTML pages of what needs attention, the sources, the resources with their
+// status, conditions and outputs, the reconcile and sync history, and the
+// graph of the resources' dependencies, read from the store on every
+// request.
 //
 // It needs no JavaScript and loads nothing from elsewhere: the templates and
 // the stylesheet are embedded, and the pages refresh themselves with a meta
@@ -86,7 +87,8 @@ type handler struct {
 }
 
 // New returns the dashboard's handler, reading from st. It serves GET / (the
-// overview), /resources/{id}, /sources/{name} and its stylesheet, and a 404
+// overview), /resources/{id}, /sources/{name}, /graph (the dependency
+// graph) and its stylesheet, and a 404
 // page for anything else. It panics when its embedded templates do not
 // parse, which the package's tests rule out.
 func New(st store.Store, opts Options) http.Handler {
@@ -121,7 +123,7 @@ func newHandler(st store.Store, opts Options) *handler {
 	h.cssETag = `"` + hex.EncodeToString(sum[:8]) + `"`
 	h.cssURL = cssPath + "?v=" + hex.EncodeToString(sum[:4])
 	h.pages = make(map[string]*template.Template)
-	for _, name := range []string{"overview", "resource", "source", "error"} {
+	for _, name := range []string{"overview", "resource", "source", "graph", "error"} {
 		t := template.New(name).Funcs(h.funcs())
 		t = template.Must(t.ParseFS(files, "templates/layout.html", "templates/parts.html", "templates/"+name+".html"))
 		h.pages[name] = t
@@ -130,6 +132,7 @@ func newHandler(st store.Store, opts Options) *handler {
 	mux.HandleFunc("GET /{$}", h.overview)
 	mux.HandleFunc("GET /resources/{id}", h.resource)
 	mux.HandleFunc("GET /sources/{name}", h.source)
+	mux.HandleFunc("GET /graph", h.graph)
 	mux.HandleFunc("GET "+cssPath, h.stylesheet)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "There is no page at this address.")

@@ -172,6 +172,13 @@ func badgeOf(v any) badge {
 		return badge{"warn", "⊖", s}
 	case "pending":
 		return badge{"idle", "○", s}
+	case "failing":
+		return badge{"bad", "✗", s}
+	case "waiting":
+		return badge{"busy", "◷", s}
+	case "suspended":
+		// Not reconciled (or synced) until someone resumes it.
+		return badge{"warn", "⏸", s}
 	case "":
 		return badge{"idle", "○", "unknown"}
 	default:

@@ -52,7 +52,7 @@ type fixture struct {
 }
 
 // openStore returns a migrated store on a fresh database.
-func openStore(t *testing.T) *postgres.Store {
+func openStore(t testing.TB) *postgres.Store {
 	t.Helper()
 	st, err := postgres.Open(t.Context(), pgtest.URL(t))
 	if err != nil {

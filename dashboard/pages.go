@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -39,141 +37,6 @@ type sourceRow struct {
 	MoreErrors int
 }
 
-// count is one figure of the overview's summary.
-type count struct {
-	Label string
-	// Phase is set for the counts of a phase, which link to their filter.
-	Phase  string
-	Count  int
-	URL    string
-	Active bool
-	Hint   string
-}
-
-// filter is the resource filter of the overview, as its form shows it.
-type filter struct {
-	Kind, Status, Source string
-	// Namespace selects the resources of one namespace; empty, all.
-	Namespace     string
-	Kinds, Phases []string
-	Sources       []string
-	Active        bool
-}
-
-type overviewPage struct {
-	base
-	Counts    []count
-	Queue     []count
-	Sources   []sourceRow
-	Resources []resourceRow
-	Filter    filter
-	// After is the cursor of this page; FirstURL and NextURL page through.
-	After    int64
-	FirstURL string
-	NextURL  string
-}
-
-// overview serves GET /: counts, sources and a page of resources.
-func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	f := store.ResourceFilter{Kind: q.Get("kind"), Source: q.Get("source"), Limit: h.pageSize + 1}
-	if s := q.Get("status"); s != "" {
-		f.Phase = manifest.Phase(s)
-		if !f.Phase.Valid() {
-			h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown status %q: use one of %s.", s, strings.Join(phaseNames(), ", ")))
-			return
-		}
-	}
-	if ns := q.Get("namespace"); ns != "" {
-		if !manifest.ValidNamespace(ns) {
-			h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Bad namespace %q: %s.", ns, strings.Join(manifest.NamespaceProblems(ns), "; ")))
-			return
-		}
-		f.Namespaces = []string{ns}
-	}
-	if a := q.Get("after"); a != "" {
-		n, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || n < 0 {
-			h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Bad page cursor %q: want a resource id.", a))
-			return
-		}
-		f.After = n
-	}
-	ctx := r.Context()
-	stats, err := h.store.Stats(ctx)
-	if err != nil {
-		h.storeFailed(w, r, err)
-		return
-	}
-	sources, err := h.store.ListSources(ctx)
-	if err != nil {
-		h.storeFailed(w, r, err)
-		return
-	}
-	types, err := h.store.ListResourceTypes(ctx, store.TypeFilter{})
-	if err != nil {
-		h.storeFailed(w, r, err)
-		return
-	}
-	rs, err := h.store.ListResources(ctx, f)
-	if err != nil {
-		h.storeFailed(w, r, err)
-		return
-	}
-
-	p := overviewPage{base: h.base("Overview"), After: f.After}
-	ns := q.Get("namespace")
-	p.Filter = filter{Kind: f.Kind, Status: string(f.Phase), Source: f.Source, Namespace: ns, Phases: phaseNames(),
-		Active: f.Kind != "" || f.Phase != "" || f.Source != "" || ns != ""}
-	for _, t := range types {
-		p.Filter.Kinds = append(p.Filter.Kinds, t.Name)
-	}
-	for _, s := range sources {
-		p.Filter.Sources = append(p.Filter.Sources, s.Name)
-	}
-	p.Filter.Sources = append(p.Filter.Sources, store.APISource)
-	// The form must be able to show the current choice even when nothing
-	// of it exists (any more).
-	p.Filter.Kinds = withValue(p.Filter.Kinds, f.Kind)
-	p.Filter.Sources = withValue(p.Filter.Sources, f.Source)
-
-	total := 0
-	for _, ph := range manifest.Phases() {
-		n := stats.ByPhase[ph]
-		total += n
-		p.Counts = append(p.Counts, count{Label: string(ph), Phase: string(ph), Count: n,
-			URL: overviewURL(filter{Status: string(ph)}, 0), Active: f.Phase == ph && f.Kind == "" && f.Source == "" && ns == ""})
-	}
-	// The counts are of all resources, so they link to unfiltered lists.
-	p.Counts = append([]count{{Label: "resources", Count: total, URL: "/",
-		Active: !p.Filter.Active, Hint: "all resources"}}, p.Counts...)
-	p.Queue = []count{
-		{Label: "due", Count: stats.Due, Hint: "due for a reconcile, waiting for a free worker"},
-		{Label: "in progress", Count: stats.Leased, Hint: "held by a worker now"},
-		{Label: "waiting", Count: stats.Waiting, Hint: "waiting on dependencies or dependents"},
-		{Label: "suspended", Count: stats.Suspended, Hint: "suspended: not reconciled until resumed"},
-	}
-
-	for _, s := range sources {
-		row := sourceRow{Source: s, Errors: s.Errors}
-		if len(row.Errors) > overviewErrors {
-			row.MoreErrors = len(row.Errors) - overviewErrors
-			row.Errors = row.Errors[:overviewErrors]
-		}
-		p.Sources = append(p.Sources, row)
-	}
-
-	if len(rs) > h.pageSize {
-		rs = rs[:h.pageSize]
-		p.NextURL = overviewURL(p.Filter, rs[len(rs)-1].ID)
-	}
-	if f.After > 0 {
-		p.FirstURL = overviewURL(p.Filter, 0)
-	}
-	p.Resources = resourceRows(rs)
-	h.render(w, r, http.StatusOK, "overview", p)
-}
-
 // withValue returns the sorted, distinct values with v among them when v is set.
 func withValue(values []string, v string) []string {
 	if v != "" {
@@ -189,30 +52,6 @@ func phaseNames() []string {
 		out = append(out, string(p))
 	}
 	return out
-}
-
-// overviewURL returns the overview with the given filter and cursor.
-func overviewURL(f filter, after int64) string {
-	v := url.Values{}
-	if f.Kind != "" {
-		v.Set("kind", f.Kind)
-	}
-	if f.Namespace != "" {
-		v.Set("namespace", f.Namespace)
-	}
-	if f.Status != "" {
-		v.Set("status", f.Status)
-	}
-	if f.Source != "" {
-		v.Set("source", f.Source)
-	}
-	if after > 0 {
-		v.Set("after", strconv.FormatInt(after, 10))
-	}
-	if len(v) == 0 {
-		return "/"
-	}
-	return "/?" + v.Encode()
 }
 
 // dependency is one entry of a resource's dependsOn.
@@ -324,7 +163,7 @@ type sourcePage struct {
 	// Notices are the last notifications about the source and its
 	// resources, newest first.
 	Notices       []*store.Notice
-	Resources     []resourceRow
+	Resources     resourceTable
 	MoreResources bool
 	// AllURL lists all the source's resources on the overview.
 	AllURL string
@@ -335,7 +174,7 @@ func (h *handler) source(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	ctx := r.Context()
 	p := sourcePage{base: h.base("Source " + name), HistoryLimit: syncHistoryLimit,
-		AllURL: overviewURL(filter{Source: name}, 0)}
+		AllURL: query{Source: name}.url()}
 	s, err := h.store.GetSource(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound) && name == store.APISource:
@@ -368,6 +207,6 @@ func (h *handler) source(w http.ResponseWriter, r *http.Request) {
 	if len(rs) > h.pageSize {
 		rs, p.MoreResources = rs[:h.pageSize], true
 	}
-	p.Resources = resourceRows(rs)
+	p.Resources = resourceTable{Rows: resourceRows(rs), Heads: plainHeads()}
 	h.render(w, r, http.StatusOK, "source", p)
 }
