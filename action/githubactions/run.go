@@ -354,15 +354,24 @@ func (r *runner) dispatch(ctx context.Context, inputs map[string]any, correlatio
 	for attempt := 1; ; attempt++ {
 		withDetails := !r.noRunDetails.Load()
 		var details runDetails
-		err := once.Call(ctx, func() (*github.Response, error) {
+		// refused says the last request was not sent, or GitHub answered
+		// it and dispatched nothing: a 4xx. A request that got no answer
+		// (the operation ended while it was in flight) may have started
+		// the run.
+		refused := false
+		err := once.Call(ctx, func() (resp *github.Response, err error) {
 			req, err := r.client.NewRequest(http.MethodPost, path, &dispatchRequest{Ref: r.ref, Inputs: inputs, ReturnRunDetails: withDetails})
 			if err != nil {
+				refused = true
 				return nil, err
 			}
 			if withDetails {
-				return r.client.Do(ctx, req, &details)
+				resp, err = r.client.Do(ctx, req, &details)
+			} else {
+				resp, err = r.client.Do(ctx, req, nil)
 			}
-			return r.client.Do(ctx, req, nil)
+			refused = err != nil && resp != nil && resp.StatusCode >= 400 && resp.StatusCode < 500
+			return resp, err
 		})
 		var transient *githubapi.TransientError
 		switch {
@@ -389,7 +398,7 @@ func (r *runner) dispatch(ctx context.Context, inputs map[string]any, correlatio
 			}
 			r.log.Warn("dispatch failed and no run of it showed; dispatching again", "workflow", r.workflow, "error", err)
 		default:
-			return nil, false, err
+			return nil, !refused, err
 		}
 	}
 }
