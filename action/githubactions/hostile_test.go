@@ -3,6 +3,7 @@ package githubactions_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 	"testing"
 	"time"
@@ -56,6 +57,46 @@ func TestDispatchWithoutAnswer(t *testing.T) {
 			}
 			if c := srv.Cancelled(); len(c) != 1 || c[0] != ds[0].RunID {
 				t.Errorf("cancelled %v, want run %d", c, ds[0].RunID)
+			}
+		})
+	}
+}
+
+// TestDispatchAnswerWithoutRun: GitHub (or a proxy before it) started the
+// run but answered 200 with no usable run id, or with a page that is no
+// JSON. The handle must name the run that exists, so that the next attempt
+// finds it: the run is looked for by its name and followed.
+func TestDispatchAnswerWithoutRun(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, body string }{
+		{"id 0", `{"workflow_run_id": 0, "run_url": "", "html_url": ""}`},
+		{"no id", `{}`},
+		{"negative id", `{"workflow_run_id": -5, "run_url": "x", "html_url": "y"}`},
+		{"id as a string", `{"workflow_run_id": "10000000001"}`},
+		{"html", `<html><body>Signed in</body></html>`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := githubtest.New(t, githubtest.Options{Token: token, ReturnRunDetails: true, Script: outputsScript})
+			srv.FailNext(dispatchMatch, 1, githubtest.Through(githubtest.Fault{Status: http.StatusOK, Body: tt.body}))
+			rep := &recorder{srv: srv}
+			res, err := newAction(t, srv, "").Apply(t.Context(), request("pg", 1, rep))
+			ds := srv.Dispatches()
+			if len(ds) != 1 {
+				t.Fatalf("%d runs, want 1", len(ds))
+			}
+			want := strconv.FormatInt(ds[0].RunID, 10)
+			if handles, _ := rep.recorded(); len(handles) == 0 || handles[0] != want {
+				t.Errorf("recorded %v, want %s", handles, want)
+			}
+			if err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			if out := decodeOutputs(t, res); out["run_id"] != float64(ds[0].RunID) {
+				t.Errorf("outputs %s", res.Outputs)
+			}
+			if c := srv.Cancelled(); len(c) != 0 {
+				t.Errorf("cancelled %v", c)
 			}
 		})
 	}
