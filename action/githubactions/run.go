@@ -354,23 +354,41 @@ func (r *runner) dispatch(ctx context.Context, inputs map[string]any, correlatio
 	for attempt := 1; ; attempt++ {
 		withDetails := !r.noRunDetails.Load()
 		var details runDetails
-		err := once.Call(ctx, func() (*github.Response, error) {
+		// refused says the last request was not sent, or GitHub answered
+		// it and dispatched nothing: a 4xx. A request that got no answer
+		// (the operation ended while it was in flight) may have started
+		// the run.
+		// answered says GitHub answered 2xx: it started a run, whose id
+		// the answer may lack or garble.
+		refused, answered := false, false
+		err := once.Call(ctx, func() (resp *github.Response, err error) {
 			req, err := r.client.NewRequest(http.MethodPost, path, &dispatchRequest{Ref: r.ref, Inputs: inputs, ReturnRunDetails: withDetails})
 			if err != nil {
+				refused = true
 				return nil, err
 			}
 			if withDetails {
-				return r.client.Do(ctx, req, &details)
+				resp, err = r.client.Do(ctx, req, &details)
+			} else {
+				resp, err = r.client.Do(ctx, req, nil)
 			}
-			return r.client.Do(ctx, req, nil)
+			refused = err != nil && resp != nil && resp.StatusCode >= 400 && resp.StatusCode < 500
+			answered = resp != nil && resp.StatusCode >= 200 && resp.StatusCode < 300
+			return resp, err
 		})
 		var transient *githubapi.TransientError
 		switch {
-		case err == nil && details.WorkflowRunID != 0:
+		case err == nil && details.WorkflowRunID > 0:
 			return &github.WorkflowRun{ID: github.Int64(details.WorkflowRunID), HTMLURL: github.String(details.HTMLURL),
 				URL: github.String(details.RunURL)}, true, nil
-		case err == nil:
-			// 204: the run exists; its name says which it is.
+		case err == nil, answered:
+			// 204, or a 2xx whose body names no run (no id, a zero or
+			// negative one, no JSON): the run exists, and a handle that
+			// is no run id would be lost to the next attempt. Its name
+			// says which it is.
+			if err != nil {
+				r.log.Warn("GitHub dispatched the workflow, but its answer names no run; looking for it by its name", "workflow", r.workflow, "error", err)
+			}
 			run, err := r.find(ctx, correlation, since, r.findTimeout)
 			return run, true, err
 		case withDetails && refusesRunDetails(err):
@@ -389,7 +407,7 @@ func (r *runner) dispatch(ctx context.Context, inputs map[string]any, correlatio
 			}
 			r.log.Warn("dispatch failed and no run of it showed; dispatching again", "workflow", r.workflow, "error", err)
 		default:
-			return nil, false, err
+			return nil, !refused, err
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/rand"
 	"crypto/sha1"
 	"encoding/hex"
@@ -164,15 +165,43 @@ func (m Match) matches(r *http.Request) bool {
 	return (m.Method == "" || strings.EqualFold(m.Method, r.Method)) && strings.HasSuffix(r.URL.Path, m.PathSuffix)
 }
 
-// Fault is an answer served instead of the real one.
+// Fault is an answer served instead of the real one. A fault changes
+// nothing on the server unless it is Through.
 type Fault struct {
-	// Status is the HTTP status code.
+	// Status is the HTTP status code; 0 serves the real answer after
+	// Delay (a slow answer).
 	Status int
 	// Headers are set on the answer, over the server's usual headers.
 	Headers map[string]string
 	// Body is the answer's body.
 	Body string
+	// Delay holds the answer back this long, or until the request's
+	// context ends (then nothing is answered).
+	Delay time.Duration
+	// Hang holds the answer back until the request's context ends: a
+	// server that accepted the request and never answers.
+	Hang bool
+	// Through lets the request reach GitHub and take effect before the
+	// fault's Status replaces GitHub's answer: a gateway that timed out
+	// while GitHub dispatched the workflow all the same. With Hang or
+	// Delay, the request takes effect at once and the answer is held back
+	// (with Hang, a run started whose answer never comes).
+	Through bool
 }
+
+// Through returns f with Through set: the request takes effect, and f is
+// answered instead of GitHub's answer.
+func Through(f Fault) Fault {
+	f.Through = true
+	return f
+}
+
+// Hang is an answer that never comes: the request waits until its context
+// ends.
+func Hang() Fault { return Fault{Hang: true} }
+
+// Slow is the real answer, held back d.
+func Slow(d time.Duration) Fault { return Fault{Delay: d} }
 
 // Documentation URLs GitHub puts in its error bodies.
 const (
@@ -257,7 +286,8 @@ type Request struct {
 	Body string
 	// Authorization is the Authorization header.
 	Authorization string
-	// Status is the status code the server answered.
+	// Status is the status code the server answered; 0 when the request's
+	// context ended before an answer (a Hang or Slow fault).
 	Status int
 }
 
@@ -288,6 +318,9 @@ type Server struct {
 	*httptest.Server
 	opts    Options
 	started time.Time
+	done    chan struct{} // closed when the server stops: faults hold nothing back
+
+	changed chan struct{} // closed and replaced on every change, under mu
 
 	mu         sync.Mutex
 	requests   []Request
@@ -365,10 +398,14 @@ func New(t testing.TB, opts Options) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, started: opts.Now(), runs: map[int64]*run{}, artifacts: map[int64]*artifact{},
+	s := &Server{opts: opts, started: opts.Now(), done: make(chan struct{}), changed: make(chan struct{}), runs: map[int64]*run{}, artifacts: map[int64]*artifact{},
 		nextRun: 10_000_000_000, nextJob: 30_000_000_000, nextArt: 1_500_000_000}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.Close)
+	t.Cleanup(func() {
+		// A request a fault holds back would keep Close waiting.
+		close(s.done)
+		s.Close()
+	})
 	return s
 }
 
@@ -394,6 +431,32 @@ func (s *Server) FailNext(match Match, n int, fault Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, &faultRule{match: match, left: n, fault: fault})
+}
+
+// WaitFor waits until cond holds, or ctx ends. cond is checked now and
+// again whenever a workflow is dispatched or a request is answered (or
+// given up on), so a test waits for an event without sleeping; it may call
+// the server's accessors.
+func (s *Server) WaitFor(ctx context.Context, cond func() bool) error {
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-ch:
+		}
+	}
+}
+
+// notify wakes WaitFor. Call with s.mu held.
+func (s *Server) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
 // Requests returns the requests received so far, in the order answered.
@@ -508,7 +571,15 @@ const maxBody = 1 << 20
 
 func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(req.Body, maxBody))
-	rep, api := s.answer(req, body)
+	rep, api, ok := s.answer(req, body)
+	if !ok {
+		s.mu.Lock()
+		s.requests = append(s.requests, Request{Method: req.Method, Path: req.URL.Path, Query: req.URL.Query(),
+			Body: string(body), Authorization: req.Header.Get("Authorization")})
+		s.notify()
+		s.mu.Unlock()
+		return
+	}
 
 	h := w.Header()
 	if api {
@@ -535,6 +606,7 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 	s.mu.Lock()
 	s.requests = append(s.requests, Request{Method: req.Method, Path: req.URL.Path, Query: req.URL.Query(),
 		Body: string(body), Authorization: req.Header.Get("Authorization"), Status: rep.status})
+	s.notify()
 	s.mu.Unlock()
 
 	if rep.status == http.StatusNoContent {
@@ -548,13 +620,50 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 }
 
 // answer builds the answer to req; api says whether it is an API answer
-// (which carries the API's headers) rather than a download.
-func (s *Server) answer(req *http.Request, body []byte) (reply, bool) {
+// (which carries the API's headers) rather than a download; ok is false
+// when there is none to give (the request's context ended while a fault
+// held it back).
+func (s *Server) answer(req *http.Request, body []byte) (rep reply, api, ok bool) {
 	isDownload := strings.HasPrefix(req.URL.Path, downloadPrefix)
-	if f, ok := s.takeFault(req); ok {
-		return reply{status: f.Status, headers: f.Headers, body: []byte(f.Body)}, !isDownload
+	f, faulted := s.takeFault(req)
+	if !faulted {
+		rep, api = s.real(req, body)
+		return rep, api, true
 	}
-	if isDownload {
+	routed := false
+	if f.Through {
+		// The request takes effect now; its answer may wait.
+		rep, api = s.real(req, body)
+		routed = true
+	}
+	if f.Hang || f.Delay > 0 {
+		var timeout <-chan time.Time
+		if !f.Hang {
+			t := time.NewTimer(f.Delay)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-req.Context().Done():
+			return reply{}, false, false
+		case <-s.done:
+			return reply{}, false, false
+		case <-timeout:
+		}
+	}
+	switch {
+	case f.Status != 0:
+		return reply{status: f.Status, headers: f.Headers, body: []byte(f.Body)}, !isDownload, true
+	case routed:
+		return rep, api, true
+	}
+	rep, api = s.real(req, body)
+	return rep, api, true
+}
+
+// real is the server's own answer to req.
+func (s *Server) real(req *http.Request, body []byte) (reply, bool) {
+	if strings.HasPrefix(req.URL.Path, downloadPrefix) {
 		return s.download(req), false
 	}
 	if !s.authorized(req.Header.Get("Authorization")) {
@@ -774,6 +883,7 @@ func (s *Server) dispatch(base string, body []byte) reply {
 	s.runs[id] = r
 	s.order = append(s.order, id)
 	s.dispatches = append(s.dispatches, d)
+	s.notify()
 	s.mu.Unlock()
 
 	if !details {

@@ -854,3 +854,65 @@ func TestCancelTakesPolls(t *testing.T) {
 		t.Errorf("cancelled %v, want [%d] once", got, id)
 	}
 }
+
+// Through lets a dispatch take effect: answered 502 (a gateway that timed
+// out), or never answered (Hang), the run exists all the same. A fault
+// without Through changes nothing, however long it holds the request.
+func TestThroughFaults(t *testing.T) {
+	t.Parallel()
+	dispatches := githubtest.Match{Method: "POST", PathSuffix: "/dispatches"}
+	for _, tc := range []struct {
+		name   string
+		fault  githubtest.Fault
+		runs   int
+		status int // the answer the server records; 0 for none
+	}{
+		{"answered 502", githubtest.Through(githubtest.BadGateway()), 1, http.StatusBadGateway},
+		{"never answered", githubtest.Through(githubtest.Hang()), 1, 0},
+		{"answered too late", githubtest.Through(githubtest.Slow(time.Minute)), 1, 0},
+		{"held back, not through", githubtest.Hang(), 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := githubtest.New(t, githubtest.Options{ReturnRunDetails: true})
+			o := srv.Options()
+			srv.FailNext(dispatches, 1, tc.fault)
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			defer cancel()
+			_, _, err := dispatch(ctx, client(t, srv, o.Token, false), o, dispatchBody{Ref: "main", ReturnRunDetails: true})
+			if tc.status == 0 && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("dispatch: %v, want no answer", err)
+			}
+			if tc.status != 0 {
+				errorResponse(t, err, tc.status)
+			}
+			if n := len(srv.Dispatches()); n != tc.runs {
+				t.Fatalf("%d runs, want %d", n, tc.runs)
+			}
+			// The server records the request once it gave up on it.
+			wait, stop := context.WithTimeout(t.Context(), 10*time.Second)
+			defer stop()
+			if err := srv.WaitFor(wait, func() bool { return len(srv.Requests()) == 1 }); err != nil {
+				t.Fatal("the server still holds the request")
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 1 || reqs[0].Status != tc.status {
+				t.Fatalf("requests %+v, want the dispatch with status %d", reqs, tc.status)
+			}
+		})
+	}
+	t.Run("slow", func(t *testing.T) {
+		t.Parallel()
+		srv := githubtest.New(t, githubtest.Options{ReturnRunDetails: true})
+		o := srv.Options()
+		srv.FailNext(dispatches, 1, githubtest.Slow(50*time.Millisecond))
+		start := time.Now()
+		d, _, err := dispatch(t.Context(), client(t, srv, o.Token, false), o, dispatchBody{Ref: "main", ReturnRunDetails: true})
+		if err != nil || d.WorkflowRunID != srv.Dispatches()[0].RunID {
+			t.Fatalf("dispatch: %+v, %v", d, err)
+		}
+		if took := time.Since(start); took < 50*time.Millisecond {
+			t.Fatalf("answered after %s, want the delay", took)
+		}
+	})
+}
