@@ -620,9 +620,14 @@ func (s *Server) authorize(pattern string, need access, h http.Handler) http.Han
 			err = crossSite(r)
 		}
 		if err != nil {
-			if err.Status == http.StatusUnauthorized && need == read && !strings.HasPrefix(r.URL.Path, "/api/") {
+			if err.Status == http.StatusUnauthorized && (need == read && !strings.HasPrefix(r.URL.Path, "/api/") ||
+				r.Header.Get("Sec-Fetch-Site") == "same-origin") {
 				// Browsers cannot send bearer tokens: let them log in with
-				// the token as a basic-auth password.
+				// the token as a basic-auth password. The dashboard's own
+				// scripts (its event stream and actions, from this origin)
+				// are challenged too: a browser sends the login it holds
+				// for the pages again only when asked, to paths outside
+				// the folder of the page it first logged in on.
 				w.Header().Set("WWW-Authenticate", `Basic realm="no8s", charset="UTF-8"`)
 			}
 			s.writeError(w, r, err, nil)
