@@ -49,10 +49,36 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// screenshotsEnv names a folder for the browser tests' screenshots; they
+// take none when it is not set.
+const screenshotsEnv = "NO8S_SCREENSHOTS"
+
+// screenshots returns a function that keeps a screenshot under its name in
+// the folder screenshotsEnv names, or drops it when the variable is unset.
+func screenshots(t *testing.T) func(name string, img []byte) {
+	t.Helper()
+	dir := os.Getenv(screenshotsEnv)
+	if dir == "" {
+		return func(string, []byte) {}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return func(name string, img []byte) {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, img, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", path)
+	}
+}
+
 // TestBrowser drives the dashboard over the synced and reconciled example
 // repository in headless Chromium: the overview lists the example sources
 // and resources, a click leads to a resource and its history, and the pages
-// fit a phone's width. It keeps screenshots in a temporary folder.
+// fit a phone's width. It keeps screenshots in the folder NO8S_SCREENSHOTS
+// names, when set.
 func TestBrowser(t *testing.T) {
 	t.Parallel()
 	exe := chromium(t)
@@ -61,19 +87,7 @@ func TestBrowser(t *testing.T) {
 	srv := httptest.NewServer(New(f.st, Options{Refresh: time.Hour, Version: "browser-test"}))
 	defer srv.Close()
 
-	shots, err := os.MkdirTemp("", "no8s-dashboard-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshots in %s", shots)
-	save := func(name string, img []byte) {
-		t.Helper()
-		path := filepath.Join(shots, name)
-		if err := os.WriteFile(path, img, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("wrote %s", path)
-	}
+	save := screenshots(t)
 
 	ctx, cancel := context.WithTimeout(t.Context(), browserTimeout)
 	defer cancel()
