@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/no8s/no8s-agent/api"
@@ -87,6 +88,37 @@ func TestBrowserLogin(t *testing.T) {
 	}
 }
 
+// TestBrowserScriptLogin checks that requests the dashboard's scripts send
+// (from the agent's own origin) are challenged for a basic-auth login, which
+// a browser answers with the one it holds for the pages, while other
+// clients of the API are asked for a bearer token.
+func TestBrowserScriptLogin(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *api.Options) { o.ReadToken = readToken })
+	for _, tc := range []struct {
+		method, path, site, want string
+	}{
+		{"GET", "/api/v1/events", "same-origin", "Basic"},
+		{"POST", "/api/v1/sources/infra/sync", "same-origin", "Basic"},
+		{"GET", "/api/v1/events", "", "Bearer"},
+		{"POST", "/api/v1/sources/infra/sync", "", "Bearer"},
+		{"GET", "/api/v1/events", "cross-site", "Bearer"},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), tc.method, e.http.URL+tc.path, nil)
+		if tc.site != "" {
+			req.Header.Set("Sec-Fetch-Site", tc.site)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != 401 || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s %s from %q without a token = %d %q, want 401 with a %s challenge", tc.method, tc.path, tc.site, resp.StatusCode, got, tc.want)
+		}
+	}
+}
+
 // TestBodyLimit checks that oversized bodies are refused with 413 and
 // write nothing.
 func TestBodyLimit(t *testing.T) {
@@ -157,5 +189,54 @@ func TestPagination(t *testing.T) {
 	e.must("GET", "/api/v1/resources?label=team=t1", "", "", 200, &team1)
 	if len(team1) != 2 || team1[0].Name != "pg-1" || team1[1].Name != "pg-3" {
 		t.Errorf("label filter gave %+v", team1)
+	}
+}
+
+// TestAllows checks what Allows tells the dashboard of a caller: what the
+// endpoint of the write would check, grants limited to action instances and
+// namespaces included, and nothing for a caller without a valid token, even
+// where reads need none.
+func TestAllows(t *testing.T) {
+	t.Parallel()
+	narrow := api.Token{Name: "narrow", Value: "narrow-secret", Grants: []api.Grant{
+		{Verbs: []string{api.VerbGet, api.VerbList}},
+		{Verbs: []string{api.VerbReconcile}, Actions: []string{"noop"}},
+		{Verbs: []string{api.VerbSuspend}, Namespaces: []string{"team-a"}},
+	}}
+	var srv atomic.Pointer[api.Server]
+	dash := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, c := range [][5]string{
+			{api.VerbReconcile, "Network", "default", "infra", ""},
+			{api.VerbReconcile, "Network", "default", "infra", "other"},
+			{api.VerbSuspend, "Network", "team-a", "infra", ""},
+			{api.VerbSuspend, "Network", "default", "infra", ""},
+			{api.VerbSuspend, "", "", "infra", ""},
+			{api.VerbSync, "", "", "infra", ""},
+		} {
+			fmt.Fprintf(w, "%t ", srv.Load().Allows(r, c[0], c[1], c[2], c[3], c[4]))
+		}
+	})
+	e := newEnv(t, func(o *api.Options) { o.Tokens, o.Dashboard = []api.Token{narrow}, dash })
+	srv.Store(e.srv)
+	for token, want := range map[string]string{
+		"narrow-secret": "true false true false false false ",
+		writeToken:      "true true true true true true ",
+	} {
+		if st, body, _ := e.call("GET", "/", token, ""); st != 200 || string(body) != want {
+			t.Errorf("Allows for %s = %d %q, want %q", token, st, body, want)
+		}
+	}
+	open := newEnv(t, func(o *api.Options) { o.Dashboard = dash })
+	srv.Store(open.srv)
+	// Reads are open there: a token presented all the same is who the
+	// caller is; a wrong one is no one, and reads as before.
+	for token, want := range map[string]string{
+		"":         "false false false false false false ",
+		"wrong":    "false false false false false false ",
+		writeToken: "true true true true true true ",
+	} {
+		if st, body, _ := open.call("GET", "/", token, ""); st != 200 || string(body) != want {
+			t.Errorf("Allows with reads open and token %q = %d %q, want %q", token, st, body, want)
+		}
 	}
 }

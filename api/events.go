@@ -130,8 +130,11 @@ type hub struct {
 	readyOnce gosync.Once
 }
 
+// EventsPath is the path of the event stream of every change.
+const EventsPath = "/api/v1/events"
+
 // eventsPath is the event stream's route.
-const eventsPath = "/api/v1/events"
+const eventsPath = EventsPath
 
 // newHub returns a hub fed by st's notifications; mask, when not nil, is
 // applied to each event's JSON once, as it is encoded.

@@ -620,9 +620,14 @@ func (s *Server) authorize(pattern string, need access, h http.Handler) http.Han
 			err = crossSite(r)
 		}
 		if err != nil {
-			if err.Status == http.StatusUnauthorized && need == read && !strings.HasPrefix(r.URL.Path, "/api/") {
+			if err.Status == http.StatusUnauthorized && (need == read && !strings.HasPrefix(r.URL.Path, "/api/") ||
+				r.Header.Get("Sec-Fetch-Site") == "same-origin") {
 				// Browsers cannot send bearer tokens: let them log in with
-				// the token as a basic-auth password.
+				// the token as a basic-auth password. The dashboard's own
+				// scripts (its event stream and actions, from this origin)
+				// are challenged too: a browser sends the login it holds
+				// for the pages again only when asked, to paths outside
+				// the folder of the page it first logged in on.
 				w.Header().Set("WWW-Authenticate", `Basic realm="no8s", charset="UTF-8"`)
 			}
 			s.writeError(w, r, err, nil)
@@ -655,6 +660,16 @@ func (s *Server) check(need access, verb string, r *http.Request) (*Token, *Erro
 		return nil, errorf(http.StatusForbidden, "writes are disabled: the agent has no write token (set api.writeTokenEnv or api.tokens)")
 	}
 	if need == read && s.readsOpen {
+		// Reads need no token; one presented is still who the caller is,
+		// by which the dashboard offers the actions it may take. A wrong
+		// one is no login, and no harm.
+		if got, _, ok := presentedToken(r); ok {
+			for _, c := range s.tokens {
+				if c.Value != "" && equal(got, c.Value) && c.allowsVerb(verb) {
+					return c, nil
+				}
+			}
+		}
 		return nil, nil
 	}
 	got, _, ok := presentedToken(r)

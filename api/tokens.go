@@ -450,6 +450,25 @@ func describeGrants(t *Token) string {
 	return fmt.Sprintf("[%s]", strings.Join(out, "; "))
 }
 
+// Allows reports whether the caller of r, a request the server authorized
+// (the dashboard's pages), may do verb to source when kind is empty, else to
+// a resource of kind in source and namespace ns whose action instance is
+// action: what the endpoint of that write would check of the same caller.
+// It is false for a request that carried no token (reads open to anyone),
+// since writes need one. A caller signed in some other way is a token in
+// the request's context like any other.
+func (s *Server) Allows(r *http.Request, verb, kind, ns, source, action string) bool {
+	ctx := r.Context()
+	t := requestToken(ctx)
+	switch {
+	case t == nil:
+		return false
+	case kind == "":
+		return t.allows(verb, "", source)
+	}
+	return t.allowsAction(verb, kind, source, ns, s.instance(ctx, action))
+}
+
 // mayResource refuses with 403 what the request's token may not do to the
 // resource with id. A token whose grant covers every kind and source is not
 // made to wait for the resource's row; for the others, a resource that does

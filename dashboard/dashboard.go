@@ -1,19 +1,25 @@
-// Package dashboard is no8s-agent's read-only web dashboard: server-rendered
-// HTML pages of what needs attention, the sources, the resources with their
+// Package dashboard is no8s-agent's web dashboard: server-rendered HTML
+// pages of what needs attention, the sources, the resources with their
 // status, conditions and outputs, the reconcile and sync history, and the
 // graph of the resources' dependencies, read from the store on every
 // request.
 //
-// It needs no JavaScript and loads nothing from elsewhere: the templates and
-// the stylesheet are embedded, and the pages refresh themselves with a meta
-// refresh. The caller mounts the handler at "/" and decides who may see it.
+// It needs no JavaScript and loads nothing from elsewhere: the templates,
+// the stylesheet and one small script are embedded. Without JavaScript the
+// pages refresh themselves with a meta refresh and show state only. With
+// it, the script updates a page from the API's event stream when what it
+// shows changes, and offers the actions (sync, approve, reconcile, suspend,
+// resume) the caller's grants allow, which it sends to the JSON API. The
+// caller mounts the handler at "/" and decides who may see it.
 package dashboard
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"embed"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -46,17 +52,55 @@ const (
 	dependentsLimit = 100
 )
 
-// cssPath is where the stylesheet is served.
-const cssPath = "/static/dashboard.css"
+// cssPath and jsPath are where the stylesheet and the script are served.
+const (
+	cssPath = "/static/dashboard.css"
+	jsPath  = "/static/live.js"
+)
 
-// contentSecurityPolicy allows the page nothing but its own stylesheet:
-// the dashboard runs no script, and data that slipped through escaping could
-// not run one either.
-const contentSecurityPolicy = "default-src 'none'; style-src 'self'; img-src 'self' data:; " +
-	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+// contentSecurityPolicy allows a page its own stylesheet, and the one
+// script tag that carries the page's nonce, which is new in every response:
+// markup that slipped through escaping could run no script, inline or
+// loaded, nor style anything. connect-src lets the script read the event
+// stream and send actions to this origin alone.
+func contentSecurityPolicy(nonce string) string {
+	script := "'none'"
+	if nonce != "" {
+		script = "'nonce-" + nonce + "'"
+	}
+	return "default-src 'none'; script-src " + script + "; connect-src 'self'; style-src 'self'; img-src 'self' data:; " +
+		"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+}
 
-//go:embed templates/*.html static/dashboard.css
+// newNonce returns a fresh random nonce for a page's Content-Security-Policy.
+func newNonce() string {
+	var b [16]byte
+	// crypto/rand.Read does not fail (it panics if the system's source
+	// does, which no page could survive anyway).
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+//go:embed templates/*.html static/dashboard.css static/live.js
 var files embed.FS
+
+// The verbs of the actions, as the API's grants name them.
+const (
+	VerbSync      = "sync"
+	VerbApprove   = "approve"
+	VerbReconcile = "reconcile"
+	// VerbSuspend covers suspend and resume.
+	VerbSuspend = "suspend"
+)
+
+// Object is what an action is done to: a source when Kind is empty, else a
+// resource.
+type Object struct {
+	Kind, Namespace, Source string
+	// Action is the resource's action instance as stored, which grants
+	// limited to instances are checked against.
+	Action string
+}
 
 // Options configure the dashboard.
 type Options struct {
@@ -67,6 +111,16 @@ type Options struct {
 	Refresh time.Duration
 	// Version is the agent's version, shown in the footer.
 	Version string
+	// EventsURL is the path of the API's event stream (Server-Sent Events
+	// of status changes), with which pages update themselves where
+	// JavaScript runs; the meta refresh is then for browsers without it.
+	// Empty: pages only reload. A negative Refresh turns both off.
+	EventsURL string
+	// Allows reports whether the caller of a request may do verb (one of
+	// the Verb constants) to the object: the page offers the action only
+	// then. The API answers it from the token the request was authorized
+	// with; nil offers no action.
+	Allows func(r *http.Request, verb string, o Object) bool
 }
 
 // handler serves the dashboard.
@@ -76,14 +130,41 @@ type handler struct {
 	version string
 	// refresh is the reload period in whole seconds; zero is off.
 	refresh int
+	// events is the event stream's path; empty when pages do not listen.
+	events string
+	allows func(r *http.Request, verb string, o Object) bool
 	// pageSize is how many resources a list shows; tests make it small.
 	pageSize int
 	now      func() time.Time
 	pages    map[string]*template.Template
-	css      []byte
-	cssETag  string
-	cssURL   string
+	css, js  asset
 	mux      *http.ServeMux
+}
+
+// asset is an embedded file served with an ETag; its URL carries a hash of
+// the content, so browsers may keep it as long as they like.
+type asset struct {
+	name, contentType string
+	data              []byte
+	etag, url         string
+}
+
+func newAsset(path, name, contentType string) asset {
+	data, err := files.ReadFile("static/" + name)
+	if err != nil {
+		panic(fmt.Sprintf("dashboard: embedded %s: %v", name, err))
+	}
+	sum := sha256.Sum256(data)
+	return asset{name: name, contentType: contentType, data: data,
+		etag: `"` + hex.EncodeToString(sum[:8]) + `"`, url: path + "?v=" + hex.EncodeToString(sum[:4])}
+}
+
+func (a asset) serve(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", a.contentType)
+	w.Header().Set("ETag", a.etag)
+	w.Header().Set("Cache-Control", "private, max-age=86400")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	http.ServeContent(w, r, a.name, time.Time{}, bytes.NewReader(a.data))
 }
 
 // New returns the dashboard's handler, reading from st. It serves GET / (the
@@ -100,6 +181,7 @@ func newHandler(st store.Store, opts Options) *handler {
 		store:    st,
 		log:      opts.Logger,
 		version:  opts.Version,
+		allows:   opts.Allows,
 		pageSize: pageSize,
 		now:      time.Now,
 	}
@@ -114,14 +196,11 @@ func newHandler(st store.Store, opts Options) *handler {
 		// period never becomes zero (which would reload without pause).
 		h.refresh = int(math.Ceil(opts.Refresh.Seconds()))
 	}
-	css, err := files.ReadFile("static/dashboard.css")
-	if err != nil {
-		panic(fmt.Sprintf("dashboard: embedded stylesheet: %v", err))
+	if h.refresh > 0 {
+		h.events = opts.EventsURL
 	}
-	sum := sha256.Sum256(css)
-	h.css = css
-	h.cssETag = `"` + hex.EncodeToString(sum[:8]) + `"`
-	h.cssURL = cssPath + "?v=" + hex.EncodeToString(sum[:4])
+	h.css = newAsset(cssPath, "dashboard.css", "text/css; charset=utf-8")
+	h.js = newAsset(jsPath, "live.js", "text/javascript; charset=utf-8")
 	h.pages = make(map[string]*template.Template)
 	for _, name := range []string{"overview", "resource", "source", "graph", "error"} {
 		t := template.New(name).Funcs(h.funcs())
@@ -133,7 +212,8 @@ func newHandler(st store.Store, opts Options) *handler {
 	mux.HandleFunc("GET /resources/{id}", h.resource)
 	mux.HandleFunc("GET /sources/{name}", h.source)
 	mux.HandleFunc("GET /graph", h.graph)
-	mux.HandleFunc("GET "+cssPath, h.stylesheet)
+	mux.HandleFunc("GET "+cssPath, h.css.serve)
+	mux.HandleFunc("GET "+jsPath, h.js.serve)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusNotFound, "There is no page at this address.")
 	})
@@ -151,43 +231,54 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// stylesheet serves the embedded CSS; its URL carries a hash of the
-// content, so browsers may keep it as long as they like.
-func (h *handler) stylesheet(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/css; charset=utf-8")
-	w.Header().Set("ETag", h.cssETag)
-	w.Header().Set("Cache-Control", "private, max-age=86400")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	http.ServeContent(w, r, "dashboard.css", time.Time{}, bytes.NewReader(h.css))
-}
-
 // base is what every page's layout needs.
 type base struct {
 	Title string
 	// Refresh is the reload period in seconds; zero is off.
 	Refresh int
-	Version string
-	CSSURL  string
-	Now     time.Time
+	// Events is the event stream the page listens to where JavaScript
+	// runs; empty when it does not. WatchIDs, when set, are the resources
+	// (space-separated ids) whose events concern the page; otherwise every
+	// event of the stream does.
+	Events   string
+	WatchIDs string
+	Version  string
+	CSSURL   string
+	JSURL    string
+	// Nonce is the page's script nonce, new for every response.
+	Nonce string
+	Now   time.Time
 }
 
 func (h *handler) base(title string) base {
-	return base{Title: title, Refresh: h.refresh, Version: h.version, CSSURL: h.cssURL, Now: h.now()}
+	return base{Title: title, Refresh: h.refresh, Events: h.events, Version: h.version, CSSURL: h.css.url, JSURL: h.js.url,
+		Nonce: newNonce(), Now: h.now()}
+}
+
+// nonce is the script nonce of the page.
+func (b base) nonce() string { return b.Nonce }
+
+// pageData is the data of every page: its layout's.
+type pageData interface{ nonce() string }
+
+// may reports whether the caller of r may do verb to o.
+func (h *handler) may(r *http.Request, verb string, o Object) bool {
+	return h.allows != nil && h.allows(r, verb, o)
 }
 
 // render writes a page. It renders into a buffer first, so that a template
 // failure becomes a clean 500 rather than half a page.
-func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, page string, data any) {
+func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, name string, data pageData) {
 	var buf bytes.Buffer
-	if err := h.pages[page].ExecuteTemplate(&buf, "layout", data); err != nil {
-		h.log.Error("dashboard: rendering a page failed", "page", page, "path", r.URL.Path, "error", err)
+	if err := h.pages[name].ExecuteTemplate(&buf, "layout", data); err != nil {
+		h.log.Error("dashboard: rendering a page failed", "page", name, "path", r.URL.Path, "error", err)
 		http.Error(w, "the dashboard could not render this page", http.StatusInternalServerError)
 		return
 	}
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/html; charset=utf-8")
 	hdr.Set("Cache-Control", "no-store")
-	hdr.Set("Content-Security-Policy", contentSecurityPolicy)
+	hdr.Set("Content-Security-Policy", contentSecurityPolicy(data.nonce()))
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("Referrer-Policy", "same-origin")
 	w.WriteHeader(status)
@@ -207,7 +298,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, code int, message
 	if code < http.StatusInternalServerError {
 		// Reloading will not make a missing page appear; a failing store
 		// may come back, so 5xx pages keep refreshing.
-		p.Refresh = 0
+		p.Refresh, p.Events = 0, ""
 	}
 	h.render(w, r, code, "error", p)
 }

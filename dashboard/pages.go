@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
@@ -63,7 +65,9 @@ type dependency struct {
 
 type resourcePage struct {
 	base
-	R          resourceRow
+	R resourceRow
+	// Actions are those the caller may take on the resource.
+	Actions    []actionButton
 	DependsOn  []dependency
 	Dependents []resourceRow
 	// MoreDependents is true when there are more than the page lists.
@@ -147,6 +151,18 @@ func (h *handler) resource(w http.ResponseWriter, r *http.Request) {
 		h.storeFailed(w, r, err)
 		return
 	}
+	// The page shows the state of its dependencies and dependents too.
+	ids := []string{strconv.FormatInt(id, 10)}
+	for _, d := range p.DependsOn {
+		if d.Resource != nil {
+			ids = append(ids, strconv.FormatInt(d.Resource.ID, 10))
+		}
+	}
+	for _, d := range p.Dependents {
+		ids = append(ids, strconv.FormatInt(d.ID, 10))
+	}
+	p.WatchIDs = strings.Join(ids, " ")
+	p.Actions = h.resourceActions(r, res)
 	h.render(w, r, http.StatusOK, "resource", p)
 }
 
@@ -156,6 +172,8 @@ const noticeLimit = 20
 type sourcePage struct {
 	base
 	S *store.Source
+	// Actions are those the caller may take on the source.
+	Actions []actionButton
 	// Pseudo is true for the API's pseudo-source, which has no stored state.
 	Pseudo       bool
 	History      []*store.SyncRecord
@@ -208,5 +226,12 @@ func (h *handler) source(w http.ResponseWriter, r *http.Request) {
 		rs, p.MoreResources = rs[:h.pageSize], true
 	}
 	p.Resources = resourceTable{Rows: resourceRows(rs), Heads: plainHeads()}
+	if p.Events != "" {
+		// The source's own events and its resources'.
+		p.Events += "?" + url.Values{"source": {name}}.Encode()
+	}
+	if !p.Pseudo {
+		p.Actions = h.sourceActions(r, s)
+	}
 	h.render(w, r, http.StatusOK, "source", p)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
@@ -66,7 +67,15 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		OnMergeRequest: onMergeRequest,
 		Logger:         log,
 	})
-	srv := api.New(api.Options{
+	// The dashboard offers the actions the caller's grants allow, which
+	// the API tells from the request's token. srv is set before anything
+	// is served.
+	var srv *api.Server
+	dash := dashboard.New(st, dashboard.Options{Logger: log, Version: versionString(), EventsURL: api.EventsPath,
+		Allows: func(r *http.Request, verb string, o dashboard.Object) bool {
+			return srv.Allows(r, verb, o.Kind, o.Namespace, o.Source, o.Action)
+		}})
+	srv = api.New(api.Options{
 		Store: st, Syncer: syncer, Sources: runner, Actions: instances,
 		ReadToken: cfg.API.ReadToken(), WriteToken: cfg.API.WriteToken(), Tokens: apiTokens(cfg.API), OIDC: identityProvider(cfg.API),
 		GitHubWebhook: hook,
@@ -75,7 +84,7 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		// manifest file, in its JSON.
 		MaxBodyBytes: api.BodyLimit(cfg.FileSizeLimit()),
 		Metrics:      m.Handler(),
-		Dashboard:    dashboard.New(st, dashboard.Options{Logger: log, Version: versionString()}),
+		Dashboard:    dash,
 		Instrument:   m.InstrumentHandler,
 		Logger:       log,
 		Wrap:         masker.HTTP,
