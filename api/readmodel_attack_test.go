@@ -100,11 +100,11 @@ func TestReadModelSeesEveryWritePath(t *testing.T) {
 				t.Fatal(err)
 			}
 			check("status")
-			if _, err := st.SuspendResource(ctx, id, true); err != nil {
+			if _, err := st.SuspendResource(ctx, id, true, store.Suspension{}); err != nil {
 				t.Fatal(err)
 			}
 			check("suspended")
-			if _, err := st.SuspendResource(ctx, id, false); err != nil {
+			if _, err := st.SuspendResource(ctx, id, false, store.Suspension{}); err != nil {
 				t.Fatal(err)
 			}
 			check("resumed")
@@ -163,7 +163,7 @@ func TestReadModelSeesEveryWritePath(t *testing.T) {
 			if status != http.StatusOK || json.Unmarshal(body, &ty) != nil || ty.Status != api.TypeDeprecated {
 				t.Errorf("deprecated type = %d %s", status, body)
 			}
-			if _, err := st.SuspendSource(ctx, "infra", "api", true); err != nil {
+			if _, err := st.SuspendSource(ctx, "infra", "api", true, store.Suspension{}); err != nil {
 				t.Fatal(err)
 			}
 			if v, err = st.Fence(ctx); err != nil {
