@@ -13,6 +13,7 @@ import (
 	"github.com/no8s/no8s-agent/api"
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/why"
 )
 
 // TestReadModelSeesEveryWritePath changes rows through each write path of
@@ -56,6 +57,13 @@ func TestReadModelSeesEveryWritePath(t *testing.T) {
 					if status != http.StatusOK || json.Unmarshal(body, &got) != nil {
 						t.Fatalf("%s: GET by id = %d %s", step, status, body)
 					}
+					// The explanation is computed at the read, from other
+					// rows too: there is one exactly when the resource is
+					// not ready or is suspended.
+					if (got.Why != nil) != why.Explained(want) {
+						t.Errorf("%s: the API's why is %+v for a resource that is ready %t, suspended %t", step, got.Why, why.Ready(want), want.Suspended())
+					}
+					got.Why = nil
 					if w, g := normalized(t, api.NewResource(want)), normalized(t, got); !reflect.DeepEqual(w, g) {
 						t.Errorf("%s: the API answers\n%v\nthe store has\n%v", step, g, w)
 					}
