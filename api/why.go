@@ -132,6 +132,23 @@ type sourceWhy struct {
 	Why   *why.Why `json:"why"`
 }
 
+// ResourceWhy explains why the resource of that id is not ready, for r's
+// caller (what its token may not read is not named), from the read model;
+// nil when it is ready. A resource the model does not hold is a 404
+// *Error. The dashboard asks it.
+func (s *Server) ResourceWhy(r *http.Request, id int64) (*why.Why, error) {
+	var out *why.Why
+	err := s.viewAt(r, 0, func(m *readModel) error {
+		row := m.byID[id]
+		if row == nil {
+			return errorf(http.StatusNotFound, "resource %d not found", id)
+		}
+		out = m.whyLocked(r.Context(), row, time.Now())
+		return nil
+	})
+	return out, err
+}
+
 func (s *Server) getResourceWhy(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r)
 	if err != nil {

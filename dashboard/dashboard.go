@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/why"
 )
 
 // DefaultRefresh is how often the pages refresh themselves when
@@ -66,6 +67,11 @@ type Options struct {
 	Refresh time.Duration
 	// Version is the agent's version, shown in the footer.
 	Version string
+	// Why, when set, explains why the resource of that id is not ready,
+	// for the request's caller (the API's read model answers it: see
+	// api.Server.ResourceWhy); nil when it is ready. Unset, the dashboard
+	// works it out from the store.
+	Why func(r *http.Request, id int64) (*why.Why, error)
 }
 
 // handler serves the dashboard.
@@ -75,6 +81,8 @@ type handler struct {
 	version string
 	// refresh is the reload period in whole seconds; zero is off.
 	refresh int
+	// why explains a resource; see Options.Why.
+	why func(r *http.Request, id int64) (*why.Why, error)
 	// pageSize is how many resources a list shows; tests make it small.
 	pageSize int
 	now      func() time.Time
@@ -98,6 +106,7 @@ func newHandler(st store.Store, opts Options) *handler {
 		store:    st,
 		log:      opts.Logger,
 		version:  opts.Version,
+		why:      opts.Why,
 		pageSize: pageSize,
 		now:      time.Now,
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 
 	"github.com/no8s/no8s-agent/action"
 	"github.com/no8s/no8s-agent/api"
@@ -19,6 +20,7 @@ import (
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
 	"github.com/no8s/no8s-agent/webhook"
+	"github.com/no8s/no8s-agent/why"
 )
 
 // httpServer is the agent's HTTP side, listening before anything else
@@ -60,7 +62,8 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		OnMergeRequest: nil,
 		Logger:         log,
 	})
-	srv := api.New(api.Options{
+	var srv *api.Server
+	srv = api.New(api.Options{
 		Store: st, Syncer: syncer, Sources: runner, Actions: instances,
 		ReadToken: cfg.API.ReadToken(), WriteToken: cfg.API.WriteToken(), Tokens: apiTokens(cfg.API), OIDC: identityProvider(cfg.API),
 		GitHubWebhook: hook,
@@ -69,7 +72,9 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		// manifest file, in its JSON.
 		MaxBodyBytes: api.BodyLimit(cfg.FileSizeLimit()),
 		Metrics:      m.Handler(),
-		Dashboard:    dashboard.New(st, dashboard.Options{Logger: log, Version: versionString()}),
+		// The dashboard's explanations come from the API's read model.
+		Dashboard: dashboard.New(st, dashboard.Options{Logger: log, Version: versionString(),
+			Why: func(r *http.Request, id int64) (*why.Why, error) { return srv.ResourceWhy(r, id) }}),
 		Instrument:   m.InstrumentHandler,
 		Logger:       log,
 		Wrap:         masker.HTTP,

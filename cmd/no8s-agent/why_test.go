@@ -2,8 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +86,27 @@ api:
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("describe Job/a lacks %q (exit %d)\n%s%s", want, code, out, errOut)
 		}
+	}
+
+	// The dashboard's page of a shows the chain, from the API's read model.
+	m := regexp.MustCompile(`ID:\s+(\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no ID in\n%s", out)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, agent.addr()+"/resources/"+m[1], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+os.Getenv(tokenEnv))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(page), `id="why-h"`) ||
+		!strings.Contains(string(page), "DependencyNotReady") || !strings.Contains(string(page), "frozen &lt;b&gt;for&lt;/b&gt; the audit") {
+		t.Errorf("dashboard page of Job/a = %d %v:\n%s", resp.StatusCode, err, page)
 	}
 
 	waitFor(t, 60*time.Second, agent, "d ready", func() (bool, string) {
