@@ -18,6 +18,7 @@ import (
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
+	"github.com/no8s/no8s-agent/why"
 )
 
 // List limits: a list answers DefaultLimit items unless asked for up to MaxLimit.
@@ -388,20 +389,24 @@ func (s *Server) getResource(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var row *modelResource
+	var (
+		row  *modelResource
+		expl *why.Why
+	)
 	err = s.view(r, func(m *readModel) error {
 		if row = m.byID[id]; row == nil {
 			return errorf(http.StatusNotFound, "resource %d not found", id)
 		}
+		if err := may(r.Context(), VerbGet, row.kind, row.source, row.namespace); err != nil {
+			return err
+		}
+		expl = m.whyLocked(r.Context(), row, time.Now())
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if err := may(r.Context(), VerbGet, row.kind, row.source, row.namespace); err != nil {
-		return err
-	}
-	writeEncodedResource(w, http.StatusOK, row)
+	writeResourceWhy(w, http.StatusOK, row, expl)
 	return nil
 }
 
@@ -464,7 +469,17 @@ func (s *Server) getResourceByName(w http.ResponseWriter, r *http.Request) error
 	if row.version != r.PathValue("version") {
 		return errorf(http.StatusNotFound, "%s is stored at version %s, not %s", row.ref(), row.version, r.PathValue("version"))
 	}
-	writeEncodedResource(w, http.StatusOK, row)
+	var expl *why.Why
+	if row.facts != nil {
+		// Paced already, by the read above.
+		if err := s.viewAt(r, 0, func(m *readModel) error {
+			expl = m.whyLocked(r.Context(), row, time.Now())
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	writeResourceWhy(w, http.StatusOK, row, expl)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/why"
 )
 
 // SourceRef says which source owns an object and where it is declared.
@@ -79,6 +80,10 @@ type Resource struct {
 	// Metadata is the predecessor's name for free key-value pairs: the
 	// annotations again.
 	Metadata map[string]string `json:"metadata"`
+	// Why explains why the resource is not ready, or is suspended; absent
+	// when it is ready. Reads of one resource carry it (lists and the
+	// answers to writes do not): GET /api/v1/resources/{id}/why.
+	Why *why.Why `json:"why,omitempty"`
 }
 
 // Ref returns the resource's kind, namespace and name.
@@ -291,6 +296,13 @@ type Source struct {
 	Suspended   bool       `json:"suspended"`
 	SuspendedBy string     `json:"suspended_by"`
 	SuspendedAt *time.Time `json:"suspended_at"`
+	// SuspendedReason and SuspendedIdentity are the reason given and the
+	// caller's identity, for a suspension through the API.
+	SuspendedReason   string `json:"suspended_reason,omitempty"`
+	SuspendedIdentity string `json:"suspended_identity,omitempty"`
+	// Why explains why the source is not ready, or is suspended; absent
+	// when it is ready. It needs nothing but the source.
+	Why *why.Why `json:"why,omitempty"`
 }
 
 // NewSource converts a stored source.
@@ -300,7 +312,8 @@ func NewSource(s *store.Source) Source {
 		ApprovedRevision: string(s.ApprovedRevision), LastCommit: commit(s.LastCommit), LastSyncTime: s.LastSyncTime,
 		LastAppliedTime: s.LastAppliedTime, LastCheckTime: s.LastCheckTime,
 		Errors:    problems(s.Errors),
-		Suspended: s.SuspendedBy != "", SuspendedBy: s.SuspendedBy, SuspendedAt: s.SuspendedAt}
+		Suspended: s.SuspendedBy != "", SuspendedBy: s.SuspendedBy, SuspendedAt: s.SuspendedAt,
+		SuspendedReason: s.SuspendedReason, SuspendedIdentity: s.SuspendedIdentity, Why: why.ForSource(s)}
 }
 
 // redactURL hides a password or token written into a URL's user info.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/why"
 )
 
 // The API answers reads of resources, sources and types from a copy held
@@ -111,6 +112,10 @@ type modelResource struct {
 	// settling is true of a resource that is due or being reconciled: it
 	// is about to change again, so packing it waits longer.
 	settling bool
+	// facts are what explaining it needs (see package why), kept for a
+	// resource that is not ready or is suspended; nil for the others,
+	// which are ready: most of them, whose explanation is none.
+	facts *why.Resource
 }
 
 // readModel is the API's copy of the store.
@@ -127,6 +132,10 @@ type readModel struct {
 	named   map[kindName][]int64  // sorted
 	sources []*store.Source       // by name
 	types   []*store.ResourceType // by name, then version
+	// agents are the agents that record themselves, by id, read again
+	// every store.AgentBeat: explanations say whether a lease's holder
+	// is alive.
+	agents map[string]*store.Agent
 	// ready is true once built and while current; false while a build
 	// runs or the store cannot be read.
 	ready bool
@@ -216,6 +225,12 @@ func (m *readModel) run(ctx context.Context) error {
 			m.runHeartbeat(ctx)
 		}()
 	}
+	agentsDone := make(chan struct{})
+	defer func() { <-agentsDone }()
+	go func() {
+		defer close(agentsDone)
+		m.runAgents(ctx)
+	}()
 	packerDone := make(chan struct{})
 	defer func() { <-packerDone }()
 	packing := false
@@ -751,9 +766,14 @@ func (m *readModel) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	agents, err := m.st.ListAgents(ctx)
+	if err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.byID, m.named, m.ids, m.sources, m.types = byID, named, ids, sources, types
+	m.agents = agentsByID(agents)
 	m.resourcesSeq++
 	m.version = max(m.version, v)
 	// Listening, and just read: current now. Fences issued before are
@@ -781,6 +801,10 @@ func newModelResource(r *store.Resource) *modelResource {
 		json: bytes.Clone(b), madeAt: time.Now().UnixNano(),
 		settling: r.LeaseOwner != "" || r.ObservedGeneration != r.Generation || r.DeletionRequestedAt != nil ||
 			r.ReconcileRequestedAt != nil}
+	if why.Explained(r) {
+		e.facts = why.FromStore(r)
+		e.facts.Ref, e.facts.Source = e.ref(), e.source
+	}
 	if cap(b) <= maxPooledBuf {
 		*bp = b
 		encodeBufs.Put(bp)

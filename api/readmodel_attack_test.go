@@ -13,6 +13,7 @@ import (
 	"github.com/no8s/no8s-agent/api"
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/why"
 )
 
 // TestReadModelSeesEveryWritePath changes rows through each write path of
@@ -56,6 +57,13 @@ func TestReadModelSeesEveryWritePath(t *testing.T) {
 					if status != http.StatusOK || json.Unmarshal(body, &got) != nil {
 						t.Fatalf("%s: GET by id = %d %s", step, status, body)
 					}
+					// The explanation is computed at the read, from other
+					// rows too: there is one exactly when the resource is
+					// not ready or is suspended.
+					if (got.Why != nil) != why.Explained(want) {
+						t.Errorf("%s: the API's why is %+v for a resource that is ready %t, suspended %t", step, got.Why, why.Ready(want), want.Suspended())
+					}
+					got.Why = nil
 					if w, g := normalized(t, api.NewResource(want)), normalized(t, got); !reflect.DeepEqual(w, g) {
 						t.Errorf("%s: the API answers\n%v\nthe store has\n%v", step, g, w)
 					}
@@ -100,11 +108,11 @@ func TestReadModelSeesEveryWritePath(t *testing.T) {
 				t.Fatal(err)
 			}
 			check("status")
-			if _, err := st.SuspendResource(ctx, id, true); err != nil {
+			if _, err := st.SuspendResource(ctx, id, true, store.Suspension{}); err != nil {
 				t.Fatal(err)
 			}
 			check("suspended")
-			if _, err := st.SuspendResource(ctx, id, false); err != nil {
+			if _, err := st.SuspendResource(ctx, id, false, store.Suspension{}); err != nil {
 				t.Fatal(err)
 			}
 			check("resumed")
@@ -163,7 +171,7 @@ func TestReadModelSeesEveryWritePath(t *testing.T) {
 			if status != http.StatusOK || json.Unmarshal(body, &ty) != nil || ty.Status != api.TypeDeprecated {
 				t.Errorf("deprecated type = %d %s", status, body)
 			}
-			if _, err := st.SuspendSource(ctx, "infra", "api", true); err != nil {
+			if _, err := st.SuspendSource(ctx, "infra", "api", true, store.Suspension{}); err != nil {
 				t.Fatal(err)
 			}
 			if v, err = st.Fence(ctx); err != nil {

@@ -110,7 +110,7 @@ type ResourceTypeRequest struct {
 var readOnlyResourceFields = []string{"id", "kind", "api_version", "spec_hash", "status", "status_message",
 	"generation", "observed_generation", "conditions", "outputs", "source", "retry_count",
 	"next_reconcile_time", "deletion_requested_at", "created_at", "updated_at", "last_reconcile_time",
-	"lease", "suspended", "suspended_by", "suspended_at", "orphaned", "finalizers"}
+	"lease", "suspended", "suspended_by", "suspended_at", "orphaned", "finalizers", "why"}
 
 var readOnlyTypeFields = []string{"id", "source", "created_at", "updated_at"}
 

@@ -355,6 +355,8 @@ var modelRoutes = map[string]bool{
 	"GET /api/v1/resources/by-name/{kind}/{version}/{name}": true,
 	"GET /api/v1/sources":                                   true,
 	"GET /api/v1/sources/{name}":                            true,
+	"GET /api/v1/resources/{id}/why":                        true,
+	"GET /api/v1/sources/{name}/why":                        true,
 }
 
 // resourceEventsPattern is the route of one resource's event stream.
@@ -411,6 +413,7 @@ func (s *Server) routes() http.Handler {
 	fn("GET /api/v1/resources/by-name/{kind}/{version}/{name}", read, s.getResourceByName)
 	fn("GET /api/v1/resources/{id}/history", read, s.resourceHistory)
 	fn("GET /api/v1/resources/{id}/outputs", read, s.resourceOutputs)
+	fn("GET /api/v1/resources/{id}/why", read, s.getResourceWhy)
 	fn("POST /api/v1/resources/{id}/reconcile", write, s.reconcileResource)
 	fn("POST /api/v1/resources/{id}/suspend", write, s.suspendResource)
 	fn("POST /api/v1/resources/{id}/resume", write, s.resumeResource)
@@ -418,6 +421,7 @@ func (s *Server) routes() http.Handler {
 	fn("GET /api/v1/sources", read, s.listSources)
 	fn("GET /api/v1/sources/{name}", read, s.getSource)
 	fn("GET /api/v1/sources/{name}/history", read, s.sourceHistory)
+	fn("GET /api/v1/sources/{name}/why", read, s.getSourceWhy)
 	fn("POST /api/v1/sources/{name}/sync", write, s.syncSource)
 	fn("POST /api/v1/sources/{name}/approve", write, s.approveSource)
 	fn("POST /api/v1/sources/{name}/suspend", write, s.suspendSource)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/no8s/no8s-agent/store"
 )
@@ -23,12 +24,41 @@ func (s *Server) setResourceSuspended(w http.ResponseWriter, r *http.Request, su
 	if err := s.mayResource(r, VerbSuspend, id); err != nil {
 		return err
 	}
-	row, err := s.store.SuspendResource(r.Context(), id, suspend)
+	note, err := suspension(r, suspend)
+	if err != nil {
+		return err
+	}
+	row, err := s.store.SuspendResource(r.Context(), id, suspend, note)
 	if err != nil {
 		return err
 	}
 	writeResource(w, http.StatusOK, row)
 	return nil
+}
+
+// suspendBody is the optional body of a suspension: why.
+type suspendBody struct {
+	Reason string `json:"reason"`
+}
+
+// suspension reads what a suspension records: the reason its body gives,
+// if any, and the caller's identity as the audit trail names it (the
+// token's name). A resume takes no body and records nothing.
+func suspension(r *http.Request, suspend bool) (store.Suspension, error) {
+	if !suspend {
+		return store.Suspension{}, nil
+	}
+	var body suspendBody
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		if err := decodeBody(r, &body, nil); err != nil {
+			return store.Suspension{}, err
+		}
+	}
+	note := store.Suspension{Reason: strings.TrimSpace(body.Reason), Identity: TokenName(r.Context())}
+	if err := note.Check(); err != nil {
+		return store.Suspension{}, errorf(http.StatusBadRequest, "%s", strings.TrimSuffix(err.Error(), ": "+store.ErrInvalid.Error()))
+	}
+	return note, nil
 }
 
 // suspendSource and resumeSource answer the source as written. A resume
@@ -50,7 +80,11 @@ func (s *Server) setSourceSuspended(w http.ResponseWriter, r *http.Request, susp
 	if name == store.APISource {
 		return errorf(http.StatusBadRequest, "source %q is the API itself: there is nothing to suspend", name)
 	}
-	src, err := s.store.SuspendSource(r.Context(), name, store.SuspendedByAPI, suspend)
+	note, err := suspension(r, suspend)
+	if err != nil {
+		return err
+	}
+	src, err := s.store.SuspendSource(r.Context(), name, store.SuspendedByAPI, suspend, note)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/no8s/no8s-agent/api"
 	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/why"
 )
 
 // Client is a client of one agent's API. It reads its own writes: every
@@ -416,23 +417,56 @@ func (c *Client) Events(ctx context.Context, kind, source string, connected func
 }
 
 // SuspendSource suspends (suspend true) or resumes a source and returns it
-// as the agent recorded it.
-func (c *Client) SuspendSource(ctx context.Context, name string, suspend bool) (*api.Source, error) {
+// as the agent recorded it; a suspension records reason, when not empty.
+func (c *Client) SuspendSource(ctx context.Context, name string, suspend bool, reason string) (*api.Source, error) {
 	var s api.Source
-	if err := c.do(ctx, http.MethodPost, "/api/v1/sources/"+url.PathEscape(name)+"/"+suspendVerb(suspend), nil, nil, &s); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/api/v1/sources/"+url.PathEscape(name)+"/"+suspendVerb(suspend), nil, suspendBody(suspend, reason), &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
 }
 
 // SuspendResource suspends (suspend true) or resumes a resource and
-// returns it as the agent recorded it.
-func (c *Client) SuspendResource(ctx context.Context, id int64, suspend bool) (*Resource, error) {
+// returns it as the agent recorded it; a suspension records reason, when
+// not empty.
+func (c *Client) SuspendResource(ctx context.Context, id int64, suspend bool, reason string) (*Resource, error) {
 	var r Resource
-	if err := c.do(ctx, http.MethodPost, "/api/v1/resources/"+strconv.FormatInt(id, 10)+"/"+suspendVerb(suspend), nil, nil, &r); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/api/v1/resources/"+strconv.FormatInt(id, 10)+"/"+suspendVerb(suspend), nil, suspendBody(suspend, reason), &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// suspendBody is the body of a suspension with a reason; nil otherwise.
+func suspendBody(suspend bool, reason string) any {
+	if !suspend || reason == "" {
+		return nil
+	}
+	return map[string]string{"reason": reason}
+}
+
+// ResourceWhy returns why the resource is not ready, or is suspended; nil
+// when it is ready.
+func (c *Client) ResourceWhy(ctx context.Context, id int64) (*why.Why, error) {
+	var out struct {
+		Why *why.Why `json:"why"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/api/v1/resources/"+strconv.FormatInt(id, 10)+"/why", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Why, nil
+}
+
+// SourceWhy returns why the source is not ready, or is suspended; nil when
+// it is ready.
+func (c *Client) SourceWhy(ctx context.Context, name string) (*why.Why, error) {
+	var out struct {
+		Why *why.Why `json:"why"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/api/v1/sources/"+url.PathEscape(name)+"/why", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Why, nil
 }
 
 func suspendVerb(suspend bool) string {

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/why"
 )
 
 // DefaultRefresh is how often the pages refresh themselves when
@@ -121,6 +122,11 @@ type Options struct {
 	// then. The API answers it from the token the request was authorized
 	// with; nil offers no action.
 	Allows func(r *http.Request, verb string, o Object) bool
+	// Why, when set, explains why the resource of that id is not ready,
+	// for the request's caller (the API's read model answers it: see
+	// api.Server.ResourceWhy); nil when it is ready. Unset, the dashboard
+	// works it out from the store.
+	Why func(r *http.Request, id int64) (*why.Why, error)
 }
 
 // handler serves the dashboard.
@@ -133,6 +139,8 @@ type handler struct {
 	// events is the event stream's path; empty when pages do not listen.
 	events string
 	allows func(r *http.Request, verb string, o Object) bool
+	// why explains a resource; see Options.Why.
+	why func(r *http.Request, id int64) (*why.Why, error)
 	// pageSize is how many resources a list shows; tests make it small.
 	pageSize int
 	now      func() time.Time
@@ -182,6 +190,7 @@ func newHandler(st store.Store, opts Options) *handler {
 		log:      opts.Logger,
 		version:  opts.Version,
 		allows:   opts.Allows,
+		why:      opts.Why,
 		pageSize: pageSize,
 		now:      time.Now,
 	}

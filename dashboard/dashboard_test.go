@@ -569,10 +569,10 @@ func TestSuspensionShown(t *testing.T) {
 	if _, body, _ := get(t, h, path); strings.Contains(text(body), "until resumed") {
 		t.Fatalf("a resource not suspended reads as suspended:\n%s", text(body))
 	}
-	if _, err := f.st.SuspendResource(ctx, id, true); err != nil {
+	if _, err := f.st.SuspendResource(ctx, id, true, store.Suspension{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.st.SuspendSource(ctx, sourceName, store.SuspendedByConfig, true); err != nil {
+	if _, err := f.st.SuspendSource(ctx, sourceName, store.SuspendedByConfig, true, store.Suspension{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, body, _ := get(t, h, path); !strings.Contains(text(body), "yes through the API just now not reconciled, checked for drift or destroyed until resumed") {

@@ -179,7 +179,7 @@ func TestBrowserLive(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-actions] button[data-url$="/reconcile"]`)))
 	eval("mark the window", `window.__marker = "kept"`)
-	if _, err := f.st.SuspendResource(ctx, pg, true); err != nil {
+	if _, err := f.st.SuspendResource(ctx, pg, true, store.Suspension{}); err != nil {
 		t.Fatal(err)
 	}
 	until("see the suspension", `!!document.querySelector("h1.resource-title .tag.warn")`)
@@ -192,7 +192,7 @@ func TestBrowserLive(t *testing.T) {
 		}
 	}
 	notReloaded("after the suspension")
-	if _, err := f.st.SuspendResource(ctx, pg, false); err != nil {
+	if _, err := f.st.SuspendResource(ctx, pg, false, store.Suspension{}); err != nil {
 		t.Fatal(err)
 	}
 	until("see the resume", `!document.querySelector("h1.resource-title .tag.warn")`)
@@ -250,7 +250,7 @@ func TestBrowserLive(t *testing.T) {
 	until("see the resume", `!document.querySelector("h1.resource-title .tag.warn") && !!document.querySelector('button[data-url$="/reconcile"]')`)
 	ls.cutStreams(true)
 	do("see the stream drop", chromedp.WaitVisible(chromedp.CSS(`#live[data-state="reconnecting"]`)))
-	if _, err := f.st.SuspendResource(ctx, pg, true); err != nil {
+	if _, err := f.st.SuspendResource(ctx, pg, true, store.Suspension{}); err != nil {
 		t.Fatal(err)
 	}
 	do("reconcile a suspended resource", press(`button[data-url$="/reconcile"]`),
@@ -265,7 +265,7 @@ func TestBrowserLive(t *testing.T) {
 	do("see the stream back", chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)))
 	until("see the suspension made while the stream was down", `!!document.querySelector("h1.resource-title .tag.warn")`)
 	notReloaded("after the stream came back")
-	if _, err := f.st.SuspendResource(ctx, pg, false); err != nil {
+	if _, err := f.st.SuspendResource(ctx, pg, false, store.Suspension{}); err != nil {
 		t.Fatal(err)
 	}
 	until("see the resume", `!document.querySelector("h1.resource-title .tag.warn")`)

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/why"
 )
 
 // attentionLimit is how many items the overview's "needs attention" list
@@ -313,13 +315,17 @@ type attention struct {
 	Severity severity
 	Source   *store.Source
 	Resource *store.Resource
-	Why      why
+	Why      attentionWhy
 }
 
-// why explains why a source or a resource is not ready, as well as the
-// dashboard knows: its phase, reason and message, and for a resource the
+// attentionWhy explains why a source or a resource is not ready: the
+// agent's computed explanation (Computed: the reason, the dependency chain
+// down to the root cause, who suspended it), with what the list shows
+// beside it: its phase, reason and message, and for a resource the
 // dependencies it waits on.
-type why struct {
+type attentionWhy struct {
+	// Computed is the agent's explanation; nil when it has none.
+	Computed *why.Why
 	// Phase is the phase as stored; Reason a short cause when there is
 	// one beyond the phase.
 	Phase, Reason, Message string
@@ -337,8 +343,8 @@ type why struct {
 // resourceWhy explains a resource's state from its own fields and its
 // direct dependencies (byRef maps every resource by reference). It is the
 // one place that does, so that a computed explanation can replace it.
-func resourceWhy(r *store.Resource, byRef map[manifest.ObjectRef]*store.Resource) why {
-	w := why{Phase: string(r.Phase), Message: r.StatusMessage, Suspended: r.SuspendedBy()}
+func resourceWhy(r *store.Resource, byRef map[manifest.ObjectRef]*store.Resource, world why.World, now time.Time) attentionWhy {
+	w := attentionWhy{Computed: why.ForResource(why.FromStore(r), world, now), Phase: string(r.Phase), Message: r.StatusMessage, Suspended: r.SuspendedBy()}
 	if c := manifest.FindCondition(r.Conditions, manifest.ConditionReady); c != nil && c.Status != manifest.ConditionTrue {
 		w.Reason = c.Reason
 		if w.Message == "" {
@@ -362,8 +368,8 @@ func resourceWhy(r *store.Resource, byRef map[manifest.ObjectRef]*store.Resource
 }
 
 // sourceWhy explains a source's state.
-func sourceWhy(s *store.Source) why {
-	w := why{Phase: string(s.Phase), Message: s.Message, Suspended: s.SuspendedBy, Problems: s.Errors}
+func sourceWhy(s *store.Source) attentionWhy {
+	w := attentionWhy{Computed: why.ForSource(s), Phase: string(s.Phase), Message: s.Message, Suspended: s.SuspendedBy, Problems: s.Errors}
 	if len(w.Problems) > overviewErrors {
 		w.MoreProblems = len(w.Problems) - overviewErrors
 		w.Problems = w.Problems[:overviewErrors]
@@ -374,7 +380,15 @@ func sourceWhy(s *store.Source) why {
 // needsAttention lists the sources and resources that are not ready, the
 // most urgent first; sources come before resources of the same urgency, as
 // a source's trouble is often the cause of theirs.
-func needsAttention(sources []*store.Source, rs []*store.Resource, byRef map[manifest.ObjectRef]*store.Resource) []attention {
+func needsAttention(sources []*store.Source, rs []*store.Resource, byRef map[manifest.ObjectRef]*store.Resource,
+	agents []*store.Agent, now time.Time) []attention {
+	world := &listWorld{byRef: byRef, sources: map[string]*store.Source{}, agents: map[string]*store.Agent{}}
+	for _, s := range sources {
+		world.sources[s.Name] = s
+	}
+	for _, a := range agents {
+		world.agents[a.ID] = a
+	}
 	var out []attention
 	for _, s := range sources {
 		if sev := sourceSeverity(s); sev != sevReady {
@@ -383,7 +397,7 @@ func needsAttention(sources []*store.Source, rs []*store.Resource, byRef map[man
 	}
 	for _, r := range rs {
 		if sev := resourceSeverity(r); sev != sevReady {
-			out = append(out, attention{Severity: sev, Resource: r, Why: resourceWhy(r, byRef)})
+			out = append(out, attention{Severity: sev, Resource: r, Why: resourceWhy(r, byRef, world, now)})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b attention) int {
@@ -397,6 +411,25 @@ func needsAttention(sources []*store.Source, rs []*store.Resource, byRef map[man
 	})
 	return out
 }
+
+// listWorld looks an explanation's resources, sources and agents up in
+// the lists the overview read.
+type listWorld struct {
+	byRef   map[manifest.ObjectRef]*store.Resource
+	sources map[string]*store.Source
+	agents  map[string]*store.Agent
+}
+
+func (w *listWorld) Resource(ref manifest.ObjectRef) *why.Resource {
+	if r := w.byRef[ref]; r != nil {
+		return why.FromStore(r)
+	}
+	return nil
+}
+
+func (w *listWorld) Source(name string) *store.Source { return w.sources[name] }
+
+func (w *listWorld) Agent(id string) *store.Agent { return w.agents[id] }
 
 type overviewPage struct {
 	base
@@ -509,7 +542,12 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		{Label: "waiting", Count: stats.Waiting, Hint: "waiting on dependencies or dependents"},
 	}
 
-	p.Attention = needsAttention(sources, all, byRef)
+	agents, err := h.store.ListAgents(r.Context())
+	if err != nil {
+		h.storeFailed(w, r, err)
+		return
+	}
+	p.Attention = needsAttention(sources, all, byRef, agents, h.now())
 	if len(p.Attention) > attentionLimit {
 		p.MoreAttention = len(p.Attention) - attentionLimit
 		p.Attention = p.Attention[:attentionLimit]

@@ -110,10 +110,10 @@ func TestOverviewNeedsAttention(t *testing.T) {
 	addResource(t, f.st, "broken", manifest.PhaseFailed, "apply failed: quota exceeded", nil)
 	waiter := addResource(t, f.st, "waiter", manifest.PhasePending, "", nil, "broken", "ghost")
 	sleeper := addResource(t, f.st, "sleeper", manifest.PhaseReady, "", nil)
-	if _, err := f.st.SuspendResource(ctx, sleeper.ID, true); err != nil {
+	if _, err := f.st.SuspendResource(ctx, sleeper.ID, true, store.Suspension{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.st.SuspendSource(ctx, sourceName, store.SuspendedByAPI, true); err != nil {
+	if _, err := f.st.SuspendSource(ctx, sourceName, store.SuspendedByAPI, true, store.Suspension{}); err != nil {
 		t.Fatal(err)
 	}
 	h := newHandler(f.st, Options{})

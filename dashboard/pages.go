@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/why"
 )
 
 // resourceRow is a resource as a list shows it.
@@ -80,6 +82,8 @@ type resourcePage struct {
 	// over. HolderSeen is its last heartbeat, when it had one.
 	HolderGone bool
 	HolderSeen *time.Time
+	// Why explains why the resource is not ready; nil when it is.
+	Why *why.Why
 }
 
 // resource serves GET /resources/{id}.
@@ -163,6 +167,10 @@ func (h *handler) resource(w http.ResponseWriter, r *http.Request) {
 	}
 	p.WatchIDs = strings.Join(ids, " ")
 	p.Actions = h.resourceActions(r, res)
+	if p.Why, err = h.explain(r, res); err != nil {
+		h.storeFailed(w, r, err)
+		return
+	}
 	h.render(w, r, http.StatusOK, "resource", p)
 }
 
@@ -185,6 +193,8 @@ type sourcePage struct {
 	MoreResources bool
 	// AllURL lists all the source's resources on the overview.
 	AllURL string
+	// Why explains why the source is not ready; nil when it is.
+	Why *why.Why
 }
 
 // source serves GET /sources/{name}.
@@ -207,6 +217,9 @@ func (h *handler) source(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.S = s
+	if !p.Pseudo {
+		p.Why = why.ForSource(s)
+	}
 	if !p.Pseudo {
 		if p.History, err = h.store.ListSyncRecords(ctx, name, syncHistoryLimit); err != nil {
 			h.storeFailed(w, r, err)
@@ -234,4 +247,70 @@ func (h *handler) source(w http.ResponseWriter, r *http.Request) {
 		p.Actions = h.sourceActions(r, s)
 	}
 	h.render(w, r, http.StatusOK, "source", p)
+}
+
+// explain returns why res is not ready: as Options.Why says, or else from
+// the store.
+func (h *handler) explain(r *http.Request, res *store.Resource) (*why.Why, error) {
+	if !why.Explained(res) {
+		return nil, nil
+	}
+	if h.why != nil {
+		// The read model may be a moment behind the store, or being
+		// built: then the store answers.
+		if out, err := h.why(r, res.ID); err == nil {
+			return out, nil
+		}
+	}
+	w := &storeWorld{ctx: r.Context(), st: h.store}
+	out := why.ForResource(why.FromStore(res), w, h.now())
+	return out, w.err
+}
+
+// storeWorld looks an explanation's resources, source and agents up in the
+// store, for a dashboard that has no read model to ask.
+type storeWorld struct {
+	ctx    context.Context
+	st     store.Store
+	agents []*store.Agent
+	read   bool
+	err    error
+}
+
+func (w *storeWorld) Resource(ref manifest.ObjectRef) *why.Resource {
+	r, err := w.st.GetResourceByName(w.ctx, ref)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) && w.err == nil {
+			w.err = err
+		}
+		return nil
+	}
+	return why.FromStore(r)
+}
+
+func (w *storeWorld) Source(name string) *store.Source {
+	s, err := w.st.GetSource(w.ctx, name)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) && w.err == nil {
+			w.err = err
+		}
+		return nil
+	}
+	return s
+}
+
+func (w *storeWorld) Agent(id string) *store.Agent {
+	if !w.read {
+		w.read = true
+		var err error
+		if w.agents, err = w.st.ListAgents(w.ctx); err != nil && w.err == nil {
+			w.err = err
+		}
+	}
+	for _, a := range w.agents {
+		if a.ID == id {
+			return a
+		}
+	}
+	return nil
 }

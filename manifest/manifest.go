@@ -33,6 +33,10 @@ const AnnotationPrune = "no8s.io/prune"
 // annotation stays.
 const AnnotationSuspend = "no8s.io/suspend"
 
+// AnnotationSuspendReason is the annotation that says why no8s.io/suspend
+// suspends a resource; the API and the dashboard show it.
+const AnnotationSuspendReason = "no8s.io/suspend-reason"
+
 var (
 	// labelRE and subdomainRE are Kubernetes' DNS-1123 label and subdomain
 	// patterns; their lengths are checked apart, as Kubernetes does.

@@ -571,7 +571,7 @@ func TestResourceSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.SuspendResource(t.Context(), d.ID, true); err != nil {
+	if _, err := st.SuspendResource(t.Context(), d.ID, true, store.Suspension{}); err != nil {
 		t.Fatal(err)
 	}
 	m := metrics.New(st, metrics.Options{ResourceSeriesLimit: 3, ResourceSeriesEvery: time.Hour})
@@ -600,7 +600,7 @@ func TestResourceSeries(t *testing.T) {
 	}
 	// Within the interval a scrape shows the last reading, while the
 	// counts read at every scrape move on.
-	if _, err := st.SuspendResource(t.Context(), d.ID, false); err != nil {
+	if _, err := st.SuspendResource(t.Context(), d.ID, false, store.Suspension{}); err != nil {
 		t.Fatal(err)
 	}
 	got = scrape(t, m.Handler())

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/no8s/no8s-agent/manifest"
 )
@@ -148,8 +150,14 @@ type Resource struct {
 	// else when it was suspended through the API; nil when it is not
 	// suspended (see Suspended and SuspendedBy).
 	SuspendedAt *time.Time
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// SuspendedReason and SuspendedIdentity are what a suspension through
+	// the API recorded (see Suspension); empty otherwise. The annotation
+	// no8s.io/suspend-reason gives the reason of a suspension by the
+	// annotation (see SuspendReason).
+	SuspendedReason   string
+	SuspendedIdentity string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 	// Orphaned is true while the resource's source is orphaned: no agent's
 	// configuration lists it, and the resource is neither reconciled nor
 	// destroyed until the source comes back, or is forgotten or pruned.
@@ -166,6 +174,54 @@ const (
 	// SuspendedByConfig: a source's suspend: true in an agent's configuration.
 	SuspendedByConfig = "config"
 )
+
+// MaxSuspendReason is the longest reason, in characters, a suspension
+// records.
+const MaxSuspendReason = 500
+
+// Suspension is what a suspension through the API records beside its
+// time: why, in the caller's words, and who asked.
+type Suspension struct {
+	// Reason is the reason the caller gave; empty when none.
+	Reason string
+	// Identity is who asked, as the audit trail names callers: the API
+	// token's name, or oidc:<claim> for an OpenID Connect ID token; empty
+	// when the request needed no token.
+	Identity string
+}
+
+// Check refuses a reason or identity longer than MaxSuspendReason
+// characters, not UTF-8, or holding control characters (a newline among
+// them): they are shown on one line, in tables and pages. Backends call it
+// first, so that both answer alike.
+func (s Suspension) Check() error {
+	for _, f := range [...]struct{ what, v string }{{"reason", s.Reason}, {"identity", s.Identity}} {
+		what, v := f.what, f.v
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("suspension %s: not UTF-8: %w", what, ErrInvalid)
+		}
+		if n := utf8.RuneCountInString(v); n > MaxSuspendReason {
+			return fmt.Errorf("suspension %s: %d characters, more than %d: %w", what, n, MaxSuspendReason, ErrInvalid)
+		}
+		if strings.IndexFunc(v, unicode.IsControl) >= 0 {
+			return fmt.Errorf("suspension %s: holds a control character (a newline, a tab, ...): write it on one line: %w", what, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// SuspendReason returns the reason of the resource's suspension: its
+// annotation no8s.io/suspend-reason while the annotation suspends it,
+// else the reason recorded with a suspension through the API.
+func (r *Resource) SuspendReason() string {
+	switch r.SuspendedBy() {
+	case SuspendedByAnnotation:
+		return r.Annotations[manifest.AnnotationSuspendReason]
+	case SuspendedByAPI:
+		return r.SuspendedReason
+	}
+	return ""
+}
 
 // CheckResume refuses to resume through the API a resource its annotation
 // suspends while it is declared: the declaration would say otherwise.
@@ -792,8 +848,12 @@ type Source struct {
 	// leaves both as they are: only SuspendSource writes them.
 	SuspendedAt *time.Time
 	SuspendedBy string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// SuspendedReason and SuspendedIdentity are what a suspension through
+	// the API recorded (see Suspension); empty otherwise.
+	SuspendedReason   string
+	SuspendedIdentity string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 }
 
 // SyncRecord is one sync attempt of a source.
@@ -946,7 +1006,10 @@ type Store interface {
 	// once. A resume fails with ErrConflict while the resource's
 	// annotation suspends it, unless its deletion was requested (its
 	// declaration is gone): then the stored annotation is dropped too.
-	SuspendResource(ctx context.Context, id int64, suspend bool) (*Resource, error)
+	// A suspension records note, replacing what an earlier one recorded
+	// (its time stays); a resume clears it and ignores note. A note that
+	// fails its Check is ErrInvalid.
+	SuspendResource(ctx context.Context, id int64, suspend bool, note Suspension) (*Resource, error)
 	// NextDue returns how long until the earliest scheduled reconcile of a
 	// resource no one holds, or the earliest lease expiry, measured by the
 	// store's clock; zero when one is due already, false when none exists.
@@ -979,8 +1042,10 @@ type Store interface {
 	// configuration replaces one by the API; a resume by the configuration
 	// clears only its own suspension, and a resume through the API fails
 	// with ErrConflict while the configuration suspends the source. Every
-	// change notifies TopicSources with the source's name.
-	SuspendSource(ctx context.Context, name, by string, suspend bool) (*Source, error)
+	// change notifies TopicSources with the source's name. A suspension
+	// records note as SuspendResource does (one by the configuration
+	// records the note it is given, normally none); a resume clears it.
+	SuspendSource(ctx context.Context, name, by string, suspend bool, note Suspension) (*Source, error)
 	// MarkSourceChecked records that the named source was fetched and
 	// judged at at, found as recorded; an earlier time than the one stored
 	// changes nothing, nor does a source the store does not know. It

@@ -583,7 +583,7 @@ func (s *Syncer) Suspended(ctx context.Context, t Target, declared bool) (bool, 
 			return err
 		}
 		if declared != (cur.SuspendedBy == store.SuspendedByConfig) {
-			if cur, err = tx.SuspendSource(ctx, t.Name, store.SuspendedByConfig, declared); err != nil {
+			if cur, err = tx.SuspendSource(ctx, t.Name, store.SuspendedByConfig, declared, store.Suspension{}); err != nil {
 				return err
 			}
 		}

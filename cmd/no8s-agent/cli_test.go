@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/store/postgres/pgtest"
 )
 
@@ -255,7 +256,7 @@ api: {writeTokenEnv: %s}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.SuspendResource(t.Context(), r.ID, true); err != nil {
+		if _, err := st.SuspendResource(t.Context(), r.ID, true, store.Suspension{}); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 30*time.Second, agent, "the suspension watched", func() (bool, string) {
@@ -278,7 +279,7 @@ api: {writeTokenEnv: %s}
 				t.Errorf("get -w: row %q does not fill the header's %d columns:\n%s", row, len(rows[0]), out.String())
 			}
 		}
-		if _, err := st.SuspendResource(t.Context(), r.ID, false); err != nil {
+		if _, err := st.SuspendResource(t.Context(), r.ID, false, store.Suspension{}); err != nil {
 			t.Fatal(err)
 		}
 	})

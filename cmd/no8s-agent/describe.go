@@ -17,6 +17,7 @@ import (
 	"github.com/no8s/no8s-agent/client"
 	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/store"
+	"github.com/no8s/no8s-agent/why"
 )
 
 // describeAttempts is how many of the last attempts describe shows.
@@ -170,6 +171,7 @@ func describeResource(ctx context.Context, c *client.Client, w io.Writer, ref ma
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	describeWhy(w, r.Why)
 
 	fmt.Fprintln(w, "Conditions:")
 	if len(r.Conditions) == 0 {
@@ -330,6 +332,7 @@ func describeSource(ctx context.Context, c *client.Client, w io.Writer, name str
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	describeWhy(w, s.Why)
 	fmt.Fprintln(w, "Errors:")
 	if len(s.Errors) == 0 {
 		fmt.Fprintln(w, "  <none>")
@@ -399,4 +402,102 @@ func suspendedBy(by string, at *time.Time) string {
 func forbidden(err error) bool {
 	var e *client.Error
 	return errors.As(err, &e) && e.Status == http.StatusForbidden
+}
+
+// describeWhy writes why a resource or a source is not ready, as the
+// agent explains it: nothing when it is ready.
+func describeWhy(w io.Writer, wh *why.Why) {
+	if wh == nil {
+		return
+	}
+	fmt.Fprintln(w, "Why:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	field := func(k, v string) { fmt.Fprintf(tw, "  %s:\t%s\n", k, v) }
+	field("Reason", wh.Reason)
+	field("Message", orDash(whyLine(wh.Message)))
+	if wh.Since != nil {
+		field("Since", when(*wh.Since))
+	}
+	if wh.Until != nil {
+		field("Until", when(*wh.Until))
+	}
+	if s := wh.Suspension; s != nil {
+		by := s.By
+		if s.Identity != "" {
+			by += ", by " + s.Identity
+		}
+		if s.Path != "" {
+			by += ", in " + s.Path
+		}
+		field("Suspended", by)
+		if s.Reason != "" {
+			field("Suspend reason", whyLine(s.Reason))
+		}
+	}
+	if l := wh.Lease; l != nil {
+		field("Lease", fmt.Sprintf("%s (%s) until %s", l.Holder, l.State, when(l.Until)))
+	}
+	if wh.Attempt > 0 {
+		field("Failed attempts", fmt.Sprint(wh.Attempt))
+	}
+	if src := wh.Source; src != nil {
+		state := src.Phase
+		if src.Suspended {
+			state += ", suspended"
+		}
+		text := fmt.Sprintf("%s (%s)", src.Name, state)
+		if src.Message != "" {
+			text += ": " + whyLine(src.Message)
+		}
+		field("Source", text)
+	}
+	if wh.Revision != "" {
+		field("Revision", wh.Revision)
+	}
+	if c := wh.Cause; c != nil {
+		field("Root cause", c.Reason+": "+whyLine(c.Message))
+	}
+	_ = tw.Flush()
+	if len(wh.Chain) > 0 {
+		fmt.Fprintln(w, "  Chain:")
+		for i, l := range wh.Chain {
+			text := "(hidden)"
+			if l.Kind != "" {
+				text = l.Ref().String()
+				switch {
+				case l.Missing:
+					text += " (missing)"
+				case l.Phase != "":
+					text += " (" + l.Phase + ")"
+				}
+			}
+			if l.Message != "" {
+				text += ": " + whyLine(l.Message)
+			}
+			fmt.Fprintf(w, "    %d. %s\n", i+1, text)
+		}
+	}
+	if len(wh.Problems) > 0 {
+		fmt.Fprintln(w, "  Problems:")
+		for _, p := range wh.Problems {
+			fmt.Fprintf(w, "    %s\n", whyLine(p))
+		}
+	}
+	for _, a := range wh.Actions {
+		fmt.Fprintf(w, "  To %s: %s", a.Name, a.CLI)
+		if a.API != "" {
+			fmt.Fprintf(w, " (API: %s)", a.API)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// whyLine is s on one line, cut only when very long: the explanation is
+// what describe is read for.
+func whyLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 1000 {
+		return string(r[:997]) + "..."
+	}
+	return s
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
 	"github.com/no8s/no8s-agent/webhook"
+	"github.com/no8s/no8s-agent/why"
 )
 
 // httpServer is the agent's HTTP side, listening before anything else
@@ -74,7 +75,9 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 	dash := dashboard.New(st, dashboard.Options{Logger: log, Version: versionString(), EventsURL: api.EventsPath,
 		Allows: func(r *http.Request, verb string, o dashboard.Object) bool {
 			return srv.Allows(r, verb, o.Kind, o.Namespace, o.Source, o.Action)
-		}})
+		},
+		// The explanations come from the API's read model.
+		Why: func(r *http.Request, id int64) (*why.Why, error) { return srv.ResourceWhy(r, id) }})
 	srv = api.New(api.Options{
 		Store: st, Syncer: syncer, Sources: runner, Actions: instances,
 		ReadToken: cfg.API.ReadToken(), WriteToken: cfg.API.WriteToken(), Tokens: apiTokens(cfg.API), OIDC: identityProvider(cfg.API),

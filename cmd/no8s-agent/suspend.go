@@ -10,7 +10,10 @@ import (
 // suspendCommand returns `suspend` (suspend true) or `resume`, each with a
 // source and a resource object.
 func suspendCommand(stdout io.Writer, suspend bool) *cobra.Command {
-	var sf serverFlags
+	var (
+		sf     serverFlags
+		reason string
+	)
 	use, short, done := "resume", "resume a suspended source or resource", "resumed"
 	if suspend {
 		use, short, done = "suspend", "stop syncing a source or reconciling a resource until it is resumed", "suspended"
@@ -24,7 +27,7 @@ func suspendCommand(stdout io.Writer, suspend bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := c.SuspendSource(cmd.Context(), args[0], suspend)
+			s, err := c.SuspendSource(cmd.Context(), args[0], suspend, reason)
 			if err != nil {
 				return err
 			}
@@ -42,7 +45,7 @@ func suspendCommand(stdout io.Writer, suspend bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err = c.SuspendResource(cmd.Context(), r.ID, suspend)
+			r, err = c.SuspendResource(cmd.Context(), r.ID, suspend, reason)
 			if err != nil {
 				return err
 			}
@@ -52,6 +55,13 @@ func suspendCommand(stdout io.Writer, suspend bool) *cobra.Command {
 	}
 	sf.namespaceFlag(res)
 	res.ValidArgsFunction = resourceRefs(&sf)
+	if suspend {
+		// The agent records it with the caller's identity (the token's
+		// name), and shows both in describe, the API and the dashboard.
+		for _, sub := range []*cobra.Command{src, res} {
+			sub.Flags().StringVar(&reason, "reason", "", "why, in up to 500 characters on one line: recorded with who suspended it")
+		}
+	}
 	c := verb(use, short, &sf, src)
 	c.AddCommand(res)
 	return c

@@ -36,6 +36,18 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, tx store.
 	})
 }
 
+// SuspendResource masks the reason a suspension records.
+func (s *Store) SuspendResource(ctx context.Context, id int64, suspend bool, note store.Suspension) (*store.Resource, error) {
+	note.Reason = s.m.Mask(note.Reason)
+	return s.Store.SuspendResource(ctx, id, suspend, note)
+}
+
+// SuspendSource masks the reason a suspension records.
+func (s *Store) SuspendSource(ctx context.Context, name, by string, suspend bool, note store.Suspension) (*store.Source, error) {
+	note.Reason = s.m.Mask(note.Reason)
+	return s.Store.SuspendSource(ctx, name, by, suspend, note)
+}
+
 // SetResourceStatus masks the status it writes.
 func (s *Store) SetResourceStatus(ctx context.Context, id int64, u store.StatusUpdate) (*store.Resource, error) {
 	return s.Store.SetResourceStatus(ctx, id, s.status(u))

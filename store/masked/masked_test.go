@@ -100,6 +100,8 @@ func TestMasksWhatIsWritten(t *testing.T) {
 	}
 	show(st.GetSource(ctx, "infra"))
 	show(st.ListSyncRecords(ctx, "infra", 0))
+	show(st.SuspendResource(ctx, r.ID, true, store.Suspension{Reason: "rotating " + secret, Identity: "ops"}))
+	show(st.SuspendSource(ctx, "infra", store.SuspendedByAPI, true, store.Suspension{Reason: "paused " + secret}))
 
 	got, err := backend.GetResource(ctx, r.ID)
 	if err != nil {
@@ -113,7 +115,8 @@ func TestMasksWhatIsWritten(t *testing.T) {
 	}
 	for _, want := range []string{`"StatusMessage":"login ***"`, `"message":"as ***"`, `"StatusMessage":"step ***"`,
 		`"StatusMessage":"done ***"`, `"Error":"failed for ***"`, `"PlanOutput":"~ ***"`, `"Message":"fetch ***"`,
-		`"Message":"sync ***"`, `"message":"bad ***"`, `"message":"add ***"`, `"Outputs":{"***":"***"}`} {
+		`"Message":"sync ***"`, `"message":"bad ***"`, `"message":"add ***"`, `"Outputs":{"***":"***"}`,
+		`"SuspendedReason":"rotating ***"`, `"SuspendedReason":"paused ***"`} {
 		if !strings.Contains(seen.String(), want) {
 			t.Errorf("no %s in what was stored:\n%s", want, seen.String())
 		}

@@ -14,7 +14,7 @@ import (
 
 const sourceCols = `name, kind, url, path, phase, message, last_applied_revision, last_attempted_revision,
 	last_commit_author, last_commit_message, last_commit_time, approved_revision, last_sync_time, last_applied_time, errors,
-	created_at, updated_at, suspended_at, suspended_by, last_check_time`
+	created_at, updated_at, suspended_at, suspended_by, last_check_time, suspended_reason, suspended_by_identity`
 
 func scanSource(row pgx.Row) (*store.Source, error) {
 	var (
@@ -25,7 +25,7 @@ func scanSource(row pgx.Row) (*store.Source, error) {
 	err := row.Scan(&src.Name, &src.Kind, &src.URL, &src.Path, &src.Phase, &src.Message,
 		&src.LastAppliedRevision, &src.LastAttemptedRevision, &src.LastCommit.Author, &src.LastCommit.Message,
 		&commitTime, &src.ApprovedRevision, &src.LastSyncTime, &src.LastAppliedTime, &errs, &src.CreatedAt, &src.UpdatedAt,
-		&src.SuspendedAt, &src.SuspendedBy, &src.LastCheckTime)
+		&src.SuspendedAt, &src.SuspendedBy, &src.LastCheckTime, &src.SuspendedReason, &src.SuspendedIdentity)
 	if err != nil {
 		return nil, err
 	}

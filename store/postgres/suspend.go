@@ -17,13 +17,17 @@ import (
 const notSuspended = `NOT suspended`
 
 // SuspendResource suspends or resumes a resource through the API.
-func (s *Store) SuspendResource(ctx context.Context, id int64, suspend bool) (*store.Resource, error) {
+func (s *Store) SuspendResource(ctx context.Context, id int64, suspend bool, note store.Suspension) (*store.Resource, error) {
+	if err := note.Check(); suspend && err != nil {
+		return nil, fmt.Errorf("suspend resource %d: %w", id, err)
+	}
 	var out *store.Resource
 	err := s.withTx(ctx, func(s *Store) error {
 		if suspend {
 			r, err := scanResource(s.q.QueryRow(ctx, `UPDATE resources SET
-					suspended_at = coalesce(suspended_at, now()), updated_at = now()
-				WHERE id = $1 RETURNING `+resourceCols, id))
+					suspended_at = coalesce(suspended_at, now()), suspended_reason = $2, suspended_by_identity = $3,
+					updated_at = now()
+				WHERE id = $1 RETURNING `+resourceCols, id, note.Reason, note.Identity))
 			out = r
 			return err
 		}
@@ -37,6 +41,7 @@ func (s *Store) SuspendResource(ctx context.Context, id int64, suspend bool) (*s
 		// A resource whose declaration is gone can only be resumed here, so
 		// the annotation it was declared with goes too.
 		r, err := scanResource(s.q.QueryRow(ctx, `UPDATE resources SET suspended_at = NULL,
+				suspended_reason = '', suspended_by_identity = '',
 				annotations = CASE WHEN deletion_requested_at IS NOT NULL
 					THEN annotations - '`+manifest.AnnotationSuspend+`' ELSE annotations END,
 				updated_at = now()
@@ -58,9 +63,12 @@ func (s *Store) SuspendResource(ctx context.Context, id int64, suspend bool) (*s
 }
 
 // SuspendSource suspends or resumes a source for the API or the configuration.
-func (s *Store) SuspendSource(ctx context.Context, name, by string, suspend bool) (*store.Source, error) {
+func (s *Store) SuspendSource(ctx context.Context, name, by string, suspend bool, note store.Suspension) (*store.Source, error) {
 	if _, err := store.SourceSuspension(name, "", by, suspend); errors.Is(err, store.ErrInvalid) {
 		return nil, err
+	}
+	if err := note.Check(); suspend && err != nil {
+		return nil, fmt.Errorf("suspend source %q: %w", name, err)
 	}
 	var out *store.Source
 	err := s.withTx(ctx, func(s *Store) error {
@@ -69,16 +77,23 @@ func (s *Store) SuspendSource(ctx context.Context, name, by string, suspend bool
 			return err
 		}
 		change, err := store.SourceSuspension(name, cur.SuspendedBy, by, suspend)
-		if err != nil || !change {
-			out = cur
+		if err != nil {
 			return err
 		}
-		q := `UPDATE sources SET suspended_at = NULL, suspended_by = '', updated_at = now() WHERE name = $1 RETURNING ` + sourceCols
+		// A suspension by the API of a source it suspends already records
+		// the new note.
+		if !change && !(suspend && by == cur.SuspendedBy && by == store.SuspendedByAPI) {
+			out = cur
+			return nil
+		}
+		q := `UPDATE sources SET suspended_at = NULL, suspended_by = '', suspended_reason = '', suspended_by_identity = '',
+			updated_at = now() WHERE name = $1 RETURNING ` + sourceCols
 		args := []any{name}
 		if suspend {
-			q = `UPDATE sources SET suspended_at = coalesce(suspended_at, now()), suspended_by = $2, updated_at = now()
+			q = `UPDATE sources SET suspended_at = coalesce(suspended_at, now()), suspended_by = $2,
+					suspended_reason = $3, suspended_by_identity = $4, updated_at = now()
 				WHERE name = $1 RETURNING ` + sourceCols
-			args = append(args, by)
+			args = append(args, by, note.Reason, note.Identity)
 		}
 		if out, err = scanSource(s.q.QueryRow(ctx, q, args...)); err != nil {
 			return err

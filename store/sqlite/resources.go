@@ -15,7 +15,7 @@ const resourceCols = `id, kind, namespace, grp, type_version, name, labels, anno
 	origin_document, origin_line, source_name, source_path, source_revision, generation, observed_generation,
 	phase, status_message, conditions, outputs, retry_count, next_reconcile_at, deletion_requested_at,
 	reconcile_requested_at, last_reconcile_time, lease_owner, lease_expires_at, lease_token, created_at, updated_at,
-	leased_at, suspended_at, plugin_config, annotation_suspended_at,
+	leased_at, suspended_at, plugin_config, annotation_suspended_at, suspended_reason, suspended_by_identity,
 	source_name IN (` + store.OrphanedSourcesSQL + `)`
 
 // scanResource scans the resourceCols of row, followed by extra columns
@@ -32,7 +32,8 @@ func scanResource(row scanner, extra ...any) (*store.Resource, error) {
 	dest := []any{&r.ID, &r.Kind, &r.Namespace, &r.Group, &r.Version, &r.Name, &labels, &annotations, &spec, &r.SpecHash,
 		&r.Action, &deps, &r.Origin.Document, &r.Origin.Line, &r.Source.Name, &r.Source.Path, &r.Source.Revision,
 		&r.Generation, &r.ObservedGeneration, &r.Phase, &r.StatusMessage, &conds, &out, &r.RetryCount,
-		&next, &deletion, &request, &last, &r.LeaseOwner, &lease, &r.LeaseToken, &created, &updated, &leased, &suspended, &pluginConfig, &annotated, &r.Orphaned}
+		&next, &deletion, &request, &last, &r.LeaseOwner, &lease, &r.LeaseToken, &created, &updated, &leased, &suspended, &pluginConfig, &annotated,
+		&r.SuspendedReason, &r.SuspendedIdentity, &r.Orphaned}
 	err := row.Scan(append(dest, extra...)...)
 	if err != nil {
 		return nil, err

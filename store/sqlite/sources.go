@@ -13,7 +13,7 @@ import (
 
 const sourceCols = `name, kind, url, path, phase, message, last_applied_revision, last_attempted_revision,
 	last_commit_author, last_commit_message, last_commit_time, approved_revision, last_sync_time, last_applied_time, errors,
-	created_at, updated_at, suspended_at, suspended_by, last_check_time`
+	created_at, updated_at, suspended_at, suspended_by, last_check_time, suspended_reason, suspended_by_identity`
 
 func scanSource(row scanner) (*store.Source, error) {
 	var (
@@ -26,7 +26,7 @@ func scanSource(row scanner) (*store.Source, error) {
 	err := row.Scan(&src.Name, &src.Kind, &src.URL, &src.Path, &src.Phase, &src.Message,
 		&src.LastAppliedRevision, &src.LastAttemptedRevision, &src.LastCommit.Author, &src.LastCommit.Message,
 		&commitTime, &src.ApprovedRevision, &syncTime, &appliedAt, &errs, &created, &updated,
-		&suspendedAt, &src.SuspendedBy, &checkedAt)
+		&suspendedAt, &src.SuspendedBy, &checkedAt, &src.SuspendedReason, &src.SuspendedIdentity)
 	if err != nil {
 		return nil, err
 	}

@@ -17,14 +17,18 @@ const suspendPath = `'$."` + manifest.AnnotationSuspend + `"'`
 const notSuspended = `suspended_at IS NULL AND coalesce(json_extract(annotations, ` + suspendPath + `), '') <> 'true'`
 
 // SuspendResource suspends or resumes a resource through the API.
-func (s *Store) SuspendResource(ctx context.Context, id int64, suspend bool) (*store.Resource, error) {
+func (s *Store) SuspendResource(ctx context.Context, id int64, suspend bool, note store.Suspension) (*store.Resource, error) {
+	if err := note.Check(); suspend && err != nil {
+		return nil, fmt.Errorf("suspend resource %d: %w", id, err)
+	}
 	var out *store.Resource
 	err := s.withTx(ctx, func(s *Store) error {
 		now := ms(clock())
 		if suspend {
 			r, err := scanResource(s.queryRow(ctx, `UPDATE resources SET
-					suspended_at = coalesce(suspended_at, $1), updated_at = $1
-				WHERE id = $2 RETURNING `+resourceCols, now, id))
+					suspended_at = coalesce(suspended_at, $1), suspended_reason = $3, suspended_by_identity = $4,
+					updated_at = $1
+				WHERE id = $2 RETURNING `+resourceCols, now, id, note.Reason, note.Identity))
 			out = r
 			return err
 		}
@@ -38,6 +42,7 @@ func (s *Store) SuspendResource(ctx context.Context, id int64, suspend bool) (*s
 		// A resource whose declaration is gone can only be resumed here, so
 		// the annotation it was declared with goes too.
 		r, err := scanResource(s.queryRow(ctx, `UPDATE resources SET suspended_at = NULL,
+				suspended_reason = '', suspended_by_identity = '',
 				annotations = CASE WHEN deletion_requested_at IS NOT NULL
 					THEN json_remove(annotations, `+suspendPath+`) ELSE annotations END,
 				annotation_suspended_at = CASE WHEN deletion_requested_at IS NOT NULL
@@ -61,9 +66,12 @@ func (s *Store) SuspendResource(ctx context.Context, id int64, suspend bool) (*s
 }
 
 // SuspendSource suspends or resumes a source for the API or the configuration.
-func (s *Store) SuspendSource(ctx context.Context, name, by string, suspend bool) (*store.Source, error) {
+func (s *Store) SuspendSource(ctx context.Context, name, by string, suspend bool, note store.Suspension) (*store.Source, error) {
 	if _, err := store.SourceSuspension(name, "", by, suspend); errors.Is(err, store.ErrInvalid) {
 		return nil, err
+	}
+	if err := note.Check(); suspend && err != nil {
+		return nil, fmt.Errorf("suspend source %q: %w", name, err)
 	}
 	var out *store.Source
 	err := s.withTx(ctx, func(s *Store) error {
@@ -72,17 +80,24 @@ func (s *Store) SuspendSource(ctx context.Context, name, by string, suspend bool
 			return err
 		}
 		change, err := store.SourceSuspension(name, cur.SuspendedBy, by, suspend)
-		if err != nil || !change {
-			out = cur
+		if err != nil {
 			return err
 		}
+		// A suspension by the API of a source it suspends already records
+		// the new note.
+		if !change && !(suspend && by == cur.SuspendedBy && by == store.SuspendedByAPI) {
+			out = cur
+			return nil
+		}
 		now := ms(clock())
-		q := `UPDATE sources SET suspended_at = NULL, suspended_by = '', updated_at = $1 WHERE name = $2 RETURNING ` + sourceCols
+		q := `UPDATE sources SET suspended_at = NULL, suspended_by = '', suspended_reason = '', suspended_by_identity = '',
+			updated_at = $1 WHERE name = $2 RETURNING ` + sourceCols
 		args := []any{now, name}
 		if suspend {
-			q = `UPDATE sources SET suspended_at = coalesce(suspended_at, $1), suspended_by = $3, updated_at = $1
+			q = `UPDATE sources SET suspended_at = coalesce(suspended_at, $1), suspended_by = $3,
+					suspended_reason = $4, suspended_by_identity = $5, updated_at = $1
 				WHERE name = $2 RETURNING ` + sourceCols
-			args = append(args, by)
+			args = append(args, by, note.Reason, note.Identity)
 		}
 		if out, err = scanSource(s.queryRow(ctx, q, args...)); err != nil {
 			return err

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SuspendResources", testSuspendResources},
 		{"SuspendAnnotationTime", testSuspendAnnotationTime},
 		{"SuspendSources", testSuspendSources},
+		{"SuspendReasons", testSuspendReasons},
 		{"ResourceStates", testResourceStates},
 		{"NoticesRecorded", testNoticesRecorded},
 		{"NoticeDelivery", testNoticeDelivery},

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -88,7 +89,7 @@ func testSuspendResources(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.SuspendResource(ctx, byAPI.ID, true)
+	got, err := s.SuspendResource(ctx, byAPI.ID, true, store.Suspension{})
 	waitSuspendedEvent(t, status, byAPI.ID, true)
 	if err != nil || !got.Suspended() || got.SuspendedBy() != store.SuspendedByAPI || got.SuspendedAt == nil {
 		t.Fatalf("SuspendResource = %+v, %v", got, err)
@@ -96,10 +97,10 @@ func testSuspendResources(t *testing.T, s store.Store) {
 	since := *got.SuspendedAt
 	checkUTC(t, "SuspendedAt", since)
 	// Suspending again keeps the first time.
-	if again, err := s.SuspendResource(ctx, byAPI.ID, true); err != nil || !again.SuspendedAt.Equal(since) {
+	if again, err := s.SuspendResource(ctx, byAPI.ID, true, store.Suspension{}); err != nil || !again.SuspendedAt.Equal(since) {
 		t.Fatalf("second SuspendResource = %v, %v; want since %v", again.SuspendedAt, err, since)
 	}
-	_, err = s.SuspendResource(ctx, 999999, true)
+	_, err = s.SuspendResource(ctx, 999999, true, store.Suspension{})
 	wantErr(t, "suspend an unknown resource", err, store.ErrNotFound)
 
 	// A new generation, a manual request and a deletion all wait.
@@ -131,7 +132,7 @@ func testSuspendResources(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := s.SuspendResource(ctx, byAPI.ID, false); err != nil || r.Suspended() || r.SuspendedAt != nil {
+	if r, err := s.SuspendResource(ctx, byAPI.ID, false, store.Suspension{}); err != nil || r.Suspended() || r.SuspendedAt != nil {
 		t.Fatalf("resume = %+v, %v", r, err)
 	}
 	waitSuspendedEvent(t, status, byAPI.ID, false)
@@ -141,7 +142,7 @@ func testSuspendResources(t *testing.T, s store.Store) {
 	}
 
 	// The annotation cannot be overruled through the API while it is declared.
-	_, err = s.SuspendResource(ctx, byNote.ID, false)
+	_, err = s.SuspendResource(ctx, byNote.ID, false, store.Suspension{})
 	wantErr(t, "resume of an annotated resource", err, store.ErrConflict)
 	if cs := claim(t, s, "a1", 10); len(cs) != 0 {
 		t.Fatalf("claimed %v after a refused resume", claimedIDs(cs))
@@ -157,7 +158,7 @@ func testSuspendResources(t *testing.T, s store.Store) {
 
 	// A resource whose declaration is gone is resumed through the API, and
 	// only then destroyed.
-	r, err := s.SuspendResource(ctx, doomed.ID, false)
+	r, err := s.SuspendResource(ctx, doomed.ID, false, store.Suspension{})
 	if err != nil || r.Suspended() || r.Annotations[manifest.AnnotationSuspend] != "" {
 		t.Fatalf("resume of a deleting annotated resource = %+v, %v", r, err)
 	}
@@ -174,17 +175,17 @@ func testSuspendResources(t *testing.T, s store.Store) {
 // configuration, which wins over the API.
 func testSuspendSources(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	_, err := s.SuspendSource(ctx, "nope", store.SuspendedByAPI, true)
+	_, err := s.SuspendSource(ctx, "nope", store.SuspendedByAPI, true, store.Suspension{})
 	wantErr(t, "suspend an unknown source", err, store.ErrNotFound)
 	putSource(t, s, "infra", store.SourceReady)
-	_, err = s.SuspendSource(ctx, "infra", "someone", true)
+	_, err = s.SuspendSource(ctx, "infra", "someone", true, store.Suspension{})
 	wantErr(t, "unknown suspender", err, store.ErrInvalid)
 
 	notes, err := s.Listen(ctx, store.TopicSources)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.SuspendSource(ctx, "infra", store.SuspendedByAPI, true)
+	got, err := s.SuspendSource(ctx, "infra", store.SuspendedByAPI, true, store.Suspension{})
 	if err != nil || got.SuspendedBy != store.SuspendedByAPI || got.SuspendedAt == nil {
 		t.Fatalf("suspend through the API = %+v, %v", got, err)
 	}
@@ -196,27 +197,27 @@ func testSuspendSources(t *testing.T, s store.Store) {
 	if got, err := s.GetSource(ctx, "infra"); err != nil || got.SuspendedBy != store.SuspendedByAPI || !got.SuspendedAt.Equal(since) {
 		t.Fatalf("after PutSource: %+v, %v", got, err)
 	}
-	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByAPI, false); err != nil || got.SuspendedBy != "" || got.SuspendedAt != nil {
+	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByAPI, false, store.Suspension{}); err != nil || got.SuspendedBy != "" || got.SuspendedAt != nil {
 		t.Fatalf("resume through the API = %+v, %v", got, err)
 	}
 
 	// The configuration's suspension: the API cannot lift it, and its own
 	// resume leaves one made through the API.
-	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByConfig, true); err != nil || got.SuspendedBy != store.SuspendedByConfig {
+	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByConfig, true, store.Suspension{}); err != nil || got.SuspendedBy != store.SuspendedByConfig {
 		t.Fatalf("suspend by the configuration = %+v, %v", got, err)
 	}
-	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByAPI, true); err != nil || got.SuspendedBy != store.SuspendedByConfig {
+	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByAPI, true, store.Suspension{}); err != nil || got.SuspendedBy != store.SuspendedByConfig {
 		t.Fatalf("suspend through the API over the configuration = %+v, %v", got, err)
 	}
-	_, err = s.SuspendSource(ctx, "infra", store.SuspendedByAPI, false)
+	_, err = s.SuspendSource(ctx, "infra", store.SuspendedByAPI, false, store.Suspension{})
 	wantErr(t, "resume through the API of a source the configuration suspends", err, store.ErrConflict)
-	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByConfig, false); err != nil || got.SuspendedBy != "" {
+	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByConfig, false, store.Suspension{}); err != nil || got.SuspendedBy != "" {
 		t.Fatalf("resume by the configuration = %+v, %v", got, err)
 	}
-	if _, err := s.SuspendSource(ctx, "infra", store.SuspendedByAPI, true); err != nil {
+	if _, err := s.SuspendSource(ctx, "infra", store.SuspendedByAPI, true, store.Suspension{}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByConfig, false); err != nil || got.SuspendedBy != store.SuspendedByAPI {
+	if got, err := s.SuspendSource(ctx, "infra", store.SuspendedByConfig, false, store.Suspension{}); err != nil || got.SuspendedBy != store.SuspendedByAPI {
 		t.Fatalf("resume by the configuration of an API suspension = %+v, %v", got, err)
 	}
 	if all, err := s.ListSources(ctx); err != nil || len(all) != 1 || all[0].SuspendedBy != store.SuspendedByAPI {
@@ -244,7 +245,7 @@ func testResourceStates(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.SuspendResource(ctx, ids[3], true); err != nil {
+	if _, err := s.SuspendResource(ctx, ids[3], true, store.Suspension{}); err != nil {
 		t.Fatal(err)
 	}
 	states, err := s.ResourceStates(ctx, 3)
@@ -285,7 +286,7 @@ func testSuspendAnnotationTime(t *testing.T, s store.Store) {
 	}
 	// Suspended through the API as well, it keeps the API's time once the
 	// annotation goes.
-	byAPI, err := s.SuspendResource(ctx, later.ID, true)
+	byAPI, err := s.SuspendResource(ctx, later.ID, true, store.Suspension{})
 	if err != nil || byAPI.SuspendedAt == nil {
 		t.Fatalf("SuspendResource = %+v, %v", byAPI, err)
 	}
@@ -297,4 +298,102 @@ func testSuspendAnnotationTime(t *testing.T, s store.Store) {
 		r.SuspendedBy() != store.SuspendedByAPI || r.SuspendedAt == nil || !r.SuspendedAt.Equal(*byAPI.SuspendedAt) {
 		t.Fatalf("annotation gone, API suspension left: %+v, %v; want suspended by the API at %v", r, err, byAPI.SuspendedAt)
 	}
+}
+
+// testSuspendReasons records who suspended a resource or a source through
+// the API and why, replaces both with a later suspension, clears them
+// with a resume, and refuses notes no page can show on one line.
+func testSuspendReasons(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	src := gitSource("infra", "widgets/a.yaml")
+	r, _, err := s.ApplyResource(ctx, resource("noted", `{}`), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := store.Suspension{Reason: `db migration <script>alert(1)</script> "till 5pm"`, Identity: "ops-token"}
+	got, err := s.SuspendResource(ctx, r.ID, true, note)
+	if err != nil || got.SuspendedReason != note.Reason || got.SuspendedIdentity != note.Identity || got.SuspendReason() != note.Reason {
+		t.Fatalf("SuspendResource with a note = %+v, %v", got, err)
+	}
+	since := *got.SuspendedAt
+	for _, read := range readBack(t, s, r.ID) {
+		if read.SuspendedReason != note.Reason || read.SuspendedIdentity != note.Identity {
+			t.Fatalf("read back: reason %q by %q, want %q by %q", read.SuspendedReason, read.SuspendedIdentity, note.Reason, note.Identity)
+		}
+	}
+	// A later suspension's note replaces it; the time stays.
+	later := store.Suspension{Reason: "still migrating", Identity: "oidc:alice@example.com"}
+	if got, err := s.SuspendResource(ctx, r.ID, true, later); err != nil || got.SuspendedReason != later.Reason ||
+		got.SuspendedIdentity != later.Identity || !got.SuspendedAt.Equal(since) {
+		t.Fatalf("suspended again = %+v, %v; want the new note since %v", got, err, since)
+	}
+	for name, bad := range map[string]store.Suspension{
+		"newline":   {Reason: "one\ntwo"},
+		"too long":  {Reason: strings.Repeat("x", 10<<10)},
+		"not UTF-8": {Reason: "\xff"},
+		"identity":  {Reason: "ok", Identity: "a\tb"},
+	} {
+		_, err := s.SuspendResource(ctx, r.ID, true, bad)
+		wantErr(t, "suspend with a "+name+" note", err, store.ErrInvalid)
+		_, err = s.SuspendSource(ctx, "infra", store.SuspendedByAPI, true, bad)
+		wantErr(t, "suspend a source with a "+name+" note", err, store.ErrInvalid)
+	}
+	if got, err := s.GetResource(ctx, r.ID); err != nil || got.SuspendedReason != later.Reason {
+		t.Fatalf("after refused notes: %+v, %v; want the note kept", got, err)
+	}
+	// At the limit, in characters, not bytes.
+	full := store.Suspension{Reason: strings.Repeat("é", store.MaxSuspendReason)}
+	if got, err := s.SuspendResource(ctx, r.ID, true, full); err != nil || got.SuspendedReason != full.Reason {
+		t.Fatalf("suspend with a reason of %d characters: %v", store.MaxSuspendReason, err)
+	}
+	// A resume clears it, whatever note it is given.
+	if got, err := s.SuspendResource(ctx, r.ID, false, store.Suspension{Reason: "ignored\n"}); err != nil ||
+		got.SuspendedReason != "" || got.SuspendedIdentity != "" || got.SuspendReason() != "" {
+		t.Fatalf("resume = %+v, %v; want the note cleared", got, err)
+	}
+
+	// The annotation gives the reason of its own suspension.
+	a := annotated(resource("annotated", `{}`), manifest.AnnotationSuspend, "true")
+	a.Annotations[manifest.AnnotationSuspendReason] = "frozen for the audit"
+	ar, _, err := s.ApplyResource(ctx, a, src)
+	if err != nil || ar.SuspendReason() != "frozen for the audit" || ar.SuspendedIdentity != "" {
+		t.Fatalf("annotated resource: reason %q, %v", ar.SuspendReason(), err)
+	}
+
+	putSource(t, s, "infra", store.SourceReady)
+	gs, err := s.SuspendSource(ctx, "infra", store.SuspendedByAPI, true, note)
+	if err != nil || gs.SuspendedReason != note.Reason || gs.SuspendedIdentity != note.Identity {
+		t.Fatalf("SuspendSource with a note = %+v, %v", gs, err)
+	}
+	if gs, err := s.SuspendSource(ctx, "infra", store.SuspendedByAPI, true, later); err != nil ||
+		gs.SuspendedReason != later.Reason || gs.SuspendedIdentity != later.Identity {
+		t.Fatalf("source suspended again = %+v, %v; want the new note", gs, err)
+	}
+	putSource(t, s, "infra", store.SourceFailed)
+	if all, err := s.ListSources(ctx); err != nil || len(all) != 1 || all[0].SuspendedReason != later.Reason {
+		t.Fatalf("after PutSource: %+v, %v; want the note kept", all, err)
+	}
+	// The configuration's suspension takes the place of the API's, note and all.
+	if gs, err := s.SuspendSource(ctx, "infra", store.SuspendedByConfig, true, store.Suspension{}); err != nil ||
+		gs.SuspendedBy != store.SuspendedByConfig || gs.SuspendedReason != "" || gs.SuspendedIdentity != "" {
+		t.Fatalf("suspended by the configuration = %+v, %v", gs, err)
+	}
+	if gs, err := s.SuspendSource(ctx, "infra", store.SuspendedByConfig, false, store.Suspension{}); err != nil ||
+		gs.SuspendedReason != "" || gs.SuspendedAt != nil {
+		t.Fatalf("resumed = %+v, %v", gs, err)
+	}
+}
+
+// readBack reads resource id by id and in a list.
+func readBack(t *testing.T, s store.Store, id int64) []*store.Resource {
+	t.Helper()
+	one, err := s.GetResource(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.ListResources(t.Context(), store.ResourceFilter{IDs: []int64{id}})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("ListResources = %v, %v", list, err)
+	}
+	return []*store.Resource{one, list[0]}
 }
