@@ -50,6 +50,8 @@ type mergeRequest struct {
 	created time.Time
 	updated time.Time
 	notes   []*note
+	// quickActions are the quick actions run from API notes, in order.
+	quickActions []string
 }
 
 type note struct {
@@ -290,7 +292,7 @@ func noteBody(req *http.Request, body []byte) (string, reply, bool) {
 }
 
 // createNote answers POST .../merge_requests/:iid/notes; a Reporter may
-// comment, as in GitLab.
+// comment, as in GitLab, and the note's quick actions run.
 func (s *Server) createNote(req *http.Request, mr *mergeRequest, c caller, body []byte) reply {
 	text, rep, ok := noteBody(req, body)
 	if !ok {
@@ -298,7 +300,7 @@ func (s *Server) createNote(req *http.Request, mr *mergeRequest, c caller, body 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.addNote(mr, c.user, text, false)
+	n := s.addNote(mr, c.user, s.runQuickActions(mr, text), false)
 	return jsonReply(http.StatusCreated, noteJSON(mr, n))
 }
 
@@ -326,7 +328,8 @@ func (s *Server) noteByID(req *http.Request, mr *mergeRequest, c caller, id int6
 	if n.System || n.author.Username != c.user.Username {
 		return forbidden()
 	}
-	n.Body, n.updated = text, s.now()
+	// GitLab runs the quick actions of an edited note too.
+	n.Body, n.updated = s.runQuickActions(mr, text), s.now()
 	n.Updates++
 	return jsonReply(http.StatusOK, noteJSON(mr, n))
 }
