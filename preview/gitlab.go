@@ -97,6 +97,7 @@ func (g *GitLab) SetStatus(ctx context.Context, sha, state, desc string) error {
 // agent's token) is passed over, not edited, and does not stop the
 // preview from having its own.
 func (g *GitLab) Comment(ctx context.Context, number int, marker, body string) error {
+	body = asGitLabKeeps(body)
 	me, err := g.me(ctx)
 	if err != nil {
 		return err
@@ -125,6 +126,14 @@ func (g *GitLab) Comment(ctx context.Context, number int, marker, body string) e
 		return fmt.Errorf("comment on %s: %w", g.Name(number), err)
 	}
 	return nil
+}
+
+// asGitLabKeeps is a note's body as GitLab stores it: its quick-action
+// extractor takes out carriage returns and trailing whitespace. A note
+// compared with the body as sent would differ at every preview, and be
+// edited again and again.
+func asGitLabKeeps(body string) string {
+	return strings.TrimRight(strings.ReplaceAll(body, "\r", ""), "\x00\t\n\v\f\r ")
 }
 
 // findNote returns the oldest note of the merge request that starts with

@@ -246,7 +246,7 @@ func TestGitLabPreviewTooLong(t *testing.T) {
 	if len(n.Body) > gitlabtest.MaxNoteLength || len(n.Body) < gitlabtest.MaxNoteLength-1000 {
 		t.Errorf("note of %d bytes, want just under %d", len(n.Body), gitlabtest.MaxNoteLength)
 	}
-	if !strings.HasSuffix(n.Body, "shows all of it, and so does the [dashboard](https://no8s.example.com/sources/infra).*\n") {
+	if !strings.HasSuffix(n.Body, "shows all of it, and so does the [dashboard](https://no8s.example.com/sources/infra).*") {
 		t.Errorf("the note ends %q", n.Body[len(n.Body)-200:])
 	}
 	if got := f.statuses(sha); !strings.HasPrefix(got, "success") {
