@@ -382,3 +382,28 @@ func TestGitLabFailuresAreRetried(t *testing.T) {
 		t.Errorf("%d note posts, want the failed one and one more", n)
 	}
 }
+
+// A merge request that moved on between its hook and the fetch of its head
+// is previewed at the head fetched: the outcome goes on the commit whose
+// manifests were planned, never on the hook's commit, which was not.
+func TestGitLabHeadMovedBeforeFetch(t *testing.T) {
+	t.Parallel()
+	f := newGitLabFixture(t, 1)
+	hooked := f.push(8, map[string]string{"dbs/b.yaml": "", "dbs/c.yaml": ""}) // over the prune limit
+	fetched := f.push(8, map[string]string{"dbs/a.yaml": db("a", 150)})
+	if err := f.p.Preview(t.Context(), f.src, preview.Pull{Number: 8, HeadSHA: hooked, BaseRef: "main"}); err != nil {
+		t.Fatalf("Preview: %v", err)
+	}
+	if got := f.statuses(fetched); !strings.HasPrefix(got, `success "0 created, 1 updated`) {
+		t.Errorf("statuses on the commit fetched = %s, want its success", got)
+	}
+	if got := f.postedStates(hooked); strings.Contains(got, "success") || strings.Contains(got, "failed") && !strings.Contains(f.statuses(hooked), "superseded") {
+		t.Errorf("states posted on the hook's commit, which was not previewed: %s (%s)", got, f.statuses(hooked))
+	}
+	if got := f.statuses(hooked); strings.HasPrefix(got, "running") {
+		t.Errorf("the hook's commit is left %s", got)
+	}
+	if n := f.mine(8); !strings.Contains(n.Body, "at `"+fetched[:12]+"`") {
+		t.Errorf("the note names another commit than the one planned:\n%s", n.Body)
+	}
+}
