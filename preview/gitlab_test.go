@@ -407,3 +407,35 @@ func TestGitLabHeadMovedBeforeFetch(t *testing.T) {
 		t.Errorf("the note names another commit than the one planned:\n%s", n.Body)
 	}
 }
+
+// A merge request flooded with notes before its first preview keeps one
+// note of the agent's: the agent's note, beyond the pages of notes a
+// preview searches, is edited on the next push, not written again.
+func TestGitLabFloodOfNotes(t *testing.T) {
+	t.Parallel()
+	f := newGitLabFixture(t, 5)
+	sha := f.push(9, map[string]string{"dbs/a.yaml": db("a", 150)})
+	for i := range 3_100 {
+		f.gl.AddNote(glProject, 9, "mallory", fmt.Sprintf("note %d", i), false)
+	}
+	if err := f.p.Preview(t.Context(), f.src, preview.Pull{Number: 9, HeadSHA: sha, BaseRef: "main"}); err != nil {
+		t.Fatalf("Preview: %v", err)
+	}
+	first := f.mine(9)
+	sha2 := f.push(9, map[string]string{"dbs/a.yaml": db("a", 160)})
+	if err := f.p.Preview(t.Context(), f.src, preview.Pull{Number: 9, HeadSHA: sha2, BaseRef: "main"}); err != nil {
+		t.Fatalf("Preview: %v", err)
+	}
+	if n := f.mine(9); n.ID != first.ID || !strings.Contains(n.Body, "100 → 160") {
+		t.Errorf("after the second push: %+v, want note %d edited", n, first.ID)
+	}
+	// A maintainer deletes the note: the next push writes another.
+	f.gl.DeleteNote(glProject, 9, first.ID)
+	sha3 := f.push(9, map[string]string{"dbs/a.yaml": db("a", 170)})
+	if err := f.p.Preview(t.Context(), f.src, preview.Pull{Number: 9, HeadSHA: sha3, BaseRef: "main"}); err != nil {
+		t.Fatalf("Preview after the note was deleted: %v", err)
+	}
+	if n := f.mine(9); n.ID == first.ID || !strings.Contains(n.Body, "100 → 170") {
+		t.Errorf("after the note was deleted: %+v, want a new one", n)
+	}
+}

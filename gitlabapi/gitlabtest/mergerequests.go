@@ -116,6 +116,18 @@ func (s *Server) AddNote(projectPath string, iid int64, author, body string, sys
 	return s.addNote(mr, u, body, system).ID
 }
 
+// DeleteNote deletes a note of a merge request, as a maintainer may. It
+// panics if there is no such merge request.
+func (s *Server) DeleteNote(projectPath string, iid, id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mr := s.mustProject(projectPath).mr(iid)
+	if mr == nil {
+		panic(fmt.Sprintf("gitlabtest: no merge request !%d in %s", iid, projectPath))
+	}
+	mr.notes = slices.DeleteFunc(mr.notes, func(n *note) bool { return n.ID == id })
+}
+
 // Notes returns the notes of a merge request, oldest first. It panics if
 // there is no such project.
 func (s *Server) Notes(projectPath string, iid int64) []Note {
