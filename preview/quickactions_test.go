@@ -92,3 +92,71 @@ func TestGitLabNoQuickActionsFromData(t *testing.T) {
 		}
 	}
 }
+
+// mention is an @-mention GitLab (and GitHub) would notify: an @ after no
+// word character, then a user or group name.
+var mention = regexp.MustCompile(`(^|[^\w])@[A-Za-z0-9_]`)
+
+// cells splits a Markdown table row into its cells as GFM does: a pipe
+// ends a cell unless a backslash escapes it, and a backslash escapes the
+// character after it, a backslash too.
+func cells(row string) []string {
+	var out []string
+	var cur strings.Builder
+	for i := 0; i < len(row); i++ {
+		switch {
+		case row[i] == '\\' && i+1 < len(row):
+			cur.WriteString(row[i : i+2])
+			i++
+		case row[i] == '|':
+			out = append(out, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(row[i])
+		}
+	}
+	return append(out, cur.String())
+}
+
+// TestGitLabNoteKeepsDataInItsPlace previews a merge request whose file
+// names and plan text mention @all and a user, and whose file name has a
+// backslash before a pipe: the note mentions nobody outside its code
+// blocks, and every row of its tables has the table's cells, none added by
+// the data.
+func TestGitLabNoteKeepsDataInItsPlace(t *testing.T) {
+	t.Parallel()
+	f := newGitLabFixture(t, 5)
+	f.p = preview.New(preview.Options{Store: f.st, Syncer: f.syncer, Actions: echoActions{}, Sources: []*preview.Source{f.src}})
+	sha := f.push(1, map[string]string{
+		"dbs/@all.yaml":          noted("e", "ping @all and @mallory"),
+		`dbs/x\|@admins| y.yaml`: noted("f", "x"),
+	})
+	if err := f.p.Preview(t.Context(), f.src, preview.Pull{Number: 1, HeadSHA: sha, BaseRef: "main"}); err != nil {
+		t.Fatalf("Preview: %v", err)
+	}
+	body := f.mine(1).Body
+	for _, want := range []string{"Database/e", "Database/f", "ping", "all.yaml"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the note lacks %q; the check proves nothing:\n%s", want, body)
+		}
+	}
+	// Mentions in code blocks notify no one.
+	fence := ""
+	for line := range strings.SplitSeq(body, "\n") {
+		if t := strings.TrimSpace(line); fence == "" && strings.HasPrefix(t, "```") {
+			fence = t
+			continue
+		} else if fence != "" {
+			if t == fence {
+				fence = ""
+			}
+			continue
+		}
+		if m := mention.FindString(line); m != "" {
+			t.Errorf("the note mentions %q: %s", m, line)
+		}
+		if strings.HasPrefix(line, "| ") && len(cells(line)) != 7 {
+			t.Errorf("a row of %d cells, want the table's 5: %s", len(cells(line))-2, line)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html"
 	"io"
 	"maps"
 	"path"
@@ -185,9 +184,9 @@ func oneLine(s string) string { return lineBreaks.Replace(s) }
 
 var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
 
-// htmlEscape escapes text inside HTML elements of a comment. It is the
-// standard escaping, a form secret masking knows.
-func htmlEscape(s string) string { return html.EscapeString(s) }
+// htmlEscape escapes text inside HTML elements of a comment, mentions
+// included. Secret masking knows the form it gives.
+func htmlEscape(s string) string { return redact.HTMLText(s) }
 
 // mdEscape keeps text from breaking a markdown table. Secret masking knows
 // the form it gives.
