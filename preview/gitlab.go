@@ -111,7 +111,7 @@ func (g *GitLab) SetStatus(ctx context.Context, sha, state, desc string) error {
 // it yet searches the merge request's notes, oldest first and up to
 // maxNotePages pages.
 func (g *GitLab) Comment(ctx context.Context, number int, marker, body string) error {
-	body = asGitLabKeeps(body)
+	body = noQuickActions(asGitLabKeeps(body))
 	me, err := g.me(ctx)
 	if err != nil {
 		return err
@@ -199,6 +199,25 @@ func (g *GitLab) remember(key noteKey, id int64) {
 // mine reports whether n is a preview's note with marker that user wrote.
 func mine(n *gitlab.Note, marker, user string) bool {
 	return n != nil && !n.System && strings.HasPrefix(n.Body, marker) && strings.EqualFold(n.Author.Username, user)
+}
+
+// noQuickActions indents by a space every line of body that starts with
+// a slash. GitLab runs such a line of a note, /merge or /approve, as a
+// quick action with the rights of the note's writer, the agent's token,
+// wherever its extractor does not see a code block (a fence longer than
+// ```, or one cut open, is none to it). The preview's Markdown never
+// starts a line with data; this holds whatever renders the body.
+func noQuickActions(body string) string {
+	if !strings.HasPrefix(body, "/") && !strings.Contains(body, "\n/") {
+		return body
+	}
+	lines := strings.Split(body, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "/") {
+			lines[i] = " " + l
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // findNote returns the oldest note of the merge request that starts with

@@ -439,3 +439,28 @@ func TestGitLabFloodOfNotes(t *testing.T) {
 		t.Errorf("after the note was deleted: %+v, want a new one", n)
 	}
 }
+
+// Whatever the body a Comment is given, no line of the note starts with
+// a slash: GitLab would run it as a quick action with the agent's token.
+func TestGitLabCommentRunsNoQuickActions(t *testing.T) {
+	t.Parallel()
+	f := newGitLabFixture(t, 5)
+	f.push(10, map[string]string{"dbs/a.yaml": db("a", 150)})
+	marker := "<!-- no8s-preview source=infra -->"
+	for _, body := range []string{
+		marker + "\n/approve\nok",
+		marker + "\n````\n```\n/merge\n````\n",
+		marker + "\nx\r/close\r\n/label ~a\r\n",
+	} {
+		if err := f.host.Comment(t.Context(), 10, marker, body); err != nil {
+			t.Fatal(err)
+		}
+		n := f.mine(10)
+		if got := f.gl.QuickActions(glProject, 10); len(got) > 0 || commandLine.MatchString(n.Body) {
+			t.Errorf("%q ran %q, leaving %q", body, got, n.Body)
+		}
+		if !strings.Contains(n.Body, " /") {
+			t.Errorf("the note lost the text: %q", n.Body)
+		}
+	}
+}
