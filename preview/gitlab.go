@@ -2,6 +2,7 @@ package preview
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	gosync "sync"
@@ -44,6 +45,16 @@ type GitLab struct {
 	// user is the token's user name, once known: only notes it wrote can
 	// be edited.
 	user string
+	// notes are the ids of the preview notes found or written, by merge
+	// request and marker: a note is looked up by its id first, so that
+	// one beyond the pages searched (a merge request flooded with notes)
+	// is edited, not written again at every push.
+	notes map[noteKey]int64
+}
+
+type noteKey struct {
+	iid    int64
+	marker string
 }
 
 // Open lists the open merge requests into branch, up to a thousand.
@@ -95,18 +106,27 @@ func (g *GitLab) SetStatus(ctx context.Context, sha, state, desc string) error {
 // the token's user wrote, or creates it. GitLab lets only a note's author
 // edit it: a marked note someone else wrote (copied, or left by another
 // agent's token) is passed over, not edited, and does not stop the
-// preview from having its own.
+// preview from having its own. The note found or written is remembered
+// and read by its id at the next preview; only a host that does not know
+// it yet searches the merge request's notes, oldest first and up to
+// maxNotePages pages.
 func (g *GitLab) Comment(ctx context.Context, number int, marker, body string) error {
+	body = noQuickActions(asGitLabKeeps(body))
 	me, err := g.me(ctx)
 	if err != nil {
 		return err
 	}
 	iid := int64(number)
+	key := noteKey{iid, marker}
 	err = g.Retry.CallOnce(ctx, func() (bool, error) {
-		n, err := g.findNote(ctx, iid, marker, me)
+		n, err := g.knownNote(ctx, key, me)
+		if err == nil && n == nil {
+			n, err = g.findNote(ctx, iid, marker, me)
+		}
 		if err != nil || n == nil {
 			return false, err
 		}
+		g.remember(key, n.ID)
 		if n.Body == body {
 			return true, nil
 		}
@@ -117,14 +137,87 @@ func (g *GitLab) Comment(ctx context.Context, number int, marker, body string) e
 			return resp, err
 		})
 	}, func() (*gitlab.Response, error) {
-		_, resp, err := g.Client.Notes.CreateMergeRequestNote(g.Project, iid,
+		n, resp, err := g.Client.Notes.CreateMergeRequestNote(g.Project, iid,
 			&gitlab.CreateMergeRequestNoteOptions{Body: gitlab.Ptr(body)}, gitlab.WithContext(ctx))
+		if err == nil && n != nil {
+			g.remember(key, n.ID)
+		}
 		return resp, err
 	})
 	if err != nil {
 		return fmt.Errorf("comment on %s: %w", g.Name(number), err)
 	}
 	return nil
+}
+
+// asGitLabKeeps is a note's body as GitLab stores it: its quick-action
+// extractor takes out carriage returns and trailing whitespace. A note
+// compared with the body as sent would differ at every preview, and be
+// edited again and again.
+func asGitLabKeeps(body string) string {
+	return strings.TrimRight(strings.ReplaceAll(body, "\r", ""), "\x00\t\n\v\f\r ")
+}
+
+// knownNote returns the note remembered for key, when it is still there,
+// still the user's and still the preview's, or nil.
+func (g *GitLab) knownNote(ctx context.Context, key noteKey, user string) (*gitlab.Note, error) {
+	g.mu.Lock()
+	id, ok := g.notes[key]
+	g.mu.Unlock()
+	if !ok {
+		return nil, nil
+	}
+	var n *gitlab.Note
+	err := g.Retry.Call(ctx, func() (*gitlab.Response, error) {
+		var resp *gitlab.Response
+		var err error
+		n, resp, err = g.Client.Notes.GetMergeRequestNote(g.Project, key.iid, id, gitlab.WithContext(ctx))
+		return resp, err
+	})
+	if errors.Is(err, gitlab.ErrNotFound) || err == nil && !mine(n, key.marker, user) {
+		g.mu.Lock()
+		delete(g.notes, key)
+		g.mu.Unlock()
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read note %d of !%d: %w", id, key.iid, err)
+	}
+	return n, nil
+}
+
+// remember keeps the id of the note found or written for key.
+func (g *GitLab) remember(key noteKey, id int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.notes == nil {
+		g.notes = map[noteKey]int64{}
+	}
+	g.notes[key] = id
+}
+
+// mine reports whether n is a preview's note with marker that user wrote.
+func mine(n *gitlab.Note, marker, user string) bool {
+	return n != nil && !n.System && strings.HasPrefix(n.Body, marker) && strings.EqualFold(n.Author.Username, user)
+}
+
+// noQuickActions indents by a space every line of body that starts with
+// a slash. GitLab runs such a line of a note, /merge or /approve, as a
+// quick action with the rights of the note's writer, the agent's token,
+// wherever its extractor does not see a code block (a fence longer than
+// ```, or one cut open, is none to it). The preview's Markdown never
+// starts a line with data; this holds whatever renders the body.
+func noQuickActions(body string) string {
+	if !strings.HasPrefix(body, "/") && !strings.Contains(body, "\n/") {
+		return body
+	}
+	lines := strings.Split(body, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "/") {
+			lines[i] = " " + l
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // findNote returns the oldest note of the merge request that starts with
@@ -148,7 +241,7 @@ func (g *GitLab) findNote(ctx context.Context, iid int64, marker, user string) (
 			return nil, fmt.Errorf("list the notes of !%d: %w", iid, err)
 		}
 		for _, n := range notes {
-			if !n.System && strings.HasPrefix(n.Body, marker) && strings.EqualFold(n.Author.Username, user) {
+			if mine(n, marker, user) {
 				return n, nil
 			}
 		}

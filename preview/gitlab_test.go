@@ -246,7 +246,7 @@ func TestGitLabPreviewTooLong(t *testing.T) {
 	if len(n.Body) > gitlabtest.MaxNoteLength || len(n.Body) < gitlabtest.MaxNoteLength-1000 {
 		t.Errorf("note of %d bytes, want just under %d", len(n.Body), gitlabtest.MaxNoteLength)
 	}
-	if !strings.HasSuffix(n.Body, "shows all of it, and so does the [dashboard](https://no8s.example.com/sources/infra).*\n") {
+	if !strings.HasSuffix(n.Body, "shows all of it, and so does the [dashboard](https://no8s.example.com/sources/infra).*") {
 		t.Errorf("the note ends %q", n.Body[len(n.Body)-200:])
 	}
 	if got := f.statuses(sha); !strings.HasPrefix(got, "success") {
@@ -380,5 +380,87 @@ func TestGitLabFailuresAreRetried(t *testing.T) {
 	f.mine(7)
 	if n := f.gl.Count(gitlabtest.Match{Method: "POST", PathSuffix: "/notes"}, 0); n != 2 {
 		t.Errorf("%d note posts, want the failed one and one more", n)
+	}
+}
+
+// A merge request that moved on between its hook and the fetch of its head
+// is previewed at the head fetched: the outcome goes on the commit whose
+// manifests were planned, never on the hook's commit, which was not.
+func TestGitLabHeadMovedBeforeFetch(t *testing.T) {
+	t.Parallel()
+	f := newGitLabFixture(t, 1)
+	hooked := f.push(8, map[string]string{"dbs/b.yaml": "", "dbs/c.yaml": ""}) // over the prune limit
+	fetched := f.push(8, map[string]string{"dbs/a.yaml": db("a", 150)})
+	if err := f.p.Preview(t.Context(), f.src, preview.Pull{Number: 8, HeadSHA: hooked, BaseRef: "main"}); err != nil {
+		t.Fatalf("Preview: %v", err)
+	}
+	if got := f.statuses(fetched); !strings.HasPrefix(got, `success "0 created, 1 updated`) {
+		t.Errorf("statuses on the commit fetched = %s, want its success", got)
+	}
+	if got := f.postedStates(hooked); strings.Contains(got, "success") || strings.Contains(got, "failed") && !strings.Contains(f.statuses(hooked), "superseded") {
+		t.Errorf("states posted on the hook's commit, which was not previewed: %s (%s)", got, f.statuses(hooked))
+	}
+	if got := f.statuses(hooked); strings.HasPrefix(got, "running") {
+		t.Errorf("the hook's commit is left %s", got)
+	}
+	if n := f.mine(8); !strings.Contains(n.Body, "at `"+fetched[:12]+"`") {
+		t.Errorf("the note names another commit than the one planned:\n%s", n.Body)
+	}
+}
+
+// A merge request flooded with notes before its first preview keeps one
+// note of the agent's: the agent's note, beyond the pages of notes a
+// preview searches, is edited on the next push, not written again.
+func TestGitLabFloodOfNotes(t *testing.T) {
+	t.Parallel()
+	f := newGitLabFixture(t, 5)
+	sha := f.push(9, map[string]string{"dbs/a.yaml": db("a", 150)})
+	for i := range 3_100 {
+		f.gl.AddNote(glProject, 9, "mallory", fmt.Sprintf("note %d", i), false)
+	}
+	if err := f.p.Preview(t.Context(), f.src, preview.Pull{Number: 9, HeadSHA: sha, BaseRef: "main"}); err != nil {
+		t.Fatalf("Preview: %v", err)
+	}
+	first := f.mine(9)
+	sha2 := f.push(9, map[string]string{"dbs/a.yaml": db("a", 160)})
+	if err := f.p.Preview(t.Context(), f.src, preview.Pull{Number: 9, HeadSHA: sha2, BaseRef: "main"}); err != nil {
+		t.Fatalf("Preview: %v", err)
+	}
+	if n := f.mine(9); n.ID != first.ID || !strings.Contains(n.Body, "100 → 160") {
+		t.Errorf("after the second push: %+v, want note %d edited", n, first.ID)
+	}
+	// A maintainer deletes the note: the next push writes another.
+	f.gl.DeleteNote(glProject, 9, first.ID)
+	sha3 := f.push(9, map[string]string{"dbs/a.yaml": db("a", 170)})
+	if err := f.p.Preview(t.Context(), f.src, preview.Pull{Number: 9, HeadSHA: sha3, BaseRef: "main"}); err != nil {
+		t.Fatalf("Preview after the note was deleted: %v", err)
+	}
+	if n := f.mine(9); n.ID == first.ID || !strings.Contains(n.Body, "100 → 170") {
+		t.Errorf("after the note was deleted: %+v, want a new one", n)
+	}
+}
+
+// Whatever the body a Comment is given, no line of the note starts with
+// a slash: GitLab would run it as a quick action with the agent's token.
+func TestGitLabCommentRunsNoQuickActions(t *testing.T) {
+	t.Parallel()
+	f := newGitLabFixture(t, 5)
+	f.push(10, map[string]string{"dbs/a.yaml": db("a", 150)})
+	marker := "<!-- no8s-preview source=infra -->"
+	for _, body := range []string{
+		marker + "\n/approve\nok",
+		marker + "\n````\n```\n/merge\n````\n",
+		marker + "\nx\r/close\r\n/label ~a\r\n",
+	} {
+		if err := f.host.Comment(t.Context(), 10, marker, body); err != nil {
+			t.Fatal(err)
+		}
+		n := f.mine(10)
+		if got := f.gl.QuickActions(glProject, 10); len(got) > 0 || commandLine.MatchString(n.Body) {
+			t.Errorf("%q ran %q, leaving %q", body, got, n.Body)
+		}
+		if !strings.Contains(n.Body, " /") {
+			t.Errorf("the note lost the text: %q", n.Body)
+		}
 	}
 }

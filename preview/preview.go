@@ -468,9 +468,18 @@ func (p *Previewer) report(ctx context.Context, src *Source, pull Pull) error {
 		refused = redact.MaskValues(m, refused)
 		planErr = refused
 	}
-	head := pull.HeadSHA
+	// The outcome goes on the commit planned: the pull request may have
+	// moved on between the event that named its head and the fetch, and a
+	// success on the commit named would vouch for manifests never planned.
+	// That commit, if it was marked pending, is told it was superseded.
+	head := revisionSHA(string(snap.Revision))
 	if head == "" {
-		head = revisionSHA(string(snap.Revision))
+		head = pull.HeadSHA
+	}
+	if pull.HeadSHA != "" && head != pull.HeadSHA {
+		if err := p.status(ctx, src, pull.HeadSHA, StateError, "superseded: "+short(head)+" was previewed instead"); err != nil {
+			return err
+		}
 	}
 	var body bytes.Buffer
 	fmt.Fprintf(&body, "%s\n### no8s preview of `%s`\n\n%s at `%s`, against `%s`.\n\n",
@@ -569,9 +578,13 @@ func marker(sourceName string) string {
 	return "<!-- no8s-preview source=" + sourceName + " -->"
 }
 
-// revisionSHA is the commit hash of a Git revision ("ref@sha1:<hex>").
+// revisionSHA is the commit hash of a Git revision ("ref@sha1:<hex>", or
+// "sha1:<hex>" for a commit fetched by no name).
 func revisionSHA(rev string) string {
-	_, sha, _ := strings.Cut(string(rev), "@sha1:")
+	if sha, ok := strings.CutPrefix(rev, "sha1:"); ok {
+		return sha
+	}
+	_, sha, _ := strings.Cut(rev, "@sha1:")
 	return sha
 }
 

@@ -205,10 +205,10 @@ func pair(s string, i int) uint16 { return uint16(s[i])<<8 | uint16(s[i+1]) }
 // (JSON in a JSON string, a response body quoted in an error); escaped as
 // a URL's query, path, path segment or user info, as net/url writes them
 // and as html/template writes a value in a link; and each of those as
-// HTML (html.EscapeString; html/template, which escapes '+' too; and
-// escaping only '&', '<' and '>', as Slack and the pull-request comment's
-// elements do) or in a Markdown table cell (MarkdownCell, and inside a
-// code span, where a backtick becomes a quote).
+// HTML (html.EscapeString; html/template, which escapes '+' too; escaping
+// only '&', '<' and '>', as Slack does; and HTMLText, as the pull-request
+// comment's elements do) or in a Markdown table cell (MarkdownCell, and
+// inside a code span, where a backtick becomes a quote).
 func forms(v string) []string {
 	bases := []string{v}
 	if t := strings.TrimSpace(v); t != v && t != "" {
@@ -270,6 +270,7 @@ var outerEscapes = []func(string) string{
 	html.EscapeString,
 	templateText,
 	htmlMinimal.Replace,
+	HTMLText,
 	MarkdownCell,
 	func(s string) string { return strings.ReplaceAll(MarkdownCell(s), "`", "'") },
 }

@@ -2,17 +2,29 @@ package redact
 
 import (
 	"encoding/json"
+	"html"
 	"reflect"
 	"strings"
 )
 
 // MarkdownCell escapes text for a cell of a Markdown table: a pipe would
-// end the cell and a newline the row, and angle brackets would open HTML.
-// Pull-request comments write table cells with it, and the Masker knows
-// the form it gives.
+// end the cell (and so would one after an escaped backslash: "\\|") and a
+// newline the row, and angle brackets would open HTML; an @ is followed by
+// a word joiner, so that "@all" or "@user" notifies no one. Pull-request
+// comments write table cells with it, and the Masker knows the form it
+// gives.
 func MarkdownCell(s string) string { return markdownCell.Replace(s) }
 
-var markdownCell = strings.NewReplacer("|", `\|`, "\n", " ", "\r", "", "<", "&lt;", ">", "&gt;")
+var markdownCell = strings.NewReplacer(`\`, `\\`, "|", `\|`, "\n", " ", "\r", "", "<", "&lt;", ">", "&gt;", "@", "@"+wordJoiner)
+
+// HTMLText escapes text inside an HTML element of a pull-request comment:
+// html.EscapeString, and an @ followed by a word joiner, so that a
+// mention in the text notifies no one. The Masker knows the form it gives.
+func HTMLText(s string) string { return strings.ReplaceAll(html.EscapeString(s), "@", "@"+wordJoiner) }
+
+// wordJoiner is U+2060, invisible: after an @ it keeps what follows from
+// being read as a user or group name.
+const wordJoiner = "\u2060"
 
 // MaskValues returns a copy of v in which every string v holds is masked:
 // strings, and named string types, in structs (exported fields), pointers,

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html"
 	"io"
 	"maps"
 	"path"
@@ -97,14 +96,20 @@ func WriteMarkdownIn(w io.Writer, dir string, p *Plan, planErr error, actionPlan
 			summary = "changes"
 		}
 		ref := manifest.ObjectRef{Kind: ap.Kind, Namespace: ap.Namespace, Name: ap.Name}
-		fmt.Fprintf(&b, "<details><summary>Plan of %s by %s: %s</summary>\n\n", htmlEscape(ref.String()),
-			htmlEscape(ap.Instance), htmlEscape(summary))
+		fmt.Fprintf(&b, "<details><summary>Plan of %s by %s: %s</summary>\n\n", htmlEscape(oneLine(ref.String())),
+			htmlEscape(oneLine(ap.Instance)), htmlEscape(oneLine(summary)))
 		if out := strings.TrimRight(ap.Output, "\n"); out != "" {
 			fence := "```"
 			for strings.Contains(out, fence) {
 				fence += "`"
 			}
-			fmt.Fprintf(&b, "%s\n%s\n%s\n", fence, out, fence)
+			// The block and its every line are indented by a space, which
+			// the renderer takes off again: no line of the output starts
+			// the comment's line, where GitLab would run "/merge" as a
+			// quick action with the agent's token. GitLab's extractor
+			// does not skip a code block whose fence is longer than ```,
+			// nor one cut open at the comment's limit.
+			fmt.Fprintf(&b, " %s\n %s\n %s\n", fence, strings.ReplaceAll(out, "\n", "\n "), fence)
 		}
 		b.WriteString("\n</details>\n\n")
 	}
@@ -171,9 +176,17 @@ func flatten(prefix string, v any, out map[string]string) {
 	out[prefix] = s
 }
 
-// htmlEscape escapes text inside HTML elements of a comment. It is the
-// standard escaping, a form secret masking knows.
-func htmlEscape(s string) string { return html.EscapeString(s) }
+// oneLine folds line breaks into spaces: text inside an HTML element of
+// a comment that keeps to its line can neither end the element's block
+// with a blank line (and have what follows rendered as Markdown) nor start
+// a line of the comment (a quick action, on GitLab).
+func oneLine(s string) string { return lineBreaks.Replace(s) }
+
+var lineBreaks = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ")
+
+// htmlEscape escapes text inside HTML elements of a comment, mentions
+// included. Secret masking knows the form it gives.
+func htmlEscape(s string) string { return redact.HTMLText(s) }
 
 // mdEscape keeps text from breaking a markdown table. Secret masking knows
 // the form it gives.

@@ -50,6 +50,8 @@ type mergeRequest struct {
 	created time.Time
 	updated time.Time
 	notes   []*note
+	// quickActions are the quick actions run from API notes, in order.
+	quickActions []string
 }
 
 type note struct {
@@ -112,6 +114,18 @@ func (s *Server) AddNote(projectPath string, iid int64, author, body string, sys
 	}
 	u := user{ID: int64(1000 + len(author)), Username: author, Name: author, State: "active", WebURL: "https://gitlab.example.com/" + author}
 	return s.addNote(mr, u, body, system).ID
+}
+
+// DeleteNote deletes a note of a merge request, as a maintainer may. It
+// panics if there is no such merge request.
+func (s *Server) DeleteNote(projectPath string, iid, id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mr := s.mustProject(projectPath).mr(iid)
+	if mr == nil {
+		panic(fmt.Sprintf("gitlabtest: no merge request !%d in %s", iid, projectPath))
+	}
+	mr.notes = slices.DeleteFunc(mr.notes, func(n *note) bool { return n.ID == id })
 }
 
 // Notes returns the notes of a merge request, oldest first. It panics if
@@ -290,7 +304,7 @@ func noteBody(req *http.Request, body []byte) (string, reply, bool) {
 }
 
 // createNote answers POST .../merge_requests/:iid/notes; a Reporter may
-// comment, as in GitLab.
+// comment, as in GitLab, and the note's quick actions run.
 func (s *Server) createNote(req *http.Request, mr *mergeRequest, c caller, body []byte) reply {
 	text, rep, ok := noteBody(req, body)
 	if !ok {
@@ -298,7 +312,7 @@ func (s *Server) createNote(req *http.Request, mr *mergeRequest, c caller, body 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.addNote(mr, c.user, text, false)
+	n := s.addNote(mr, c.user, s.runQuickActions(mr, text), false)
 	return jsonReply(http.StatusCreated, noteJSON(mr, n))
 }
 
@@ -326,7 +340,8 @@ func (s *Server) noteByID(req *http.Request, mr *mergeRequest, c caller, id int6
 	if n.System || n.author.Username != c.user.Username {
 		return forbidden()
 	}
-	n.Body, n.updated = text, s.now()
+	// GitLab runs the quick actions of an edited note too.
+	n.Body, n.updated = s.runQuickActions(mr, text), s.now()
 	n.Updates++
 	return jsonReply(http.StatusOK, noteJSON(mr, n))
 }
