@@ -22,6 +22,7 @@ func (h *handler) funcs() template.FuncMap {
 		"firstLine": firstLine,
 		"duration":  formatDuration,
 		"pathEsc":   url.PathEscape,
+		"eqFold":    strings.EqualFold,
 		"absTime":   absTime,
 		"ok":        okBadge,
 		"condClass": conditionClass,
