@@ -89,6 +89,9 @@ type Options struct {
 	// OIDC, when set, takes bearer tokens that are OpenID Connect ID
 	// tokens: the claim it reads names the token whose grants apply.
 	OIDC IdentityProvider
+	// Login, when set, signs people in to the dashboard with OpenID
+	// Connect: a session cookie is then a credential like a token.
+	Login *Login
 	// MaxBodyBytes caps request bodies; zero means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// BodyReadTimeout bounds how long a client may take to send a request
@@ -181,6 +184,8 @@ type Server struct {
 	tokens    []*Token
 	readsOpen bool
 	writable  bool
+	// login is the dashboard's sign-in, nil without one.
+	login *loginState
 }
 
 // New returns a Server. Its event stream needs Run (or Serve) to be fed.
@@ -206,6 +211,9 @@ func New(opts Options) *Server {
 		for _, g := range t.Grants {
 			s.writable = s.writable || slices.ContainsFunc(g.Verbs, func(v string) bool { return v != VerbGet && v != VerbList })
 		}
+	}
+	if opts.Login != nil {
+		s.login = newLoginState(*opts.Login, opts.Logger)
 	}
 	s.events = newHub(opts.Store, opts.Logger, opts.MaskEvent)
 	s.events.maskCutTail = opts.MaskCutTail
@@ -463,6 +471,23 @@ func (s *Server) routes() http.Handler {
 		// Not the dashboard's page either: a plain 404 says profiling is off.
 		handle("GET /debug/pprof/", open, http.NotFoundHandler())
 	}
+	if s.login != nil {
+		// The sign-in's routes need no credential: they make one.
+		handle("GET "+loginPath, open, http.HandlerFunc(s.startLogin))
+		handle("GET "+callbackPath, open, http.HandlerFunc(s.finishLogin))
+		handle("POST "+logoutPath, open, http.HandlerFunc(s.logout))
+		// Not the dashboard's 404: a link or an image elsewhere must not
+		// look as if it could sign anyone out.
+		handle("GET "+logoutPath, open, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", "POST")
+			http.Error(w, "sign out with POST, from the dashboard's button", http.StatusMethodNotAllowed)
+		}))
+		handle("GET "+tokenPath, read, http.HandlerFunc(s.tokenLogin))
+		if s.opts.Dashboard != nil {
+			// The sign-in pages use the stylesheet, which tells nothing.
+			handle("GET "+dashboardStylesheet, open, s.opts.Dashboard)
+		}
+	}
 	if s.opts.Dashboard != nil {
 		handle("GET /", read, s.opts.Dashboard)
 	}
@@ -613,17 +638,23 @@ func (s *Server) authorize(pattern string, need access, h http.Handler) http.Han
 		!strings.HasPrefix(pattern, "PUT /api/") && !strings.HasPrefix(pattern, "DELETE /api/") ||
 		slices.Contains(everythingRoutes, pattern)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t, err := s.check(need, verb, r)
+		t, browser, err := s.check(need, verb, r)
 		if err == nil && whole && t != nil && !t.allows(VerbList, "", "") {
 			// The dashboard, the metrics, the profiles, the agents and the
 			// action instances are about every kind and source.
 			err = errorf(http.StatusForbidden, "token %q may not read everything, which %s shows (missing permission list on every kind and source)",
 				t.Name, r.URL.Path)
 		}
-		if err == nil && need == write {
+		if err == nil && need == write && browser {
 			err = crossSite(r)
 		}
 		if err != nil {
+			if err.Status == http.StatusUnauthorized && pattern == "GET /" && s.login != nil {
+				// The dashboard's pages: sign in with the identity
+				// provider, or with a token.
+				s.signInPage(w, r, err)
+				return
+			}
 			if err.Status == http.StatusUnauthorized && (need == read && !strings.HasPrefix(r.URL.Path, "/api/") ||
 				r.Header.Get("Sec-Fetch-Site") == "same-origin") {
 				// Browsers cannot send bearer tokens: let them log in with
@@ -646,7 +677,12 @@ func (s *Server) authorize(pattern string, need access, h http.Handler) http.Han
 			if need == write {
 				level = slog.LevelInfo
 			}
-			s.log.Log(ctx, level, "api request", "token", t.Name, "method", r.Method, "path", r.URL.Path)
+			attrs := []any{"token", t.Name, "method", r.Method, "path", r.URL.Path}
+			if t.session {
+				// Who signed in, as the identity provider has it.
+				attrs = append(attrs, "session", true, "subject", t.subject, "email", t.email)
+			}
+			s.log.Log(ctx, level, "api request", attrs...)
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -659,26 +695,59 @@ var everythingRoutes = []string{"GET /api/v1/agents", "GET /api/v1/plugins/actio
 // check finds the request's token and checks that it may do verb at all;
 // what it is done to is checked by the handler (may, maySource). Reads
 // need no token while no read token and no scoped token is configured.
-func (s *Server) check(need access, verb string, r *http.Request) (*Token, *Error) {
+// browser is true when the credential is one browsers send on their own
+// (basic auth, the dashboard's session cookie), which crossSite checks.
+func (s *Server) check(need access, verb string, r *http.Request) (t *Token, browser bool, err *Error) {
 	if need == write && !s.writable {
-		return nil, errorf(http.StatusForbidden, "writes are disabled: the agent has no write token (set api.writeTokenEnv or api.tokens)")
+		return nil, false, errorf(http.StatusForbidden, "writes are disabled: the agent has no write token (set api.writeTokenEnv or api.tokens)")
 	}
 	if need == read && s.readsOpen {
-		// Reads need no token; one presented is still who the caller is,
-		// by which the dashboard offers the actions it may take. A wrong
-		// one is no login, and no harm.
-		if got, _, ok := presentedToken(r); ok {
+		// Reads need no token; one presented, or a signed-in session, is
+		// still who the caller is, by which the dashboard offers the
+		// actions it may take. A wrong one is no login, and no harm.
+		if got, basic, ok := presentedToken(r); ok {
 			for _, c := range s.tokens {
 				if c.Value != "" && equal(got, c.Value) && c.allowsVerb(verb) {
-					return c, nil
+					return c, basic, nil
 				}
 			}
+			return nil, false, nil
 		}
-		return nil, nil
+		if t, err := s.sessionToken(r); err == nil && t != nil && t.allowsVerb(verb) {
+			return t, true, nil
+		}
+		return nil, false, nil
 	}
-	got, _, ok := presentedToken(r)
+	if t, browser, err = s.credential(r); err != nil {
+		return nil, browser, err
+	}
+	switch {
+	case t.allowsVerb(verb):
+		return t, browser, nil
+	case t.Name == ReadTokenName && need == write:
+		return nil, browser, errorf(http.StatusForbidden, "the read token cannot write: use the write token")
+	}
+	return nil, browser, errorf(http.StatusForbidden, "token %q may not %s (missing permission %s; it may %s)", t.Name, verb, verb, describeGrants(t))
+}
+
+// credential returns the request's token: a bearer token or basic-auth
+// password when there is one (it wins over a session cookie), else the
+// dashboard session's. browser is as check has it.
+func (s *Server) credential(r *http.Request) (*Token, bool, *Error) {
+	got, basic, ok := presentedToken(r)
 	if !ok {
-		return nil, errorf(http.StatusUnauthorized, "a token is required: send Authorization: Bearer <token>")
+		t, err := s.sessionToken(r)
+		switch {
+		case err != nil:
+			return nil, true, err
+		case t != nil:
+			return t, true, nil
+		}
+		msg := "a token is required: send Authorization: Bearer <token>"
+		if s.login != nil {
+			msg += ", or sign in at " + loginPath
+		}
+		return nil, false, errorf(http.StatusUnauthorized, "%s", msg)
 	}
 	var t *Token
 	for _, c := range s.tokens {
@@ -690,18 +759,13 @@ func (s *Server) check(need access, verb string, r *http.Request) (*Token, *Erro
 	if t == nil && s.opts.OIDC != nil && oidc.LooksLikeJWT(got) {
 		var err *Error
 		if t, err = s.oidcToken(r.Context(), got); err != nil {
-			return nil, err
+			return nil, basic, err
 		}
 	}
-	switch {
-	case t == nil:
-		return nil, errorf(http.StatusUnauthorized, "the token is not valid")
-	case t.allowsVerb(verb):
-		return t, nil
-	case t.Name == ReadTokenName && need == write:
-		return nil, errorf(http.StatusForbidden, "the read token cannot write: use the write token")
+	if t == nil {
+		return nil, basic, errorf(http.StatusUnauthorized, "the token is not valid")
 	}
-	return nil, errorf(http.StatusForbidden, "token %q may not %s (missing permission %s; it may %s)", t.Name, verb, verb, describeGrants(t))
+	return t, basic, nil
 }
 
 // oidcToken verifies an ID token and returns the token its claim names.
@@ -740,20 +804,20 @@ func presentedToken(r *http.Request) (tok string, basic, ok bool) {
 	return "", false, false
 }
 
-// crossSite refuses writes a browser may have been made to send. Browsers
-// replay basic-auth credentials (the dashboard's login) on requests any
-// site triggers, and a form can post text/plain across sites without asking
-// first; so a basic-auth write must be JSON, which a cross-site page cannot
-// send without a CORS preflight this server never grants, and must say it
-// comes from this origin. Bearer tokens are never sent by browsers on their
-// own, so writes with one (scripts, the CLI) are not checked.
+// crossSite refuses writes a browser may have been made to send, for
+// writes whose credential browsers send on their own. Browsers replay
+// basic-auth credentials (the dashboard's login) and cookies (its session;
+// SameSite=Lax keeps it off other sites' POSTs, but not off a sibling
+// subdomain's, which browsers count as the same site) on requests other
+// pages trigger, and a form can post text/plain across sites without
+// asking first; so such a write must be JSON, which a cross-site page
+// cannot send without a CORS preflight this server never grants, and must
+// say it comes from this origin. Bearer tokens are never sent by browsers
+// on their own, so writes with one (scripts, the CLI) are not checked.
 func crossSite(r *http.Request) *Error {
-	if _, basic, _ := presentedToken(r); !basic {
-		return nil
-	}
 	const hint = "; scripts and the CLI should send Authorization: Bearer <token>"
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		return errorf(http.StatusForbidden, "writes with basic-auth credentials must send Content-Type: application/json, not %q%s",
+		return errorf(http.StatusForbidden, "writes with a browser's credentials (basic auth, the dashboard's session) must send Content-Type: application/json, not %q%s",
 			r.Header.Get("Content-Type"), hint)
 	}
 	switch site := r.Header.Get("Sec-Fetch-Site"); site {
@@ -766,7 +830,7 @@ func crossSite(r *http.Request) *Error {
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
-		return errorf(http.StatusForbidden, "writes with basic-auth credentials must come from this agent's own pages (the request has no Origin)%s", hint)
+		return errorf(http.StatusForbidden, "writes with a browser's credentials (basic auth, the dashboard's session) must come from this agent's own pages (the request has no Origin)%s", hint)
 	}
 	if u, err := url.Parse(origin); err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
 		return errorf(http.StatusForbidden, "cross-site write refused: Origin %q is not this agent (%s)%s", origin, r.Host, hint)

@@ -62,6 +62,10 @@ type Token struct {
 	// idToken marks the token an ID token was given; its Name is then
 	// IDTokenPrefix and the claim's value.
 	idToken bool
+	// session marks the token of a dashboard session, whose subject and
+	// email the audit trail shows.
+	session        bool
+	subject, email string
 }
 
 // IDTokenPrefix starts the name the log and the sync history give a

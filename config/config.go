@@ -100,6 +100,8 @@ type Config struct {
 	Notifications Notifications `json:"notifications"`
 	// API configures the HTTP API's tokens.
 	API API `json:"api"`
+	// Dashboard configures signing in to the dashboard.
+	Dashboard Dashboard `json:"dashboard"`
 	// Webhooks configures the incoming webhooks.
 	Webhooks Webhooks `json:"webhooks"`
 	// Admission are the hooks every change passes before it is accepted,
@@ -775,6 +777,7 @@ func (c *Config) resolve(getenv func(string) (string, bool), ps *problems) {
 	if o := c.API.OIDC; o != nil && o.Claim == "" {
 		o.Claim = "sub"
 	}
+	c.Dashboard.resolve(get, ps)
 	c.Webhooks.githubSecret = get("webhooks.githubSecretEnv", c.Webhooks.GitHubSecretEnv)
 	c.Webhooks.gitlabToken = get("webhooks.gitlabTokenEnv", c.Webhooks.GitLabTokenEnv)
 	c.Webhooks.gitlabSigningKey = get("webhooks.gitlabSigningKeyEnv", c.Webhooks.GitLabSigningKeyEnv)
@@ -826,8 +829,9 @@ func (s Secret) MarshalJSON() ([]byte, error) {
 
 // Secrets lists every secret value the configuration names through an
 // ...Env setting and Load resolved, in the order of the file: Git
-// credentials and pull-request tokens per source, then the API tokens and
-// the webhook secrets. A pull-request token that is the source's Git token
+// credentials and pull-request tokens per source, then the API tokens, the
+// dashboard's client secret and session key, and the webhook secrets. A
+// pull-request token that is the source's Git token
 // is listed once. Action settings are the plugins' to read: the action
 // instances list theirs.
 func (c *Config) Secrets() []Secret {
@@ -855,6 +859,10 @@ func (c *Config) Secrets() []Secret {
 	for i, t := range c.API.Tokens {
 		add(fmt.Sprintf("api.tokens[%d].tokenEnv", i), t.TokenEnv, t.value)
 	}
+	if o := c.Dashboard.OIDC; o != nil {
+		add("dashboard.oidc.clientSecretEnv", o.ClientSecretEnv, o.clientSecret)
+	}
+	add("dashboard.sessionKeyEnv", c.Dashboard.SessionKeyEnv, c.Dashboard.sessionKey)
 	add("webhooks.githubSecretEnv", c.Webhooks.GitHubSecretEnv, c.Webhooks.githubSecret)
 	add("webhooks.gitlabTokenEnv", c.Webhooks.GitLabTokenEnv, c.Webhooks.gitlabToken)
 	add("webhooks.gitlabSigningKeyEnv", c.Webhooks.GitLabSigningKeyEnv, c.Webhooks.gitlabSigningKey)

@@ -154,6 +154,7 @@ func (c *Config) validate(ps *problems) {
 		}
 	}
 	c.validateTokens(ps)
+	c.validateDashboard(ps)
 	for i, h := range c.API.AllowedHosts {
 		if msg := checkAllowedHost(h); msg != "" {
 			ps.add(fmt.Sprintf("api.allowedHosts[%d]", i), "%s", msg)

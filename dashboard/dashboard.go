@@ -127,6 +127,10 @@ type Options struct {
 	// api.Server.ResourceWhy); nil when it is ready. Unset, the dashboard
 	// works it out from the store.
 	Why func(r *http.Request, id int64) (*why.Why, error)
+	// Caller, when set, names who makes a request, which the pages show,
+	// and says whether it is a session that signs out with POST
+	// /auth/logout (api.Caller).
+	Caller func(ctx context.Context) (name string, session bool)
 }
 
 // handler serves the dashboard.
@@ -134,6 +138,7 @@ type handler struct {
 	store   store.Store
 	log     *slog.Logger
 	version string
+	caller  func(ctx context.Context) (string, bool)
 	// refresh is the reload period in whole seconds; zero is off.
 	refresh int
 	// events is the event stream's path; empty when pages do not listen.
@@ -191,6 +196,7 @@ func newHandler(st store.Store, opts Options) *handler {
 		version:  opts.Version,
 		allows:   opts.Allows,
 		why:      opts.Why,
+		caller:   opts.Caller,
 		pageSize: pageSize,
 		now:      time.Now,
 	}
@@ -211,7 +217,7 @@ func newHandler(st store.Store, opts Options) *handler {
 	h.css = newAsset(cssPath, "dashboard.css", "text/css; charset=utf-8")
 	h.js = newAsset(jsPath, "live.js", "text/javascript; charset=utf-8")
 	h.pages = make(map[string]*template.Template)
-	for _, name := range []string{"overview", "resource", "source", "graph", "error"} {
+	for _, name := range []string{"overview", "resource", "source", "graph", "error", "signin"} {
 		t := template.New(name).Funcs(h.funcs())
 		t = template.Must(t.ParseFS(files, "templates/layout.html", "templates/parts.html", "templates/"+name+".html"))
 		h.pages[name] = t
@@ -257,11 +263,19 @@ type base struct {
 	// Nonce is the page's script nonce, new for every response.
 	Nonce string
 	Now   time.Time
+	// Caller is who makes the request, "" when unknown; Session is true
+	// when it is a session, which the page offers to end.
+	Caller  string
+	Session bool
 }
 
-func (h *handler) base(title string) base {
-	return base{Title: title, Refresh: h.refresh, Events: h.events, Version: h.version, CSSURL: h.css.url, JSURL: h.js.url,
+func (h *handler) base(r *http.Request, title string) base {
+	b := base{Title: title, Refresh: h.refresh, Events: h.events, Version: h.version, CSSURL: h.css.url, JSURL: h.js.url,
 		Nonce: newNonce(), Now: h.now()}
+	if h.caller != nil {
+		b.Caller, b.Session = h.caller(r.Context())
+	}
+	return b
 }
 
 // nonce is the script nonce of the page.
@@ -303,7 +317,7 @@ type errorPage struct {
 
 // fail writes the error page with status code and a message for people.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, code int, message string) {
-	p := errorPage{base: h.base(http.StatusText(code)), Code: code, Message: message}
+	p := errorPage{base: h.base(r, http.StatusText(code)), Code: code, Message: message}
 	if code < http.StatusInternalServerError {
 		// Reloading will not make a missing page appear; a failing store
 		// may come back, so 5xx pages keep refreshing.
@@ -331,4 +345,39 @@ func (h *handler) storeFailed(w http.ResponseWriter, r *http.Request, err error)
 	}
 	h.log.Error("dashboard: reading the store failed", "path", r.URL.Path, "error", err)
 	h.fail(w, r, http.StatusInternalServerError, "The store could not be read. The agent's log has the details.")
+}
+
+// SignIn is a page asking people to sign in, or telling why signing in
+// failed.
+type SignIn struct {
+	Status  int
+	Message string
+	// SignInURL starts signing in with the identity provider, TokenURL
+	// signs in with a token; "" shows no such way.
+	SignInURL, TokenURL string
+}
+
+// signInPage is the page of a SignIn.
+type signInPage struct {
+	base
+	Code                int
+	Message             string
+	SignInURL, TokenURL string
+}
+
+// SignInPages returns what writes the sign-in pages, in the dashboard's
+// look: the answer to a page requested without a credential, and a failed
+// sign-in's. They show no one as signed in, and do not refresh.
+func SignInPages(opts Options) func(http.ResponseWriter, *http.Request, SignIn) {
+	opts.Caller = nil
+	h := newHandler(nil, opts)
+	return func(w http.ResponseWriter, r *http.Request, s SignIn) {
+		title := "Signing in failed"
+		if s.Status == http.StatusUnauthorized && s.SignInURL != "" && s.TokenURL != "" {
+			title = "Sign in"
+		}
+		p := signInPage{base: h.base(r, title), Code: s.Status, Message: s.Message, SignInURL: s.SignInURL, TokenURL: s.TokenURL}
+		p.Refresh = 0
+		h.render(w, r, s.Status, "signin", p)
+	}
 }

@@ -576,7 +576,7 @@ func (h *handler) graph(w http.ResponseWriter, r *http.Request) {
 		h.storeFailed(w, r, err)
 		return
 	}
-	p := graphPage{base: h.base("Dependency graph"), View: buildGraph(all, q), Threshold: graphThreshold}
+	p := graphPage{base: h.base(r, "Dependency graph"), View: buildGraph(all, q), Threshold: graphThreshold}
 	if q.Focus > 0 && p.View.Focus == nil {
 		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("There is no resource with id %d to focus on. It may have been deleted.", q.Focus))
 		return

@@ -494,7 +494,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 		byRef[res.Ref()] = res
 	}
 
-	p := overviewPage{base: h.base("Overview")}
+	p := overviewPage{base: h.base(r, "Overview")}
 	p.Filter = filter{query: q, Phases: phaseNames(), Active: q.active(), LabelFields: q.Labels,
 		ClearURL: query{Sort: q.Sort, Dir: q.Dir}.url()}
 	if len(p.Filter.LabelFields) == 0 {

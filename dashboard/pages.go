@@ -104,7 +104,7 @@ func (h *handler) resource(w http.ResponseWriter, r *http.Request) {
 		h.storeFailed(w, r, err)
 		return
 	}
-	p := resourcePage{base: h.base(res.Ref().String()), R: resourceRows([]*store.Resource{res})[0],
+	p := resourcePage{base: h.base(r, res.Ref().String()), R: resourceRows([]*store.Resource{res})[0],
 		HistoryLimit: historyLimit, Spec: prettyJSON(res.Spec), Outputs: prettyJSON(res.Outputs)}
 	if res.LeaseOwner != "" {
 		agents, err := h.store.ListAgents(ctx)
@@ -201,7 +201,7 @@ type sourcePage struct {
 func (h *handler) source(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	ctx := r.Context()
-	p := sourcePage{base: h.base("Source " + name), HistoryLimit: syncHistoryLimit,
+	p := sourcePage{base: h.base(r, "Source "+name), HistoryLimit: syncHistoryLimit,
 		AllURL: query{Source: name}.url()}
 	s, err := h.store.GetSource(ctx, name)
 	switch {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	gooidc "github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
 )
 
 // ErrInvalid means the token is not a valid ID token of the issuer for the
@@ -52,6 +53,7 @@ type Verifier struct {
 
 	mu       gosync.Mutex
 	verifier *gooidc.IDTokenVerifier
+	endpoint oauth2.Endpoint
 	failedAt time.Time
 }
 
@@ -102,6 +104,7 @@ func (v *Verifier) idVerifier(ctx context.Context) (*gooidc.IDTokenVerifier, err
 	}
 	keys := &keySet{url: meta.JWKSURL, client: v.client, floor: KeyRefreshFloor, maxAge: keyMaxAge}
 	v.verifier = gooidc.NewVerifier(v.issuer, keys, &gooidc.Config{ClientID: v.audience, SupportedSigningAlgs: algs})
+	v.endpoint = p.Endpoint()
 	return v.verifier, nil
 }
 
@@ -112,9 +115,25 @@ func LooksLikeJWT(raw string) bool { return strings.Count(raw, ".") == 2 }
 // Name verifies raw and returns the value of the claim that names the API
 // token. Its errors wrap ErrInvalid or ErrUnavailable.
 func (v *Verifier) Name(ctx context.Context, raw string) (string, error) {
+	id, err := v.identity(ctx, raw, nil)
+	return id.Name, err
+}
+
+// Identity is who an ID token says signed in.
+type Identity struct {
+	// Name is the value of the claim that names the API token.
+	Name string
+	// Subject is the token's sub, and Email its email claim when it has
+	// one: for the audit trail.
+	Subject, Email string
+}
+
+// identity verifies raw and reads the identity it carries; check, when
+// set, refuses tokens by their claims (an unexpected nonce).
+func (v *Verifier) identity(ctx context.Context, raw string, check func(*gooidc.IDToken) error) (Identity, error) {
 	iv, err := v.idVerifier(ctx)
 	if err != nil {
-		return "", err
+		return Identity{}, err
 	}
 	// go-oidc flattens the key set's error into text; the key set reports
 	// it here too, so that its class (unavailable or invalid) survives.
@@ -122,27 +141,33 @@ func (v *Verifier) Name(ctx context.Context, raw string) (string, error) {
 	tok, err := iv.Verify(context.WithValue(ctx, sigErrKey{}, &sigErr), raw)
 	switch {
 	case sigErr != nil:
-		return "", sigErr
+		return Identity{}, sigErr
 	case err != nil:
-		return "", invalid(err)
+		return Identity{}, invalid(err)
+	}
+	if check != nil {
+		if err := check(tok); err != nil {
+			return Identity{}, err
+		}
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
-		return "", invalid(err)
+		return Identity{}, invalid(err)
 	}
 	name, ok := claims[v.claim].(string)
 	if !ok || name == "" {
-		return "", fmt.Errorf("%w: no string claim %q", ErrInvalid, v.claim)
+		return Identity{}, fmt.Errorf("%w: no string claim %q", ErrInvalid, v.claim)
 	}
 	// An issuer that lets users give any address says so with
 	// email_verified: false; an address it did not verify names whoever
 	// typed it. Issuers that do not send the claim at all are trusted.
 	if v.claim == "email" {
 		if verified, ok := claims["email_verified"]; ok && verified != true && verified != "true" {
-			return "", fmt.Errorf("%w: the issuer did not verify the email address (email_verified: %v)", ErrInvalid, verified)
+			return Identity{}, fmt.Errorf("%w: the issuer did not verify the email address (email_verified: %v)", ErrInvalid, verified)
 		}
 	}
-	return name, nil
+	email, _ := claims["email"].(string)
+	return Identity{Name: name, Subject: tok.Subject, Email: email}, nil
 }
 
 // urlRE matches URLs in go-oidc's messages.

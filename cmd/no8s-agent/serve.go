@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
@@ -72,22 +74,23 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 	// the API tells from the request's token. srv is set before anything
 	// is served.
 	var srv *api.Server
-	dash := dashboard.New(st, dashboard.Options{Logger: log, Version: versionString(), EventsURL: api.EventsPath,
+	dashOpts := dashboard.Options{Logger: log, Version: versionString(), EventsURL: api.EventsPath, Caller: api.Caller,
 		Allows: func(r *http.Request, verb string, o dashboard.Object) bool {
 			return srv.Allows(r, verb, o.Kind, o.Namespace, o.Source, o.Action)
 		},
 		// The explanations come from the API's read model.
-		Why: func(r *http.Request, id int64) (*why.Why, error) { return srv.ResourceWhy(r, id) }})
+		Why: func(r *http.Request, id int64) (*why.Why, error) { return srv.ResourceWhy(r, id) }}
 	srv = api.New(api.Options{
 		Store: st, Syncer: syncer, Sources: runner, Actions: instances,
 		ReadToken: cfg.API.ReadToken(), WriteToken: cfg.API.WriteToken(), Tokens: apiTokens(cfg.API), OIDC: identityProvider(cfg.API),
+		Login:         dashboardLogin(cfg, dashOpts),
 		GitHubWebhook: hook,
 		GitLabWebhook: gitlabHook,
 		// A resource written through the API may be as large as a
 		// manifest file, in its JSON.
 		MaxBodyBytes: api.BodyLimit(cfg.FileSizeLimit()),
 		Metrics:      m.Handler(),
-		Dashboard:    dash,
+		Dashboard:    dashboard.New(st, dashOpts),
 		Instrument:   m.InstrumentHandler,
 		Logger:       log,
 		Wrap:         masker.HTTP,
@@ -162,4 +165,29 @@ func identityProvider(c config.API) api.IdentityProvider {
 		return nil
 	}
 	return oidc.New(c.OIDC.IssuerURL, c.OIDC.Audience, c.OIDC.Claim)
+}
+
+// dashboardLogin is the dashboard's sign-in the configuration asks for, or
+// nil.
+func dashboardLogin(cfg *config.Config, dashOpts dashboard.Options) *api.Login {
+	o := cfg.Dashboard.OIDC
+	if o == nil || cfg.API.OIDC == nil {
+		return nil
+	}
+	clientID := cmp.Or(o.ClientID, cfg.API.OIDC.Audience)
+	pages := dashboard.SignInPages(dashOpts)
+	var key []byte
+	if k := cfg.Dashboard.SessionKey(); k != "" {
+		key = []byte(k)
+	}
+	return &api.Login{
+		Provider: oidc.NewLogin(oidc.LoginConfig{IssuerURL: cfg.API.OIDC.IssuerURL, Claim: cfg.API.OIDC.Claim, ClientID: clientID,
+			ClientSecret: o.ClientSecret(), RedirectURL: o.RedirectURL, Scopes: o.Scopes}),
+		SessionKey: key,
+		SessionTTL: cfg.Dashboard.SessionLifetime(),
+		Secure:     strings.HasPrefix(o.RedirectURL, "https://"),
+		Page: func(w http.ResponseWriter, r *http.Request, p api.SignInPage) {
+			pages(w, r, dashboard.SignIn{Status: p.Status, Message: p.Message, SignInURL: p.SignInURL, TokenURL: p.TokenURL})
+		},
+	}
 }

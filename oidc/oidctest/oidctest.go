@@ -3,6 +3,11 @@
 // provider does, and signs ID tokens with any claims. It counts the reads
 // of its keys, signs tokens with keys it does not publish, and rotates its
 // key, so that tests can play an attacker and an identity provider's life.
+//
+// It also signs people in with the authorization code flow and PKCE
+// (S256): its authorization endpoint approves at once as the user SignInAs
+// names, and its token endpoint checks the client, its secret, the
+// redirect URI, the code verifier, and that each code is used once.
 package oidctest
 
 import (
@@ -34,12 +39,20 @@ type Issuer struct {
 	// forged signs forged tokens; one key serves every key ID, since
 	// generating one takes a while.
 	forged *rsa.PrivateKey
+
+	clients map[string]client
+	codes   map[string]grant
+	// user is who the authorization endpoint signs in; "" refuses.
+	user       string
+	userClaims map[string]any
+	tamper     func(claims map[string]any)
+	issued     int
 }
 
 // NewIssuer starts an issuer; it stops when the test ends.
 func NewIssuer(t testing.TB) *Issuer {
 	t.Helper()
-	is := &Issuer{}
+	is := &Issuer{clients: map[string]client{}, codes: map[string]grant{}}
 	is.Rotate(t)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
@@ -47,9 +60,13 @@ func NewIssuer(t testing.TB) *Issuer {
 		json.NewEncoder(w).Encode(map[string]any{
 			"issuer": is.URL, "jwks_uri": is.URL + "/keys", "authorization_endpoint": is.URL + "/auth",
 			"token_endpoint": is.URL + "/token", "id_token_signing_alg_values_supported": []string{"RS256"},
-			"response_types_supported": []string{"id_token"}, "subject_types_supported": []string{"public"},
+			"response_types_supported": []string{"code", "id_token"}, "subject_types_supported": []string{"public"},
+			"code_challenge_methods_supported":      []string{"S256"},
+			"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post", "none"},
 		})
 	})
+	mux.HandleFunc("GET /auth", is.authorize)
+	mux.HandleFunc("POST /token", is.token)
 	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, _ *http.Request) {
 		is.keyReads.Add(1)
 		is.mu.Lock()
