@@ -23,7 +23,7 @@ const chromiumEnv = "NO8S_CHROMIUM"
 // stepTimeout each step, so that a missing element fails the test quickly.
 const (
 	browserTimeout = 60 * time.Second
-	stepTimeout    = 15 * time.Second
+	stepTimeout    = 30 * time.Second
 )
 
 // phone is the viewport of a small phone, in CSS pixels.
@@ -200,7 +200,7 @@ func TestBrowser(t *testing.T) {
 	if n := count("count resources", "#resources tr.resource"); n != len(exampleResources) {
 		t.Errorf("the overview lists %d resources, want %d", n, len(exampleResources))
 	}
-	save("overview-desktop.png", run(bctx, t, "screenshot the overview", chromedp.FullScreenshot(100)))
+	save("overview-desktop.png", screenshot(bctx, t, "screenshot the overview"))
 
 	// Click a resource and land on its page.
 	id := f.ids["production-pg"]
@@ -233,7 +233,7 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("the history does not show %q:\n%s", want, history)
 		}
 	}
-	save("resource-desktop.png", run(bctx, t, "screenshot the resource", chromedp.FullScreenshot(100)))
+	save("resource-desktop.png", screenshot(bctx, t, "screenshot the resource"))
 
 	// The graph draws the four resources and the two dependencies; a
 	// click selects the database: the network and the DNS record stand
@@ -253,7 +253,7 @@ func TestBrowser(t *testing.T) {
 		`[document.querySelector("svg.graph").getBoundingClientRect().width, document.querySelector(".graph-wrap").clientWidth]`)); w[0] > w[1]+1 {
 		t.Errorf("the graph is %.0fpx wide in a %.0fpx box", w[0], w[1])
 	}
-	save("graph-desktop.png", run(bctx, t, "screenshot the graph", chromedp.FullScreenshot(100)))
+	save("graph-desktop.png", screenshot(bctx, t, "screenshot the graph"))
 	do("select production-pg",
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`svg.graph a[href="/graph?focus=%d"] rect`, id))),
 		chromedp.WaitVisible(chromedp.CSS("svg.graph g.node.focus")),
@@ -267,7 +267,7 @@ func TestBrowser(t *testing.T) {
 	if panel := text("read the selection", ".focus-panel"); !strings.Contains(panel, "DatabaseCluster/production-pg") {
 		t.Errorf("the selection panel says %q", panel)
 	}
-	save("graph-focus-desktop.png", run(bctx, t, "screenshot the focused graph", chromedp.FullScreenshot(100)))
+	save("graph-focus-desktop.png", screenshot(bctx, t, "screenshot the focused graph"))
 
 	// At a phone's width no page scrolls sideways.
 	do("emulate a phone", chromedp.EmulateViewport(phoneWidth, phoneHeight, chromedp.EmulateMobile, chromedp.EmulatePortrait))
@@ -349,11 +349,22 @@ func TestBrowserLarge(t *testing.T) {
 			if size.phone {
 				img = fitsPhone(t, bctx, page.name+" of 1,000")
 			} else {
-				img = run(bctx, t, "screenshot the "+page.name, chromedp.FullScreenshot(100))
+				img = screenshot(bctx, t, "screenshot the "+page.name)
 			}
 			save("large-"+page.name+"-"+size.name+".png", img)
 		}
 	}
+}
+
+// screenshot captures the whole page when screenshots are kept (see
+// screenshotsEnv), and nothing otherwise: capturing a long page costs
+// seconds that a test run need not spend.
+func screenshot(bctx context.Context, t *testing.T, what string) []byte {
+	t.Helper()
+	if os.Getenv(screenshotsEnv) == "" {
+		return nil
+	}
+	return run(bctx, t, what, chromedp.FullScreenshot(100))
 }
 
 // run runs one browser action with a step's deadline and returns its value.

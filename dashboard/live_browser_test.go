@@ -197,7 +197,7 @@ func TestBrowserLive(t *testing.T) {
 	}
 	until("see the resume", `!document.querySelector("h1.resource-title .tag.warn")`)
 	clean("live update")
-	save("live-resource-desktop.png", run(bctx, t, "screenshot", chromedp.FullScreenshot(100)))
+	save("live-resource-desktop.png", screenshot(bctx, t, "screenshot"))
 
 	// Reconcile through its button, confirmed in the dialog.
 	reconcile := fmt.Sprintf("/api/v1/resources/%d/reconcile", pg)
@@ -325,11 +325,11 @@ func TestBrowserLive(t *testing.T) {
 			do("ask to suspend on a phone", press(`button[data-url$="/suspend"]`),
 				chromedp.WaitVisible(chromedp.CSS(`dialog#confirm-action[open] input[name=reason]`)))
 			fitsPhone(t, bctx, p+" with the dialog")
-			save("live-dialog-phone.png", run(bctx, t, "screenshot", chromedp.FullScreenshot(100)))
+			save("live-dialog-phone.png", screenshot(bctx, t, "screenshot"))
 			do("cancel", chromedp.Click(chromedp.CSS(`dialog#confirm-action button[value=cancel]`)))
 		}
 		save("live-"+strings.NewReplacer("/", "-").Replace(strings.Trim(p, "/"))+"-phone.png",
-			run(bctx, t, "screenshot", chromedp.FullScreenshot(100)))
+			screenshot(bctx, t, "screenshot"))
 		clean(p + " on a phone")
 	}
 	do("leave the phone", chromedp.EmulateReset())
@@ -362,7 +362,7 @@ func TestBrowserLive(t *testing.T) {
 			continue // a missing page does not come back by reloading
 		}
 		save("nojs-"+strings.NewReplacer("/", "-").Replace(strings.Trim(p.path, "/"))+".png",
-			run(bctx, t, "screenshot", chromedp.FullScreenshot(100)))
+			screenshot(bctx, t, "screenshot"))
 		waitFor(t, "the reloads of "+p.path+" without JavaScript", func() bool { return ls.hits(p.path) >= before+3 })
 	}
 }

@@ -70,7 +70,7 @@ func TestBrowserSignIn(t *testing.T) {
 		!strings.Contains(body, "Use a token") {
 		t.Errorf("the sign-in page: %s", body)
 	}
-	save("signin.png", run(bctx, t, "screenshot the sign-in page", chromedp.FullScreenshot(90)))
+	save("signin.png", screenshot(bctx, t, "screenshot the sign-in page"))
 
 	do("sign in through the issuer",
 		chromedp.Click(chromedp.CSS("a.signin-link")),
@@ -86,7 +86,7 @@ func TestBrowserSignIn(t *testing.T) {
 	if c := run(bctx, t, "read the cookies", chromedp.Evaluate[string]("document.cookie")); c != "" {
 		t.Errorf("a script reads the cookies: %q", c)
 	}
-	save("signed-in.png", run(bctx, t, "screenshot the signed-in page", chromedp.FullScreenshot(90)))
+	save("signed-in.png", screenshot(bctx, t, "screenshot the signed-in page"))
 	if is.Issued() != 1 {
 		t.Errorf("the issuer exchanged %d codes; want 1", is.Issued())
 	}
