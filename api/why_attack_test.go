@@ -8,6 +8,7 @@ import (
 
 	"github.com/no8s/no8s-agent/api"
 	"github.com/no8s/no8s-agent/manifest"
+	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/source"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/sync"
@@ -75,4 +76,45 @@ func problemText(ps []manifest.Problem) string {
 		b.WriteString(p.File + ": " + p.Message + "\n")
 	}
 	return b.String()
+}
+
+// TestWhyCutsNoSecretInHalf: an explanation cuts a long source message (and
+// a long problem) short. The agent masks secret values in every answer,
+// but only whole values: a cut through one would leave its start, which
+// no masking recognises. The cut leaves no piece of a word behind.
+func TestWhyCutsNoSecretInHalf(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cr3t-DbPassw0rd-91c7e4"
+	masker := redact.New(secret)
+	e := newEnv(t, func(o *api.Options) { o.Wrap = masker.HTTP })
+	snap := &source.Snapshot{Revision: manifest.Revision("main@sha1:" + strings.Repeat("cd", 20)), Files: []manifest.File{
+		file("tiers.yaml", chainResources), file("types/tier.yaml", chainTypes)}}
+	if _, err := e.syncer.Sync(t.Context(), sync.Target{Name: "apps", Kind: store.SourceGit}, snap, false); err != nil {
+		t.Fatal(err)
+	}
+	src, err := e.store.GetSource(t.Context(), "apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The secret starts 12 characters before the explanation's cut of a
+	// source's message (300) and of a problem's (500).
+	long := func(n int) string { return strings.Repeat("word ", (n-12)/5) + secret + " and then some more text" }
+	src.Phase, src.Message = store.SourceFailed, "FetchFailed: "+long(300-len("FetchFailed: "))
+	src.Errors = []manifest.Problem{{File: "a.yaml", Line: 1, Message: long(500)}}
+	if _, err := e.store.PutSource(t.Context(), src); err != nil {
+		t.Fatal(err)
+	}
+	app, err := e.store.GetResourceByName(t.Context(), manifest.ObjectRef{Kind: "Tier", Namespace: "default", Name: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/api/v1/resources/" + itoa(app.ID) + "/why", "/api/v1/sources/apps/why"} {
+		_, body, _ := e.call("GET", path, writeToken, "")
+		if strings.Contains(string(body), secret[:6]) {
+			t.Errorf("%s tells the start of the secret:\n%s", path, body)
+		}
+		if !strings.Contains(string(body), "word word") {
+			t.Errorf("%s: no message:\n%s", path, body)
+		}
+	}
 }
