@@ -256,11 +256,11 @@ func TestGraphEscaping(t *testing.T) {
 	}
 	h := newHandler(st, Options{})
 	for _, path := range []string{"/graph", "/graph?group=kind", "/graph?q=" + "%3Cscript", "/"} {
-		code, body, _ := get(t, h, path)
+		code, body, hdr := get(t, h, path)
 		if code != http.StatusOK {
 			t.Fatalf("GET %s: %d\n%s", path, code, body)
 		}
-		if m := regexp.MustCompile(`(?i)<(script|img|b>)`).FindAllString(body, -1); m != nil {
+		if m := regexp.MustCompile(`(?i)<(script|img|b>)`).FindAllString(withoutOwnScript(t, body, hdr), -1); m != nil {
 			t.Errorf("GET %s renders markup from data: %q", path, m)
 		}
 		if !strings.Contains(body, "&lt;script&gt;") && !strings.Contains(body, "&lt;b&gt;Kind") {

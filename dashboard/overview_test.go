@@ -305,11 +305,11 @@ func TestOverviewEscapesData(t *testing.T) {
 	addResource(t, f.st, "dependent", manifest.PhasePending, "", nil, name)
 	h := newHandler(f.st, Options{})
 	for _, path := range []string{"/", "/?q=" + "%3Cscript", "/?label=x%3D" + strings.ReplaceAll(label, " ", "%20"), "/?sort=name&q=%22%3E%3Cimg"} {
-		code, body, _ := get(t, h, path)
+		code, body, hdr := get(t, h, path)
 		if code != http.StatusOK {
 			t.Fatalf("GET %s: %d\n%s", path, code, text(body))
 		}
-		if m := regexp.MustCompile(`(?i)<(script|img|b[ >])`).FindAllString(body, -1); m != nil {
+		if m := regexp.MustCompile(`(?i)<(script|img|b[ >])`).FindAllString(withoutOwnScript(t, body, hdr), -1); m != nil {
 			t.Errorf("GET %s renders markup from data: %q", path, m)
 		}
 	}
