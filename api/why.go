@@ -79,12 +79,18 @@ func (m *readModel) whyLocked(ctx context.Context, e *modelResource, now time.Ti
 		return nil
 	}
 	w := why.ForResource(e.facts, modelWorld{m}, now)
-	if w == nil || len(w.Chain) == 0 {
+	t := requestToken(ctx)
+	if w == nil || t == nil {
 		return w
 	}
-	t := requestToken(ctx)
-	if t == nil {
-		return w
+	if w.Source != nil && !t.allows(VerbGet, "", w.Source.Name) {
+		// The source's message names what its sync refused, in every
+		// namespace and of every kind: it is told to those who may read
+		// the source (GET /sources/{name}), as are its problems. Its name
+		// and phase, which say why the resource waits, are the resource's.
+		src := *w.Source
+		src.Message = ""
+		w.Source = &src
 	}
 	for i, l := range w.Chain {
 		var src string

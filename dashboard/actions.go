@@ -19,7 +19,8 @@ type actionButton struct {
 	// URL is the API endpoint the script posts JSON to.
 	URL string
 	// Reason is true when the person may give a reason, sent as
-	// {"reason": "..."}.
+	// {"reason": "..."}: only for a suspension, which records it (a
+	// resume records none, and the dialog says the reason is recorded).
 	Reason bool
 	// Revision, when set, is sent as {"revision": "..."}: the revision the
 	// page showed, so that an approval never covers one the person did
@@ -49,7 +50,7 @@ func (h *handler) resourceActions(r *http.Request, res *store.Resource) []action
 			out = append(out, actionButton{Label: "Suspend", URL: base + "/suspend", Reason: true, Danger: true, Done: ref + " suspended.",
 				Confirm: "Suspend " + ref + "? It is not reconciled, checked for drift or destroyed until it is resumed."})
 		case res.CheckResume() == nil:
-			out = append(out, actionButton{Label: "Resume", URL: base + "/resume", Reason: true, Done: ref + " resumed.",
+			out = append(out, actionButton{Label: "Resume", URL: base + "/resume", Done: ref + " resumed.",
 				Confirm: "Resume " + ref + "? It is reconciled again."})
 		}
 	}
@@ -81,7 +82,7 @@ func (h *handler) sourceActions(r *http.Request, src *store.Source) []actionButt
 			out = append(out, actionButton{Label: "Suspend", URL: base + "/suspend", Reason: true, Danger: true, Done: "Source " + src.Name + " suspended.",
 				Confirm: "Suspend source " + src.Name + "? It is neither fetched nor synced until it is resumed."})
 		case store.SuspendedByAPI:
-			out = append(out, actionButton{Label: "Resume", URL: base + "/resume", Reason: true, Done: "Source " + src.Name + " resumed.",
+			out = append(out, actionButton{Label: "Resume", URL: base + "/resume", Done: "Source " + src.Name + " resumed.",
 				Confirm: "Resume source " + src.Name + "? It is fetched and synced again."})
 		}
 	}

@@ -531,7 +531,10 @@ func problemLines(ps []manifest.Problem) []string {
 
 // oneLine returns s on one line, control characters replaced by spaces,
 // cut to at most n characters: text from a manifest (an annotation) is not
-// bounded as a reason given through the API is.
+// bounded as a reason given through the API is. A cut ends at a space: the
+// word it would go through is left out whole. Secret values are masked in
+// the answers as whole values only, and the start of one the cut left
+// would be recognised by none.
 func oneLine(s string, n int) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
@@ -543,7 +546,8 @@ func oneLine(s string, n int) string {
 		return r
 	}, s)
 	if utf8.RuneCountInString(s) > n {
-		s = string([]rune(s)[:n]) + "…"
+		cut := string([]rune(s)[:n+1])
+		s = strings.TrimRightFunc(cut[:max(strings.LastIndexFunc(cut, unicode.IsSpace), 0)], unicode.IsSpace) + "…"
 	}
 	return s
 }

@@ -424,10 +424,10 @@ func describeWhy(w io.Writer, wh *why.Why) {
 	if s := wh.Suspension; s != nil {
 		by := s.By
 		if s.Identity != "" {
-			by += ", by " + s.Identity
+			by += ", by " + whyLine(s.Identity)
 		}
 		if s.Path != "" {
-			by += ", in " + s.Path
+			by += ", in " + whyLine(s.Path)
 		}
 		field("Suspended", by)
 		if s.Reason != "" {
@@ -435,7 +435,7 @@ func describeWhy(w io.Writer, wh *why.Why) {
 		}
 	}
 	if l := wh.Lease; l != nil {
-		field("Lease", fmt.Sprintf("%s (%s) until %s", l.Holder, l.State, when(l.Until)))
+		field("Lease", fmt.Sprintf("%s (%s) until %s", whyLine(l.Holder), l.State, when(l.Until)))
 	}
 	if wh.Attempt > 0 {
 		field("Failed attempts", fmt.Sprint(wh.Attempt))
@@ -452,7 +452,7 @@ func describeWhy(w io.Writer, wh *why.Why) {
 		field("Source", text)
 	}
 	if wh.Revision != "" {
-		field("Revision", wh.Revision)
+		field("Revision", whyLine(wh.Revision))
 	}
 	if c := wh.Cause; c != nil {
 		field("Root cause", c.Reason+": "+whyLine(c.Message))
@@ -493,9 +493,11 @@ func describeWhy(w io.Writer, wh *why.Why) {
 }
 
 // whyLine is s on one line, cut only when very long: the explanation is
-// what describe is read for.
+// what describe is read for. Control characters are escaped: the
+// explanation quotes what others wrote (an action's status message, a
+// source's problems), which must not drive the terminal.
 func whyLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = manifest.EscapeControl(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > 1000 {
 		return string(r[:997]) + "..."
 	}

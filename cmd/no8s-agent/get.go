@@ -498,8 +498,12 @@ func shortRevision(rev string) string {
 	return rev
 }
 
+// oneLine is s on one line for a table or a field, cut when long, with
+// control characters escaped: messages, commits and problems are text
+// others wrote (an action's output, anyone who may push), which must not
+// drive the terminal that shows them.
 func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
+	s = manifest.EscapeControl(strings.ReplaceAll(s, "\n", " "))
 	if len(s) > 100 {
 		return s[:97] + "..."
 	}
