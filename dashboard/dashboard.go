@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/store"
 )
 
@@ -60,6 +61,14 @@ var files embed.FS
 
 // Options configure the dashboard.
 type Options struct {
+	// Masker masks the secret values the agent knows in the specs, outputs,
+	// plans and messages the pages show, before they are rendered; nil
+	// masks nothing (the store masks what it keeps but for specs).
+	Masker *redact.Masker
+	// SourceLinks returns what the configuration says of the named
+	// source's Git host, for links to its commits; nil links only the
+	// commits of remotes on github.com and gitlab.com.
+	SourceLinks func(name string) SourceLinks
 	// Logger receives the errors of the store; nil discards them.
 	Logger *slog.Logger
 	// Refresh is how often the pages reload themselves: zero means
@@ -71,9 +80,11 @@ type Options struct {
 
 // handler serves the dashboard.
 type handler struct {
-	store   store.Store
-	log     *slog.Logger
-	version string
+	store       store.Store
+	masker      *redact.Masker
+	sourceLinks func(name string) SourceLinks
+	log         *slog.Logger
+	version     string
 	// refresh is the reload period in whole seconds; zero is off.
 	refresh int
 	// pageSize is how many resources a list shows; tests make it small.
@@ -106,6 +117,7 @@ func newHandler(st store.Store, opts Options) *handler {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
+	h.masker, h.sourceLinks = opts.Masker, opts.SourceLinks
 	switch {
 	case opts.Refresh == 0:
 		h.refresh = int(DefaultRefresh / time.Second)
@@ -125,7 +137,8 @@ func newHandler(st store.Store, opts Options) *handler {
 	h.pages = make(map[string]*template.Template)
 	for _, name := range []string{"overview", "resource", "source", "graph", "error"} {
 		t := template.New(name).Funcs(h.funcs())
-		t = template.Must(t.ParseFS(files, "templates/layout.html", "templates/parts.html", "templates/"+name+".html"))
+		t = template.Must(t.ParseFS(files, "templates/layout.html", "templates/parts.html", "templates/diff.html",
+			"templates/history.html", "templates/sourcelinks.html", "templates/"+name+".html"))
 		h.pages[name] = t
 	}
 	mux := http.NewServeMux()

@@ -240,3 +240,17 @@ func splitRows(lines []diffLine) []splitRow {
 	}
 	return rows
 }
+
+// Class is the line's class on the page: del, add or same.
+func (l diffLine) Class() string {
+	switch l.Op {
+	case opDel:
+		return "del"
+	case opAdd:
+		return "add"
+	}
+	return "same"
+}
+
+// Sign is the line's mark in a unified diff: "-", "+" or a space.
+func (l diffLine) Sign() string { return string(rune(l.Op)) }

@@ -76,6 +76,8 @@ type resourcePage struct {
 	// over. HolderSeen is its last heartbeat, when it had one.
 	HolderGone bool
 	HolderSeen *time.Time
+	// Extras explain the resource: see explainResource.
+	Extras resourceExtras
 }
 
 // resource serves GET /resources/{id}.
@@ -147,6 +149,10 @@ func (h *handler) resource(w http.ResponseWriter, r *http.Request) {
 		h.storeFailed(w, r, err)
 		return
 	}
+	if err := h.explainResource(ctx, r.URL.Query(), res, &p); err != nil {
+		h.storeFailed(w, r, err)
+		return
+	}
 	h.render(w, r, http.StatusOK, "resource", p)
 }
 
@@ -167,6 +173,8 @@ type sourcePage struct {
 	MoreResources bool
 	// AllURL lists all the source's resources on the overview.
 	AllURL string
+	// Extras explain the source: see explainSource.
+	Extras sourceExtras
 }
 
 // source serves GET /sources/{name}.
@@ -208,5 +216,6 @@ func (h *handler) source(w http.ResponseWriter, r *http.Request) {
 		rs, p.MoreResources = rs[:h.pageSize], true
 	}
 	p.Resources = resourceTable{Rows: resourceRows(rs), Heads: plainHeads()}
+	h.explainSource(&p)
 	h.render(w, r, http.StatusOK, "source", p)
 }
