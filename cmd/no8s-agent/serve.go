@@ -75,7 +75,8 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 		// manifest file, in its JSON.
 		MaxBodyBytes: api.BodyLimit(cfg.FileSizeLimit()),
 		Metrics:      m.Handler(),
-		Dashboard:    dashboard.New(st, dashboard.Options{Logger: log, Version: versionString()}),
+		Dashboard: dashboard.New(st, dashboard.Options{Logger: log, Version: versionString(),
+			Masker: masker, SourceLinks: dashboardSourceLinks(cfg)}),
 		Instrument:   m.InstrumentHandler,
 		Logger:       log,
 		Wrap:         masker.HTTP,
