@@ -153,13 +153,14 @@ func attemptCause(rec *store.ReconcileRecord, source string, sync *store.SyncRec
 			by = sync.Commit.Author
 		}
 	case store.TriggerRetry:
-		cause = "retry after a failure"
+		cause = "after a failed attempt, with backoff"
 	case store.TriggerDrift:
-		cause = "drift check"
+		cause = "scheduled check of the world against the spec"
 	case store.TriggerManual:
-		cause = "reconcile requested through the API or the CLI"
+		// Requests do not record their caller.
+		cause = "requested through the API or the CLI"
 	case store.TriggerDelete:
-		cause = "deletion requested"
+		cause = "its deletion was requested"
 	default:
 		cause = string(rec.Trigger)
 	}

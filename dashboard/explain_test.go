@@ -32,6 +32,7 @@ func widget(name, spec string, labels map[string]string) *manifest.Resource {
 // history and outputs, and the dashboard serving it with a masker.
 type explained struct {
 	h  http.Handler
+	st store.Store
 	id int64
 }
 
@@ -82,7 +83,7 @@ func newExplained(t *testing.T) explained {
 			t.Fatal(err)
 		}
 	}
-	return explained{h: newHandler(st, Options{Masker: m, Refresh: -1}), id: res.ID}
+	return explained{h: newHandler(st, Options{Masker: m, Refresh: -1}), st: st, id: res.ID}
 }
 
 // cell matches a diff's line of code of class del or add, capturing its text.
@@ -206,8 +207,8 @@ func TestResourceHistoryCauses(t *testing.T) {
 	for _, want := range []string{
 		"update new generation written through the API by deployer-token",
 		"create new resource written through the API by deployer-token",
-		"drift check",
-		"Last plan: drift check, generation 2",
+		"drift scheduled check of the world against the spec",
+		"Last plan: drift, generation 2",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the history lacks %q", want)
