@@ -14,8 +14,9 @@ import (
 	"github.com/no8s/no8s-agent/store"
 )
 
-// generationsLimit is how many generations the diff form offers.
-const generationsLimit = 50
+// generationsLimit is how many generations, the newest, the diff form
+// offers; older kept ones can still be compared by their numbers.
+const generationsLimit = 20
 
 // specDiff is the diff section of a resource page: a form to pick two
 // generations, and their diff when one was asked for.
