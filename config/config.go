@@ -152,7 +152,16 @@ type Source struct {
 	// when empty) refuses the revision, UnknownFieldsWarn keeps them and
 	// warns, UnknownFieldsPrune drops them and says so.
 	UnknownFields string `json:"unknownFields,omitempty"`
+	// CommitURL is the address of a commit on the Git host, for the
+	// dashboard's links to commits: an http(s) URL in which {sha} stands
+	// for the commit's hash, as in https://git.example.com/infra/commit/{sha}.
+	// Empty: GitHub and GitLab are recognised from the remote's URL (and
+	// from pullRequests.provider), and commits elsewhere are not linked.
+	CommitURL string `json:"commitURL,omitempty"`
 }
+
+// CommitSHA is what a source's commitURL says for the commit's hash.
+const CommitSHA = "{sha}"
 
 // Namespace returns the default namespace: DefaultNamespace, or
 // manifest.DefaultNamespace when it is not set.

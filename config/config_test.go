@@ -323,6 +323,12 @@ func TestParseProblems(t *testing.T) {
 		{"prune enabled not boolean", dir + "  prune: {enabled: sometimes}\n", "sources[0].prune.enabled", "must be true or false"},
 		{"unknown fields mode", dir + "  unknownFields: ignore\n", "sources[0].unknownFields", `must be strict, warn or prune, not "ignore"`},
 		{"api unknown fields mode", "api: {unknownFields: Strict}\n", "api.unknownFields", `must be strict, warn or prune, not "Strict"`},
+		{"commit URL without its hash", git + "}\n  commitURL: 'https://git.example.com/infra/commit/'\n", "sources[0].commitURL",
+			"does not say where the commit's hash goes: put {sha} there"},
+		{"commit URL of another scheme", git + "}\n  commitURL: 'javascript:alert({sha})'\n", "sources[0].commitURL",
+			"not an http(s) URL"},
+		{"commit URL with credentials", git + "}\n  commitURL: 'https://u:p@git.example.com/c/{sha}'\n", "sources[0].commitURL",
+			"not an http(s) URL without credentials"},
 		{"zero workers", "reconcile: {workers: 0}\n", "reconcile.workers", "at least 1"},
 		{"negative workers", "reconcile: {workers: -2}\n", "reconcile.workers", "at least 1"},
 		{"workers not a number", "reconcile: {workers: eight}\n", "reconcile.workers", "whole number"},
@@ -798,6 +804,18 @@ func TestUnknownFieldsModes(t *testing.T) {
 	}
 	if c.Sources[0].UnknownFields != UnknownFieldsPrune || c.Sources[1].UnknownFields != "" || c.API.UnknownFields != UnknownFieldsWarn {
 		t.Errorf("sources %+v, api %+v", c.Sources, c.API)
+	}
+}
+
+// TestCommitURL reads a source's commitURL as written.
+func TestCommitURL(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte("sources:\n- {name: a, git: {url: 'ssh://git@git.example.com/infra.git'}, commitURL: 'https://git.example.com/infra/commit/{sha}'}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Sources[0].CommitURL; got != "https://git.example.com/infra/commit/{sha}" {
+		t.Errorf("commitURL = %q", got)
 	}
 }
 

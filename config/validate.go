@@ -202,6 +202,13 @@ func validateSource(key string, s *Source, ps *problems) {
 	if s.UnknownFields != "" && !slices.Contains(unknownFieldsModes, s.UnknownFields) {
 		ps.add(key+".unknownFields", "must be strict, warn or prune, not %q", s.UnknownFields)
 	}
+	if s.CommitURL != "" {
+		if u, err := url.Parse(s.CommitURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+			ps.add(key+".commitURL", "%q is not an http(s) URL without credentials", s.CommitURL)
+		} else if !strings.Contains(s.CommitURL, CommitSHA) {
+			ps.add(key+".commitURL", "%q does not say where the commit's hash goes: put %s there", s.CommitURL, CommitSHA)
+		}
+	}
 	if m := s.Prune.MaxDeletes; m.Count < 0 || m.Percent < 0 || m.Percent > 100 || (m.Count > 0 && m.Percent > 0) {
 		ps.add(key+".prune.maxDeletes", "invalid limit (count %d, percent %d)", m.Count, m.Percent)
 	}

@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/no8s/no8s-agent/redact"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/why"
 )
@@ -105,6 +106,14 @@ type Object struct {
 
 // Options configure the dashboard.
 type Options struct {
+	// Masker masks the secret values the agent knows in the specs, outputs,
+	// plans and messages the pages show, before they are rendered; nil
+	// masks nothing (the store masks what it keeps but for specs).
+	Masker *redact.Masker
+	// SourceLinks returns what the configuration says of the named
+	// source's Git host, for links to its commits; nil links only the
+	// commits of remotes on github.com and gitlab.com.
+	SourceLinks func(name string) SourceLinks
 	// Logger receives the errors of the store; nil discards them.
 	Logger *slog.Logger
 	// Refresh is how often the pages reload themselves: zero means
@@ -135,10 +144,12 @@ type Options struct {
 
 // handler serves the dashboard.
 type handler struct {
-	store   store.Store
-	log     *slog.Logger
-	version string
-	caller  func(ctx context.Context) (string, bool)
+	store       store.Store
+	masker      *redact.Masker
+	sourceLinks func(name string) SourceLinks
+	log         *slog.Logger
+	version     string
+	caller      func(ctx context.Context) (string, bool)
 	// refresh is the reload period in whole seconds; zero is off.
 	refresh int
 	// events is the event stream's path; empty when pages do not listen.
@@ -203,6 +214,7 @@ func newHandler(st store.Store, opts Options) *handler {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
+	h.masker, h.sourceLinks = opts.Masker, opts.SourceLinks
 	switch {
 	case opts.Refresh == 0:
 		h.refresh = int(DefaultRefresh / time.Second)
@@ -219,7 +231,8 @@ func newHandler(st store.Store, opts Options) *handler {
 	h.pages = make(map[string]*template.Template)
 	for _, name := range []string{"overview", "resource", "source", "graph", "error", "signin"} {
 		t := template.New(name).Funcs(h.funcs())
-		t = template.Must(t.ParseFS(files, "templates/layout.html", "templates/parts.html", "templates/"+name+".html"))
+		t = template.Must(t.ParseFS(files, "templates/layout.html", "templates/parts.html", "templates/diff.html",
+			"templates/history.html", "templates/sourcelinks.html", "templates/"+name+".html"))
 		h.pages[name] = t
 	}
 	mux := http.NewServeMux()

@@ -26,6 +26,8 @@ func (h *handler) funcs() template.FuncMap {
 		"absTime":   absTime,
 		"ok":        okBadge,
 		"condClass": conditionClass,
+		"linked":    linked,
+		"revLink":   func(r manifest.Revision, u string) revisionRow { return revisionRow{Rev: r, URL: u} },
 	}
 }
 

@@ -84,6 +84,8 @@ type resourcePage struct {
 	HolderSeen *time.Time
 	// Why explains why the resource is not ready; nil when it is.
 	Why *why.Why
+	// Extras explain the resource: see explainResource.
+	Extras resourceExtras
 }
 
 // resource serves GET /resources/{id}.
@@ -171,6 +173,10 @@ func (h *handler) resource(w http.ResponseWriter, r *http.Request) {
 		h.storeFailed(w, r, err)
 		return
 	}
+	if err := h.explainResource(ctx, r.URL.Query(), res, &p); err != nil {
+		h.storeFailed(w, r, err)
+		return
+	}
 	h.render(w, r, http.StatusOK, "resource", p)
 }
 
@@ -195,6 +201,8 @@ type sourcePage struct {
 	AllURL string
 	// Why explains why the source is not ready; nil when it is.
 	Why *why.Why
+	// Extras explain the source: see explainSource.
+	Extras sourceExtras
 }
 
 // source serves GET /sources/{name}.
@@ -246,6 +254,7 @@ func (h *handler) source(w http.ResponseWriter, r *http.Request) {
 	if !p.Pseudo {
 		p.Actions = h.sourceActions(r, s)
 	}
+	h.explainSource(&p)
 	h.render(w, r, http.StatusOK, "source", p)
 }
 

@@ -664,6 +664,28 @@ type ReconcileRecord struct {
 	LastCheckedAt *time.Time
 }
 
+// GenerationSpec is the desired state of one generation of a resource, as
+// it was declared when the generation was stored. Backends record one,
+// in the transaction that stores the generation, for every generation a
+// resource gets, however it gets it; TrimHistory trims them as it trims
+// the reconcile history, but never the current generation of a resource
+// that exists. Like a resource's spec, it is kept as declared: whatever
+// shows it masks it (see store/masked).
+type GenerationSpec struct {
+	ResourceID int64
+	Kind       string
+	Namespace  string
+	Name       string
+	Generation int64
+	Spec       json.RawMessage
+	// Action is the action the generation was bound to.
+	Action string
+	// SourceRevision is the source revision that declared it.
+	SourceRevision manifest.Revision
+	// CreatedAt is when the generation was stored.
+	CreatedAt time.Time
+}
+
 const (
 	// AgentBeat is how often a running agent records itself.
 	AgentBeat = 5 * time.Second
@@ -1030,6 +1052,14 @@ type Store interface {
 	// first: history outlives its resource, and a name used again is one
 	// trail.
 	ListReconcileRecordsByRef(ctx context.Context, ref manifest.ObjectRef, limit int) ([]*ReconcileRecord, error)
+	// ListGenerationSpecs returns the kept specs of a resource's
+	// generations, newest first, up to limit (zero means no limit). The
+	// resource need not exist any more.
+	ListGenerationSpecs(ctx context.Context, resourceID int64, limit int) ([]*GenerationSpec, error)
+	// GetGenerationSpec returns the spec of one generation of a resource,
+	// or ErrNotFound when it is not kept: trimmed with the history, or
+	// stored before the store kept the specs of generations.
+	GetGenerationSpec(ctx context.Context, resourceID, generation int64) (*GenerationSpec, error)
 
 	// PutSource creates or replaces a source's state.
 	PutSource(ctx context.Context, s *Source) (*Source, error)
@@ -1075,9 +1105,11 @@ type Store interface {
 	ForgetAgents(ctx context.Context, age time.Duration) (int, error)
 
 	// TrimHistory deletes, in one short transaction, up to batch reconcile
-	// and sync records beyond limits, oldest first, and returns how many it
-	// deleted: callers repeat while it returns batch, so that a large trim
-	// never holds up other writers for long.
+	// and sync records and generation specs beyond limits, oldest first,
+	// and returns how many it deleted: callers repeat while it returns
+	// batch, so that a large trim never holds up other writers for long.
+	// A generation spec counts per resource like its reconcile records,
+	// and the current generation of an existing resource is kept.
 	TrimHistory(ctx context.Context, limits HistoryLimits, batch int) (int, error)
 
 	Notifier

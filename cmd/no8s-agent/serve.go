@@ -75,6 +75,7 @@ func newHTTPServer(cfg *config.Config, st store.Store, syncer *sync.Syncer, runn
 	// is served.
 	var srv *api.Server
 	dashOpts := dashboard.Options{Logger: log, Version: versionString(), EventsURL: api.EventsPath, Caller: api.Caller,
+		Masker: masker, SourceLinks: dashboardSourceLinks(cfg),
 		Allows: func(r *http.Request, verb string, o dashboard.Object) bool {
 			return srv.Allows(r, verb, o.Kind, o.Namespace, o.Source, o.Action)
 		},

@@ -3,7 +3,9 @@
 // messages and errors, progress) has the secret values the agent knows
 // masked before it is kept. Everything that reads the store (the API, the
 // dashboard, the event stream, the CLI, other agents on the database) then
-// only ever reads masked text. Reads pass through.
+// only ever reads masked text. Reads pass through, but for the specs of
+// past generations, which are kept as declared and read only to be shown:
+// they are masked as they are read.
 package masked
 
 import (
@@ -153,4 +155,23 @@ func (s *Store) problems(ps []manifest.Problem) []manifest.Problem {
 func (s *Store) NotificationsInProcess() bool {
 	l, ok := s.Store.(store.LocalNotifications)
 	return ok && l.NotificationsInProcess()
+}
+
+// ListGenerationSpecs masks the specs it reads: they are kept as
+// declared, and read only to be shown.
+func (s *Store) ListGenerationSpecs(ctx context.Context, resourceID int64, limit int) ([]*store.GenerationSpec, error) {
+	gs, err := s.Store.ListGenerationSpecs(ctx, resourceID, limit)
+	for _, g := range gs {
+		g.Spec = s.m.MaskJSON(g.Spec)
+	}
+	return gs, err
+}
+
+// GetGenerationSpec masks the spec it reads, as ListGenerationSpecs does.
+func (s *Store) GetGenerationSpec(ctx context.Context, resourceID, generation int64) (*store.GenerationSpec, error) {
+	g, err := s.Store.GetGenerationSpec(ctx, resourceID, generation)
+	if g != nil {
+		g.Spec = s.m.MaskJSON(g.Spec)
+	}
+	return g, err
 }

@@ -17,7 +17,8 @@ import (
 
 // TestMasksWhatIsWritten writes a secret through every store write that
 // carries text, through the masking store and inside a transaction, and
-// reads every row back: the text is masked, the desired state is kept as declared, and
+// reads every row back: the text is masked, the desired state is kept as
+// declared (and masked as the specs of past generations are read), and
 // what the caller passed is left as it was.
 func TestMasksWhatIsWritten(t *testing.T) {
 	t.Parallel()
@@ -102,6 +103,8 @@ func TestMasksWhatIsWritten(t *testing.T) {
 	show(st.ListSyncRecords(ctx, "infra", 0))
 	show(st.SuspendResource(ctx, r.ID, true, store.Suspension{Reason: "rotating " + secret, Identity: "ops"}))
 	show(st.SuspendSource(ctx, "infra", store.SuspendedByAPI, true, store.Suspension{Reason: "paused " + secret}))
+	show(st.ListGenerationSpecs(ctx, r.ID, 0))
+	show(st.GetGenerationSpec(ctx, r.ID, 1))
 
 	got, err := backend.GetResource(ctx, r.ID)
 	if err != nil {
@@ -116,7 +119,9 @@ func TestMasksWhatIsWritten(t *testing.T) {
 	for _, want := range []string{`"StatusMessage":"login ***"`, `"message":"as ***"`, `"StatusMessage":"step ***"`,
 		`"StatusMessage":"done ***"`, `"Error":"failed for ***"`, `"PlanOutput":"~ ***"`, `"Message":"fetch ***"`,
 		`"Message":"sync ***"`, `"message":"bad ***"`, `"message":"add ***"`, `"Outputs":{"***":"***"}`,
-		`"SuspendedReason":"rotating ***"`, `"SuspendedReason":"paused ***"`} {
+		`"SuspendedReason":"rotating ***"`, `"SuspendedReason":"paused ***"`,
+		`[{"ResourceID":1,"Kind":"Widget","Namespace":"","Name":"a","Generation":1,"Spec":{"token":"***"}`,
+		`{"ResourceID":1,"Kind":"Widget","Namespace":"","Name":"a","Generation":1,"Spec":{"token":"***"}`} {
 		if !strings.Contains(seen.String(), want) {
 			t.Errorf("no %s in what was stored:\n%s", want, seen.String())
 		}

@@ -111,7 +111,7 @@ func (s *Store) listReconcileRecords(ctx context.Context, what, where string, ar
 // TrimHistory deletes up to batch records beyond limits: first those older
 // than MaxAge, then, per resource and per source, those beyond the newest
 // MaxPerResource, found through the (resource_id, id) and (source, id)
-// indexes.
+// indexes, and the generation specs alike.
 func (s *Store) TrimHistory(ctx context.Context, limits store.HistoryLimits, batch int) (int, error) {
 	if batch <= 0 || limits.MaxPerResource < 0 || limits.MaxAge < 0 {
 		return 0, invalid("trim history: a positive batch and limits of zero or more are required")
@@ -140,6 +140,14 @@ func (s *Store) TrimHistory(ctx context.Context, limits store.HistoryLimits, bat
 			WHERE done_at < now() - $1 * interval '1 millisecond' ORDER BY id LIMIT $2)`, millis(limits.MaxAge)); err != nil {
 			return deleted, err
 		}
+		// The spec of a resource's current generation stays, however old.
+		if err := run(`DELETE FROM generation_specs WHERE (resource_id, generation) IN (
+			SELECT g.resource_id, g.generation FROM generation_specs g
+			WHERE g.created_at < now() - $1 * interval '1 millisecond'
+				AND NOT EXISTS (SELECT 1 FROM resources r WHERE r.id = g.resource_id AND r.generation = g.generation)
+			ORDER BY g.created_at LIMIT $2)`, millis(limits.MaxAge)); err != nil {
+			return deleted, err
+		}
 	}
 	if limits.MaxPerResource > 0 {
 		for _, t := range []struct{ table, key string }{{"reconcile_history", "resource_id"}, {"sync_history", "source"}} {
@@ -158,6 +166,65 @@ func (s *Store) TrimHistory(ctx context.Context, limits store.HistoryLimits, bat
 			LIMIT $2)`, limits.MaxPerResource); err != nil {
 			return deleted, err
 		}
+		if err := run(`DELETE FROM generation_specs WHERE (resource_id, generation) IN (
+			SELECT g.resource_id, g.generation FROM (SELECT resource_id AS k FROM generation_specs
+					GROUP BY resource_id HAVING count(*) > $1) crowded,
+				LATERAL (SELECT resource_id, generation FROM generation_specs WHERE resource_id = crowded.k
+					ORDER BY generation DESC OFFSET $1) g
+			LIMIT $2)`, limits.MaxPerResource); err != nil {
+			return deleted, err
+		}
 	}
 	return deleted, nil
+}
+
+const generationSpecCols = `resource_id, kind, namespace, name, generation, spec, action, source_revision, created_at`
+
+// ListGenerationSpecs returns up to limit kept specs of the resource's
+// generations, newest first; zero means no limit.
+func (s *Store) ListGenerationSpecs(ctx context.Context, resourceID int64, limit int) ([]*store.GenerationSpec, error) {
+	if limit < 0 {
+		return nil, invalid("list generation specs: negative limit")
+	}
+	args := []any{resourceID}
+	sql := `SELECT ` + generationSpecCols + ` FROM generation_specs WHERE resource_id = $1 ORDER BY generation DESC`
+	if limit > 0 {
+		args = append(args, limit)
+		sql += ` LIMIT $2`
+	}
+	rows, err := s.q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, mapErr(err, fmt.Sprintf("list generation specs of resource %d", resourceID))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.GenerationSpec, error) {
+		return scanGenerationSpec(row)
+	})
+	if err != nil {
+		return nil, mapErr(err, fmt.Sprintf("list generation specs of resource %d", resourceID))
+	}
+	return out, nil
+}
+
+// GetGenerationSpec returns the kept spec of one generation of a resource.
+func (s *Store) GetGenerationSpec(ctx context.Context, resourceID, generation int64) (*store.GenerationSpec, error) {
+	g, err := scanGenerationSpec(s.q.QueryRow(ctx, `SELECT `+generationSpecCols+` FROM generation_specs
+		WHERE resource_id = $1 AND generation = $2`, resourceID, generation))
+	if err != nil {
+		return nil, mapErr(err, fmt.Sprintf("spec of generation %d of resource %d", generation, resourceID))
+	}
+	return g, nil
+}
+
+func scanGenerationSpec(row pgx.Row) (*store.GenerationSpec, error) {
+	var (
+		g    store.GenerationSpec
+		spec []byte
+	)
+	if err := row.Scan(&g.ResourceID, &g.Kind, &g.Namespace, &g.Name, &g.Generation, &spec, &g.Action,
+		&g.SourceRevision, &g.CreatedAt); err != nil {
+		return nil, err
+	}
+	g.Spec = rawDoc(spec)
+	g.CreatedAt = utc(g.CreatedAt)
+	return &g, nil
 }

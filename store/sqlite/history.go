@@ -133,7 +133,7 @@ func (s *Store) listReconcileRecords(ctx context.Context, what, where string, ar
 
 // TrimHistory deletes up to batch records beyond limits: first those older
 // than MaxAge, then, per resource and per source, those beyond the newest
-// MaxPerResource.
+// MaxPerResource, and the generation specs alike.
 func (s *Store) TrimHistory(ctx context.Context, limits store.HistoryLimits, batch int) (int, error) {
 	if batch <= 0 || limits.MaxPerResource < 0 || limits.MaxAge < 0 {
 		return 0, invalid("trim history: a positive batch and limits of zero or more are required")
@@ -165,6 +165,14 @@ func (s *Store) TrimHistory(ctx context.Context, limits store.HistoryLimits, bat
 				WHERE done_at < ? ORDER BY id LIMIT ?)`, cutoff); err != nil {
 				return err
 			}
+			// The spec of a resource's current generation stays, however old.
+			if err := run(`DELETE FROM generation_specs WHERE (resource_id, generation) IN (
+				SELECT g.resource_id, g.generation FROM generation_specs g
+				WHERE g.created_at < ?
+					AND NOT EXISTS (SELECT 1 FROM resources r WHERE r.id = g.resource_id AND r.generation = g.generation)
+				ORDER BY g.created_at LIMIT ?)`, cutoff); err != nil {
+				return err
+			}
 		}
 		if limits.MaxPerResource > 0 {
 			for _, t := range []struct{ table, key string }{{"reconcile_history", "resource_id"}, {"sync_history", "source"}} {
@@ -179,6 +187,13 @@ func (s *Store) TrimHistory(ctx context.Context, limits store.HistoryLimits, bat
 				WHERE done_at IS NOT NULL) WHERE n > ? ORDER BY id LIMIT ?)`, limits.MaxPerResource); err != nil {
 				return err
 			}
+			if err := run(`DELETE FROM generation_specs WHERE (resource_id, generation) IN (
+				SELECT resource_id, generation FROM (
+					SELECT resource_id, generation, row_number() OVER (PARTITION BY resource_id ORDER BY generation DESC) AS n
+					FROM generation_specs)
+				WHERE n > ? ORDER BY resource_id, generation LIMIT ?)`, limits.MaxPerResource); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -186,4 +201,50 @@ func (s *Store) TrimHistory(ctx context.Context, limits store.HistoryLimits, bat
 		return 0, mapErr(err, "trim history")
 	}
 	return deleted, nil
+}
+
+const generationSpecCols = `resource_id, kind, namespace, name, generation, spec, action, source_revision, created_at`
+
+// ListGenerationSpecs returns up to limit kept specs of the resource's
+// generations, newest first; zero means no limit.
+func (s *Store) ListGenerationSpecs(ctx context.Context, resourceID int64, limit int) ([]*store.GenerationSpec, error) {
+	if limit < 0 {
+		return nil, invalid("list generation specs: negative limit")
+	}
+	args := []any{resourceID}
+	query := `SELECT ` + generationSpecCols + ` FROM generation_specs WHERE resource_id = $1 ORDER BY generation DESC`
+	if limit > 0 {
+		args = append(args, limit)
+		query += ` LIMIT $2`
+	}
+	out, err := collect(ctx, s, scanGenerationSpec, query, args...)
+	if err != nil {
+		return nil, mapErr(err, fmt.Sprintf("list generation specs of resource %d", resourceID))
+	}
+	return out, nil
+}
+
+// GetGenerationSpec returns the kept spec of one generation of a resource.
+func (s *Store) GetGenerationSpec(ctx context.Context, resourceID, generation int64) (*store.GenerationSpec, error) {
+	g, err := scanGenerationSpec(s.queryRow(ctx, `SELECT `+generationSpecCols+` FROM generation_specs
+		WHERE resource_id = $1 AND generation = $2`, resourceID, generation))
+	if err != nil {
+		return nil, mapErr(err, fmt.Sprintf("spec of generation %d of resource %d", generation, resourceID))
+	}
+	return g, nil
+}
+
+func scanGenerationSpec(row scanner) (*store.GenerationSpec, error) {
+	var (
+		g       store.GenerationSpec
+		spec    []byte
+		created int64
+	)
+	if err := row.Scan(&g.ResourceID, &g.Kind, &g.Namespace, &g.Name, &g.Generation, &spec, &g.Action,
+		&g.SourceRevision, &created); err != nil {
+		return nil, err
+	}
+	g.Spec = rawDoc(spec)
+	g.CreatedAt = fromMs(created)
+	return &g, nil
 }

@@ -53,6 +53,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Sources", testSources},
 		{"SyncHistory", testSyncHistory},
 		{"TrimHistory", testTrimHistory},
+		{"GenerationSpecs", testGenerationSpecs},
+		{"TrimGenerationSpecs", testTrimGenerationSpecs},
 		{"Agents", testAgents},
 		{"LeaseSince", testLeaseSince},
 		{"NoDriftFold", testNoDriftFold},
