@@ -729,7 +729,7 @@ func TestRunRefusesBadActions(t *testing.T) {
 		want    []string
 	}{
 		{"unknown plugin", "deploy: {plugin: pulumi}",
-			[]string{`actions.deploy: unknown plugin "pulumi" (known plugins: exec, github_actions, http, noop, terraform)`}},
+			[]string{`actions.deploy: unknown plugin "pulumi" (known plugins: exec, github_actions, gitlab_pipelines, http, noop, terraform)`}},
 		{"terraform without module", "deploy: {plugin: terraform, config: {binary: /no/such/tofu}}",
 			[]string{"actions.deploy: binary: ", "install OpenTofu", "actions.deploy: module: required"}},
 		{"exec bad timeout", "deploy: {plugin: exec, config: {command: [sh], timeout: soon}}",
