@@ -81,6 +81,10 @@ func (l *Login) AuthURL(ctx context.Context, state, nonce, verifier string) (str
 	return c.AuthCodeURL(state, gooidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), nil
 }
 
+// Issuer is the issuer identifier the login was configured with, which
+// an authorization response's iss parameter must equal (RFC 9207).
+func (l *Login) Issuer() string { return l.v.issuer }
+
 // ErrRefused means the issuer refused to exchange the code (used,
 // expired, another client's, a wrong verifier or redirect URI, a wrong
 // client secret). It wraps ErrInvalid.
