@@ -61,3 +61,90 @@ func TestLoginCallbackShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestSignInPagesReflect: what a request carries (its path and query, an
+// identity provider's error and description) is escaped on the sign-in
+// pages, which have the dashboard's Content-Security-Policy; the code, the
+// state and the nonce of a sign-in reach neither the log nor a page.
+func TestSignInPagesReflect(t *testing.T) {
+	t.Parallel()
+	e := newSignInEnv(t, nil)
+	b := newBrowser(t)
+	a := b.get(e.http.URL + `/x%22%3E%3Cscript%3Ealert(1)%3C/script%3E?a=%3Cimg%20src=x%3E&b=` + strings.Repeat("%0d%0a", 4000))
+	csp := a.header.Get("Content-Security-Policy")
+	if a.status != http.StatusUnauthorized || strings.Contains(a.body, "<script>alert") || strings.Contains(a.body, "<img src=x") ||
+		!strings.Contains(csp, "script-src 'nonce-") || strings.Contains(a.header.Get("Location"), "\n") {
+		t.Errorf("the sign-in page: %d CSP %q\n%s", a.status, csp, a.body)
+	}
+	cb, err := url.Parse(e.toIssuer(b, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = b.get(e.http.URL + "/auth/callback?state=" + url.QueryEscape(cb.Query().Get("state")) +
+		"&error=%3Cscript%3Ealert(1)%3C/script%3E&error_description=%3Cb%3Ecall%20%2B1-555%3C/b%3E")
+	if a.status != http.StatusUnauthorized || strings.Contains(a.body, "<script>alert") || strings.Contains(a.body, "call +1-555") ||
+		!strings.Contains(a.header.Get("Content-Security-Policy"), "script-src 'nonce-") {
+		t.Errorf("a refused sign-in's page: %d\n%s", a.status, a.body)
+	}
+
+	b = newBrowser(t)
+	start := b.get(e.http.URL + "/auth/login?next=%2F")
+	authURL, err := url.Parse(start.location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err = url.Parse(b.get(authURL.String()).location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = b.get(cb.String())
+	sessionOf(t, a)
+	page := b.get(e.http.URL + "/")
+	for what, v := range map[string]string{"code": cb.Query().Get("code"), "state": authURL.Query().Get("state"),
+		"nonce": authURL.Query().Get("nonce"), "challenge": authURL.Query().Get("code_challenge")} {
+		if v == "" {
+			t.Fatalf("no %s in the sign-in", what)
+		}
+		if strings.Contains(e.logs.String(), v) || strings.Contains(page.body, v) || strings.Contains(a.body, v) {
+			t.Errorf("the sign-in's %s is in the log or on a page", what)
+		}
+	}
+}
+
+// TestLoginFreshSecrets: every sign-in has its own state, nonce and PKCE
+// challenge (so its own verifier), none guessable from another's; and
+// without a sign-in configured, no route under /auth makes or clears a
+// cookie or redirects anywhere.
+func TestLoginFreshSecrets(t *testing.T) {
+	t.Parallel()
+	e := newSignInEnv(t, nil)
+	seen := map[string]bool{}
+	for range 3 {
+		a := newBrowser(t).get(e.http.URL + "/auth/login")
+		u, err := url.Parse(a.location())
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		if q.Get("code_challenge_method") != "S256" || len(q.Get("code_challenge")) != 43 {
+			t.Errorf("the PKCE challenge: %v", q)
+		}
+		for _, k := range []string{"state", "nonce", "code_challenge"} {
+			v := q.Get(k)
+			if len(v) < 43 || seen[v] {
+				t.Errorf("%s %q is short or was used before", k, v)
+			}
+			seen[v] = true
+		}
+	}
+
+	plain := newEnv(t, func(o *api.Options) { o.ReadToken = readToken })
+	for _, path := range []string{"/auth/login?next=//evil.example", "/auth/callback?state=x&code=y", "/auth/token?next=//evil.example", "/auth/logout"} {
+		for _, method := range []string{"GET", "POST"} {
+			a := newBrowser(t).do(method, plain.http.URL+path, map[string]string{"Sec-Fetch-Site": "same-origin"}, "")
+			if a.status < 400 || a.header.Get("Location") != "" || len(a.header["Set-Cookie"]) != 0 {
+				t.Errorf("%s %s without a sign-in: %d %v", method, path, a.status, a.header)
+			}
+		}
+	}
+}
