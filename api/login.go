@@ -63,6 +63,9 @@ type SignInPage struct {
 type LoginProvider interface {
 	AuthURL(ctx context.Context, state, nonce, verifier string) (string, error)
 	Exchange(ctx context.Context, code, verifier, nonce string) (oidc.Identity, error)
+	// Issuer is the identity provider's issuer identifier, which an
+	// authorization response may carry as iss (RFC 9207).
+	Issuer() string
 }
 
 // Routes of the sign-in.
@@ -204,6 +207,13 @@ func (s *Server) finishLogin(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(flow.State)) != 1 {
 		again.Status, again.Message = http.StatusBadRequest, "This answer of the identity provider is not for the sign-in this browser started: sign in again."
+		s.page(w, r, again)
+		return
+	}
+	if iss, ok := q["iss"]; ok && (len(iss) != 1 || iss[0] != l.opts.Provider.Issuer()) {
+		// RFC 9207: the answer comes from another identity provider (a
+		// mix-up); its code is not sent to ours.
+		again.Status, again.Message = http.StatusBadRequest, "This answer comes from another identity provider than the agent's: sign in again."
 		s.page(w, r, again)
 		return
 	}

@@ -35,6 +35,8 @@ func (p *lateLogin) Exchange(ctx context.Context, code, verifier, nonce string) 
 	return p.l.Load().Exchange(ctx, code, verifier, nonce)
 }
 
+func (p *lateLogin) Issuer() string { return p.l.Load().Issuer() }
+
 // signInEnv is an agent whose dashboard signs people in with a test
 // issuer, as alice@example.com (allowed everything) by default; bob may
 // read.

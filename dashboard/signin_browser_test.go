@@ -28,6 +28,8 @@ func (p *lateLogin) Exchange(ctx context.Context, code, verifier, nonce string) 
 	return p.l.Load().Exchange(ctx, code, verifier, nonce)
 }
 
+func (p *lateLogin) Issuer() string { return p.l.Load().Issuer() }
+
 // TestBrowserSignIn signs in to the dashboard, served by the API as the
 // agent serves it, in headless Chromium: the page asked for without a
 // credential offers to sign in; the link goes through the test issuer

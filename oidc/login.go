@@ -81,6 +81,10 @@ func (l *Login) AuthURL(ctx context.Context, state, nonce, verifier string) (str
 	return c.AuthCodeURL(state, gooidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), nil
 }
 
+// Issuer is the issuer identifier the login was configured with, which
+// an authorization response's iss parameter must equal (RFC 9207).
+func (l *Login) Issuer() string { return l.v.issuer }
+
 // ErrRefused means the issuer refused to exchange the code (used,
 // expired, another client's, a wrong verifier or redirect URI, a wrong
 // client secret). It wraps ErrInvalid.
@@ -88,8 +92,9 @@ var ErrRefused = fmt.Errorf("%w: the identity provider refused the sign-in", Err
 
 // Exchange trades code for tokens with verifier, and verifies the ID token
 // among them: the issuer's signature, the issuer, the client's ID among
-// its audiences, its expiry, and nonce. Its errors wrap ErrInvalid or
-// ErrUnavailable; their messages name no URL and quote no token.
+// its audiences and as its azp if it has one, its expiry, and nonce. Its
+// errors wrap ErrInvalid or ErrUnavailable; their messages name no URL and
+// quote no token.
 func (l *Login) Exchange(ctx context.Context, code, verifier, nonce string) (Identity, error) {
 	c, err := l.endpoints(ctx)
 	if err != nil {
@@ -113,6 +118,18 @@ func (l *Login) Exchange(ctx context.Context, code, verifier, nonce string) (Ide
 	return l.v.identity(ctx, raw, func(t *gooidc.IDToken) error {
 		if nonce == "" || subtle.ConstantTimeCompare([]byte(t.Nonce), []byte(nonce)) != 1 {
 			return fmt.Errorf("%w: the ID token's nonce is not this sign-in's", ErrInvalid)
+		}
+		// azp names the client the token was issued to (OpenID Connect
+		// Core 3.1.3.7): another client's token is not this sign-in's,
+		// even when our client is among its audiences.
+		var party struct {
+			AZP any `json:"azp"`
+		}
+		if err := t.Claims(&party); err != nil {
+			return invalid(err)
+		}
+		if azp, ok := party.AZP.(string); party.AZP != nil && (!ok || azp != l.config.ClientID) {
+			return fmt.Errorf("%w: the ID token was issued to another client (azp)", ErrInvalid)
 		}
 		return nil
 	})

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
+	"net/url"
 
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
@@ -168,6 +168,14 @@ func identityProvider(c config.API) api.IdentityProvider {
 	return oidc.New(c.OIDC.IssuerURL, c.OIDC.Audience, c.OIDC.Claim)
 }
 
+// httpsURL reports whether raw is an https URL. The scheme is compared as
+// URLs have it, case-insensitively: the configuration takes HTTPS://, and
+// cookies of such a sign-in must still be Secure and __Host-.
+func httpsURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.Scheme == "https"
+}
+
 // dashboardLogin is the dashboard's sign-in the configuration asks for, or
 // nil.
 func dashboardLogin(cfg *config.Config, dashOpts dashboard.Options) *api.Login {
@@ -186,7 +194,7 @@ func dashboardLogin(cfg *config.Config, dashOpts dashboard.Options) *api.Login {
 			ClientSecret: o.ClientSecret(), RedirectURL: o.RedirectURL, Scopes: o.Scopes}),
 		SessionKey: key,
 		SessionTTL: cfg.Dashboard.SessionLifetime(),
-		Secure:     strings.HasPrefix(o.RedirectURL, "https://"),
+		Secure:     httpsURL(o.RedirectURL),
 		Page: func(w http.ResponseWriter, r *http.Request, p api.SignInPage) {
 			pages(w, r, dashboard.SignIn{Status: p.Status, Message: p.Message, SignInURL: p.SignInURL, TokenURL: p.TokenURL})
 		},
