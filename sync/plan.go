@@ -684,7 +684,7 @@ func pruneGuard(t Target, snap *source.Snapshot, set *manifest.Set, cur *store.S
 		return nil
 	}
 	if len(set.Resources) == 0 && p.Owned > 0 && !t.Prune.AllowEmpty {
-		return &Error{Reason: ReasonEmptySnapshot, Message: fmt.Sprintf(
+		return &Error{Reason: ReasonEmptySnapshot, Problems: leavingProblems(p.Deletes, p.Forgets), Message: fmt.Sprintf(
 			"revision %s declares no resources but the source owns %d; if that is intended, set prune.allowEmpty or approve the revision",
 			snap.Revision, p.Owned)}
 	}
@@ -692,11 +692,37 @@ func pruneGuard(t Target, snap *source.Snapshot, set *manifest.Set, cur *store.S
 		return nil
 	}
 	if ok, limit := t.Prune.allows(len(p.Deletes), p.Owned); !ok {
-		return &Error{Reason: ReasonPruneLimitExceeded, Message: fmt.Sprintf(
+		return &Error{Reason: ReasonPruneLimitExceeded, Problems: leavingProblems(p.Deletes), Message: fmt.Sprintf(
 			"revision %s would delete %d of %d resources, over %s: approve the revision to go ahead (POST /api/v1/sources/%s/approve?revision=%s)",
 			snap.Revision, len(p.Deletes), p.Owned, limit, t.Name, snap.Revision)}
 	}
 	return nil
+}
+
+// maxLeavingProblems bounds the resources a prune guard refusal names: a
+// refusal that would delete thousands names the first ones and counts the
+// rest, so that the source's status stays small.
+const maxLeavingProblems = 20
+
+// leavingProblems names, as problems of a prune guard refusal, the
+// resources the refused plan would delete or forget, each with the file it
+// was last declared in: the refusal's message only counts them, and the
+// source's status, its explanation and the dashboard show its problems.
+func leavingProblems(groups ...[]Change) []manifest.Problem {
+	var out []manifest.Problem
+	total := 0
+	for _, g := range groups {
+		for _, c := range g {
+			total++
+			if len(out) < maxLeavingProblems {
+				out = append(out, manifest.Problem{File: c.File, Message: fmt.Sprintf("would %s %s", c.Action, c.Ref())})
+			}
+		}
+	}
+	if total > len(out) {
+		out = append(out, manifest.Problem{Message: fmt.Sprintf("and %d more", total-len(out))})
+	}
+	return out
 }
 
 // apply writes the plan, whose deletions rv allowed.

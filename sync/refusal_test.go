@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/no8s/no8s-agent/manifest"
 	"github.com/no8s/no8s-agent/source/dir"
 	"github.com/no8s/no8s-agent/store"
 	"github.com/no8s/no8s-agent/store/postgres"
@@ -422,5 +424,95 @@ func TestSyncJudgedAheadNeverSticks(t *testing.T) {
 	}
 	if get(t, st, "Widget", "a") == nil {
 		t.Fatal("widget a was not created")
+	}
+}
+
+// TestSyncPruneGuardNamesResources shows that a refusal by the prune guard
+// names, in the source's errors and its history, each resource it would
+// delete (or forget) with the file it was declared in, the first twenty and
+// a count of the rest, while its message still only counts them.
+func TestSyncPruneGuardNamesResources(t *testing.T) {
+	t.Parallel()
+	seq := func(from, to int) []int {
+		var out []int
+		for i := from; i < to; i++ {
+			out = append(out, i)
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		owned   int
+		keep    []int // the resources the refused revision still declares
+		noPrune []int // resources annotated no8s.io/prune: disabled
+		reason  string
+		message string
+		named   []int // the resources named, in order
+		verb    map[int]string
+		andMore int
+	}{
+		{name: "over the limit", owned: 4, keep: []int{3}, reason: sync.ReasonPruneLimitExceeded,
+			message: "would delete 3 of 4 resources, over maxDeletes 1", named: []int{0, 1, 2}},
+		{name: "over the limit, prune-disabled ones kept out", owned: 5, keep: []int{4}, noPrune: []int{1},
+			reason: sync.ReasonPruneLimitExceeded, message: "would delete 3 of 5 resources", named: []int{0, 2, 3}},
+		{name: "more than twenty", owned: 25, keep: []int{24}, reason: sync.ReasonPruneLimitExceeded,
+			message: "would delete 24 of 25 resources", named: seq(0, 20), andMore: 4},
+		{name: "empty snapshot", owned: 3, noPrune: []int{2}, reason: sync.ReasonEmptySnapshot,
+			message: "declares no resources but the source owns 3", named: []int{0, 1, 2}, verb: map[int]string{2: "forget"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st, _ := newStore(t)
+			s := sync.New(st, nil)
+			tg := target("infra")
+			tg.Prune.MaxDeletes = &sync.MaxDeletes{Value: 1}
+			files := map[string]string{"types.yaml": widgetType}
+			for i := range tc.owned {
+				w := widget(fmt.Sprintf("w%02d", i), "{size: 1}")
+				if slices.Contains(tc.noPrune, i) {
+					w = strings.Replace(w, "\nspec:", "\n  annotations: {no8s.io/prune: disabled}\nspec:", 1)
+				}
+				files[fmt.Sprintf("dir%d/w%02d.yaml", i%3, i)] = w
+			}
+			mustSync(t, s, tg, snapshot(files))
+			for i := range tc.owned {
+				if !slices.Contains(tc.keep, i) {
+					delete(files, fmt.Sprintf("dir%d/w%02d.yaml", i%3, i))
+				}
+			}
+			_, err := s.Sync(t.Context(), tg, snapshot(files), false)
+			var serr *sync.Error
+			if !errors.As(err, &serr) || serr.Reason != tc.reason {
+				t.Fatalf("sync: %v, want %s", err, tc.reason)
+			}
+			if !strings.Contains(serr.Message, tc.message) || strings.Contains(serr.Message, "\n") || strings.Contains(serr.Message, "w00") {
+				t.Errorf("message %q, want one line that counts (%q) and names none", serr.Message, tc.message)
+			}
+			var want []manifest.Problem
+			for _, i := range tc.named {
+				verb := "delete"
+				if v := tc.verb[i]; v != "" {
+					verb = v
+				}
+				want = append(want, manifest.Problem{File: fmt.Sprintf("dir%d/w%02d.yaml", i%3, i), Message: fmt.Sprintf("would %s Widget/w%02d", verb, i)})
+			}
+			if tc.andMore > 0 {
+				want = append(want, manifest.Problem{Message: fmt.Sprintf("and %d more", tc.andMore)})
+			}
+			src, err := st.GetSource(t.Context(), "infra")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if src.Phase != store.SourceStalled || src.Message != serr.Error() {
+				t.Errorf("source %s %q, want stalled with %q", src.Phase, src.Message, serr.Error())
+			}
+			if !slices.Equal(src.Errors, want) {
+				t.Errorf("source errors:\n got %+v\nwant %+v", src.Errors, want)
+			}
+			if rows := history(t, st, "infra"); len(rows) != 2 || rows[0].Success || !slices.Equal(rows[0].Errors, want) {
+				t.Errorf("history: %d row(s), newest %+v, want the refusal with %+v", len(rows), rows[0], want)
+			}
+		})
 	}
 }

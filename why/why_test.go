@@ -316,6 +316,43 @@ func TestForSource(t *testing.T) {
 			},
 		},
 		{
+			name: "prune guard naming what it would delete", reason: "PruneLimitExceeded",
+			src: store.Source{Name: "infra", Phase: store.SourceStalled, LastAttemptedRevision: manifest.Revision(rev),
+				Message: "PruneLimitExceeded: revision " + rev + " would delete 7 of 8 resources, over maxDeletes 1: approve the revision to go ahead",
+				Errors: []manifest.Problem{
+					{File: "dir0/w0.yaml", Message: "would delete Widget/w0"}, {File: "dir1/w1.yaml", Message: "would delete Widget/prod/w1"},
+					{File: "dir2/w2.yaml", Message: "would delete Widget/w2"}, {File: "dir0/w3.yaml", Message: "would delete Widget/w3"},
+					{File: "dir1/w4.yaml", Message: "would delete Widget/w4"}, {File: "dir2/w5.yaml", Message: "would delete Widget/w5"},
+					{File: "dir0/w6.yaml", Message: "would delete Widget/w6"}}},
+			says: []string{"would delete 7 of 8 resources"},
+			check: func(t *testing.T, got *why.Why) {
+				want := []string{"dir0/w0.yaml: would delete Widget/w0", "dir1/w1.yaml: would delete Widget/prod/w1",
+					"dir2/w2.yaml: would delete Widget/w2", "dir0/w3.yaml: would delete Widget/w3", "dir1/w4.yaml: would delete Widget/w4", "and 2 more"}
+				if strings.Join(got.Problems, "|") != strings.Join(want, "|") {
+					t.Errorf("problems = %q, want %q", got.Problems, want)
+				}
+				if strings.Contains(got.Message, "Widget/") {
+					t.Errorf("message %q names resources; the problems do", got.Message)
+				}
+			},
+		},
+		{
+			name: "empty snapshot naming what it would delete or forget", reason: "EmptySnapshotRefused",
+			src: store.Source{Name: "infra", Phase: store.SourceStalled, LastAttemptedRevision: manifest.Revision(rev),
+				Message: "EmptySnapshotRefused: revision " + rev + " declares no resources but the source owns 2; if that is intended, set prune.allowEmpty or approve the revision",
+				Errors:  []manifest.Problem{{File: "w.yaml", Message: "would delete Widget/a"}, {File: "w.yaml", Message: "would forget Widget/b"}}},
+			says: []string{"declares no resources but the source owns 2"},
+			check: func(t *testing.T, got *why.Why) {
+				want := []string{"w.yaml: would delete Widget/a", "w.yaml: would forget Widget/b"}
+				if strings.Join(got.Problems, "|") != strings.Join(want, "|") {
+					t.Errorf("problems = %q, want %q", got.Problems, want)
+				}
+				if len(got.Actions) != 1 || got.Actions[0].Name != "approve" {
+					t.Errorf("actions = %+v, want approve", got.Actions)
+				}
+			},
+		},
+		{
 			name: "admission refusal", reason: "AdmissionDenied",
 			src:  store.Source{Name: "infra", Phase: store.SourceFailed, Message: "AdmissionDenied: hook policy: replicas must be odd"},
 			says: []string{"hook policy: replicas must be odd"},
