@@ -79,23 +79,23 @@ const ConditionType = "WorkflowRun"
 
 // The inputs the workflow gets, by their default names.
 const (
-	InputOperation     = "operation"
-	InputKind          = "kind"
-	InputName          = "name"
-	InputGeneration    = "generation"
-	InputSpec          = "spec"
-	InputCorrelationID = "correlation_id"
+	InputOperation     = action.PipelineOperation
+	InputKind          = action.PipelineKind
+	InputName          = action.PipelineName
+	InputGeneration    = action.PipelineGeneration
+	InputSpec          = action.PipelineSpec
+	InputCorrelationID = action.PipelineCorrelationID
 	// InputPluginConfig is the resource's plugin configuration as JSON. It
 	// is sent only when the resource has one, so workflows that do not
 	// declare it keep working.
-	InputPluginConfig = "plugin_config"
+	InputPluginConfig = action.PipelinePluginConfig
 	// InputNamespace is the resource's namespace, sent only for a
 	// resource outside the namespace "default" (and not cluster-scoped):
 	// workflows written before namespaces keep working for the resources
 	// they served, and one that does not declare it refuses the dispatch
 	// of another namespace's resource rather than taking it for the
 	// default namespace's of the same kind and name.
-	InputNamespace = "namespace"
+	InputNamespace = action.PipelineNamespace
 )
 
 // standardInputs lists the inputs in the order they are documented.

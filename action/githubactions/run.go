@@ -2,8 +2,6 @@ package githubactions
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -269,50 +267,18 @@ func (r *runner) stopped(ctx, runCtx context.Context, run *github.WorkflowRun, e
 	}
 }
 
-// correlationID is unique per dispatch: the resource, the generation, the
-// operation and random bits, in a form that fits a run name. The random
-// bits make it unique; the name is there for people, and only its first
-// manifest.MaxLabelLength characters are, so that a name of up to 253
-// characters (a DNS subdomain) gives an id no longer than a label did.
+// correlationID is unique per dispatch (see action.PipelineCorrelationIDFor).
 func correlationID(req *action.Request, op action.Operation) (string, error) {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	name := req.Resource.Name
-	if len(name) > manifest.MaxLabelLength {
-		name = strings.TrimRight(name[:manifest.MaxLabelLength], ".-")
-	}
-	return fmt.Sprintf("%s-%s-g%d-%s-%s", strings.ToLower(req.Resource.Kind), name,
-		req.Resource.Generation, op, hex.EncodeToString(b[:])), nil
+	return action.PipelineCorrelationIDFor(req, op)
 }
 
 // inputsFor builds the workflow inputs, under their configured names. Every
 // value is a string, as GitHub requires.
 func (r *runner) inputsFor(op action.Operation, req *action.Request, correlation string) map[string]any {
-	spec := string(req.Resource.Spec)
-	if spec == "" {
-		spec = "{}"
-	}
-	values := map[string]string{
-		InputOperation:     string(op),
-		InputKind:          req.Resource.Kind,
-		InputName:          req.Resource.Name,
-		InputGeneration:    strconv.FormatInt(req.Resource.Generation, 10),
-		InputSpec:          spec,
-		InputCorrelationID: correlation,
-	}
-	if len(req.Resource.PluginConfig) > 0 {
-		values[InputPluginConfig] = string(req.Resource.PluginConfig)
-	}
-	if ns := req.Resource.Namespace; ns != "" && ns != manifest.DefaultNamespace {
-		values[InputNamespace] = ns
-	}
+	values := action.PipelineValues(req, op, correlation, r.inputs)
 	out := make(map[string]any, len(values))
-	for std, v := range values {
-		if name := r.inputs[std]; name != "" {
-			out[name] = v
-		}
+	for k, v := range values {
+		out[k] = v
 	}
 	return out
 }

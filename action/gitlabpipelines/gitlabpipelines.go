@@ -110,20 +110,20 @@ const ConditionType = "Pipeline"
 // those of the github_actions plugin, so that one resource type can move
 // between the two.
 const (
-	InputOperation     = "operation"
-	InputKind          = "kind"
-	InputName          = "name"
-	InputGeneration    = "generation"
-	InputSpec          = "spec"
-	InputCorrelationID = "correlation_id"
+	InputOperation     = action.PipelineOperation
+	InputKind          = action.PipelineKind
+	InputName          = action.PipelineName
+	InputGeneration    = action.PipelineGeneration
+	InputSpec          = action.PipelineSpec
+	InputCorrelationID = action.PipelineCorrelationID
 	// InputPluginConfig is the resource's plugin configuration as JSON,
 	// sent only when the resource has one: GitLab refuses an input the
 	// configuration does not declare.
-	InputPluginConfig = "plugin_config"
+	InputPluginConfig = action.PipelinePluginConfig
 	// InputNamespace is the resource's namespace, sent only for a resource
 	// outside the namespace "default" (and not cluster-scoped), as
 	// github_actions does.
-	InputNamespace = "namespace"
+	InputNamespace = action.PipelineNamespace
 )
 
 // standardInputs lists the inputs in the order they are documented.

@@ -2,8 +2,6 @@ package gitlabpipelines
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -507,48 +505,13 @@ func (r *runner) stopped(ctx, runCtx context.Context, pl *gitlab.Pipeline, err e
 	}
 }
 
-// correlationID is unique per pipeline: the resource, the generation, the
-// operation and random bits, in a form that fits a pipeline name. Only the
-// first manifest.MaxLabelLength characters of the name are used.
+// correlationID is unique per pipeline (see action.PipelineCorrelationIDFor).
 func correlationID(req *action.Request, op action.Operation) (string, error) {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	name := req.Resource.Name
-	if len(name) > manifest.MaxLabelLength {
-		name = strings.TrimRight(name[:manifest.MaxLabelLength], ".-")
-	}
-	return fmt.Sprintf("%s-%s-g%d-%s-%s", strings.ToLower(req.Resource.Kind), name,
-		req.Resource.Generation, op, hex.EncodeToString(b[:])), nil
+	return action.PipelineCorrelationIDFor(req, op)
 }
 
 // valuesFor builds the inputs (or variables), under their configured
 // names. Every value is a string: the inputs are declared type: string.
 func (r *runner) valuesFor(op action.Operation, req *action.Request, correlation string) map[string]string {
-	spec := string(req.Resource.Spec)
-	if spec == "" {
-		spec = "{}"
-	}
-	values := map[string]string{
-		InputOperation:     string(op),
-		InputKind:          req.Resource.Kind,
-		InputName:          req.Resource.Name,
-		InputGeneration:    strconv.FormatInt(req.Resource.Generation, 10),
-		InputSpec:          spec,
-		InputCorrelationID: correlation,
-	}
-	if len(req.Resource.PluginConfig) > 0 {
-		values[InputPluginConfig] = string(req.Resource.PluginConfig)
-	}
-	if ns := req.Resource.Namespace; ns != "" && ns != manifest.DefaultNamespace {
-		values[InputNamespace] = ns
-	}
-	out := make(map[string]string, len(values))
-	for std, v := range values {
-		if name := r.names[std]; name != "" {
-			out[name] = v
-		}
-	}
-	return out
+	return action.PipelineValues(req, op, correlation, r.names)
 }
